@@ -1,0 +1,335 @@
+"""Value types of the IR: tensors with int or symbolic dims, tuples, and control (X).
+
+Dims are Python ints or sympy expressions over integer symbols.  Symbols are always made
+through :func:`sym` so that two mentions of ``N`` are the same sympy object.  Dim strings
+are parsed by a small recursive-descent parser (:func:`parse_dim`), never by ``eval``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+import sympy
+
+Dim = Union[int, sympy.Expr]
+
+# Canonical short dtype names and their NumPy dtypes.  The short names are what the text
+# format prints; ``numpy_dtype`` and ``dtype_of`` convert at the boundary.
+DTYPES: dict[str, np.dtype] = {
+    "bool": np.dtype(np.bool_),
+    "i8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "u8": np.dtype(np.uint8),
+    "f16": np.dtype(np.float16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+}
+_BY_NUMPY = {v: k for k, v in DTYPES.items()}
+FLOAT_DTYPES = frozenset({"f16", "f32", "f64"})
+INT_DTYPES = frozenset({"i8", "i16", "i32", "i64", "u8"})
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}") from None
+
+
+def dtype_of(np_dtype: object) -> str:
+    """The Nexus dtype name of a NumPy dtype (or anything ``np.dtype`` accepts)."""
+    d = np.dtype(np_dtype)  # type: ignore[call-overload]
+    try:
+        return _BY_NUMPY[d]
+    except KeyError:
+        raise ValueError(f"NumPy dtype {d} has no Nexus dtype") from None
+
+
+def sym(name: str) -> sympy.Symbol:
+    """The symbol for a named dim; all dims are non-negative integers."""
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def is_static(dim: Dim) -> bool:
+    return isinstance(dim, int)
+
+
+def simplify_dim(dim: Dim) -> Dim:
+    """Normalise a dim: sympy integers become Python ints."""
+    if isinstance(dim, (bool, np.bool_)):
+        raise TypeError("a dim cannot be a bool")
+    if isinstance(dim, (int, np.integer)):
+        return int(dim)
+    expr = sympy.simplify(dim) if not isinstance(dim, sympy.Symbol) else dim
+    if isinstance(expr, sympy.Integer):
+        return int(expr)
+    return expr
+
+
+class Type:
+    """Base of all value types."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ControlType(Type):
+    """The type of control values (``X``): Jmp, the exits of a Cond, Return."""
+
+    def __str__(self) -> str:
+        return "X"
+
+
+X = ControlType()
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType(Type):
+    """A tensor of ``dtype``; ``shape`` is a tuple of dims, or None when the rank is unknown."""
+
+    dtype: str
+    shape: tuple[Dim, ...] | None = ()
+
+    def __post_init__(self) -> None:
+        numpy_dtype(self.dtype)
+        if self.shape is not None:
+            object.__setattr__(self, "shape", tuple(simplify_dim(d) for d in self.shape))
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.shape == ()
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def with_shape(self, shape: tuple[Dim, ...] | None) -> TensorType:
+        return TensorType(self.dtype, shape)
+
+    def with_dtype(self, dtype: str) -> TensorType:
+        return TensorType(dtype, self.shape)
+
+    def __str__(self) -> str:
+        if self.shape is None:
+            return f"{self.dtype}[...]"
+        if not self.shape:
+            return self.dtype
+        return f"{self.dtype}[{', '.join(format_dim(d) for d in self.shape)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class TupleType(Type):
+    """The type of multi-output nodes (Start, Cond, NMS, TopK...); read with Proj."""
+
+    elems: tuple[Type, ...]
+
+    def __str__(self) -> str:
+        inner = ", ".join(str(e) for e in self.elems)
+        return f"({inner},)" if len(self.elems) == 1 else f"({inner})"
+
+
+def scalar(dtype: str) -> TensorType:
+    return TensorType(dtype, ())
+
+
+def format_dim(dim: Dim) -> str:
+    if isinstance(dim, int):
+        return str(dim)
+    text = sympy.sstr(dim)
+    return text.replace(" ", "")
+
+
+# --- parsing dims and types (used by the text parser and by Tensor["N", 4] annotations) --
+
+_DIM_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(//|\*\*|[-+*/%(),]))")
+_DIM_FUNCS = {
+    "floor": sympy.floor,
+    "ceiling": sympy.ceiling,
+    "Max": sympy.Max,
+    "Min": sympy.Min,
+    "Mod": sympy.Mod,
+}
+
+
+class DimSyntaxError(ValueError):
+    """A dim expression that does not parse; ``pos`` is the offset in the text."""
+
+    def __init__(self, msg: str, pos: int):
+        super().__init__(msg)
+        self.pos = pos
+
+
+def parse_dim(text: str) -> Dim:
+    """Parse ``N``, ``2*N + 1``, ``floor(N/2)``, ``Max(N, M)`` into a dim.  No eval."""
+    tokens: list[tuple[str, str, int]] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _DIM_TOKEN.match(text, pos)
+        if not m:
+            raise DimSyntaxError(f"unexpected character {text[pos:].lstrip()[:1]!r} in dim", pos)
+        kind = "int" if m.group(1) else "name" if m.group(2) else "op"
+        tokens.append((kind, m.group(m.lastindex or 0), m.start(m.lastindex or 0)))
+        pos = m.end()
+    parser = _DimParser(tokens, len(text))
+    result = parser.expr()
+    if parser.i != len(tokens):
+        raise DimSyntaxError(f"unexpected {tokens[parser.i][1]!r} in dim", tokens[parser.i][2])
+    return simplify_dim(result)
+
+
+class _DimParser:
+    def __init__(self, tokens: list[tuple[str, str, int]], end: int):
+        self.tokens = tokens
+        self.i = 0
+        self.end = end
+
+    def peek(self) -> str | None:
+        return self.tokens[self.i][1] if self.i < len(self.tokens) else None
+
+    def take(self) -> tuple[str, str, int]:
+        if self.i >= len(self.tokens):
+            raise DimSyntaxError("dim expression ends too early", self.end)
+        tok = self.tokens[self.i]
+        self.i += 1
+        return tok
+
+    def expr(self) -> sympy.Expr:
+        value = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.take()[1]
+            rhs = self.term()
+            value = value + rhs if op == "+" else value - rhs
+        return value
+
+    def term(self) -> sympy.Expr:
+        value = self.unary()
+        while self.peek() in ("*", "/", "//", "%"):
+            op = self.take()[1]
+            rhs = self.unary()
+            if op == "*":
+                value = value * rhs
+            elif op == "/":
+                value = value / rhs
+            elif op == "//":
+                value = sympy.floor(value / rhs)
+            else:
+                value = sympy.Mod(value, rhs)
+        return value
+
+    def unary(self) -> sympy.Expr:
+        if self.peek() == "-":
+            self.take()
+            return -self.unary()
+        base = self.atom()
+        if self.peek() == "**":
+            self.take()
+            return base ** self.unary()
+        return base
+
+    def atom(self) -> sympy.Expr:
+        kind, text, pos = self.take()
+        if kind == "int":
+            return sympy.Integer(int(text))
+        if kind == "name":
+            if self.peek() == "(":
+                fn = _DIM_FUNCS.get(text)
+                if fn is None:
+                    raise DimSyntaxError(f"unknown function {text!r} in dim", pos)
+                self.take()
+                args = [self.expr()]
+                while self.peek() == ",":
+                    self.take()
+                    args.append(self.expr())
+                self.expect(")")
+                return fn(*args)
+            return sym(text)
+        if text == "(":
+            value = self.expr()
+            self.expect(")")
+            return value
+        raise DimSyntaxError(f"unexpected {text!r} in dim", pos)
+
+    def expect(self, text: str) -> None:
+        kind, got, pos = self.take()
+        if got != text:
+            raise DimSyntaxError(f"expected {text!r} but found {got!r}", pos)
+
+
+def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    """NumPy broadcasting of two shapes with symbolic dims.  Raises ValueError on conflict."""
+    out: list[Dim] = []
+    for i in range(max(len(a), len(b))):
+        da = a[len(a) - 1 - i] if i < len(a) else 1
+        db = b[len(b) - 1 - i] if i < len(b) else 1
+        if da == 1:
+            out.append(db)
+        elif db == 1 or da == db:
+            out.append(da)
+        elif isinstance(da, int) and isinstance(db, int):
+            raise ValueError(f"shapes {shape_str(a)} and {shape_str(b)} do not broadcast")
+        elif sympy.simplify(da - db) == 0:  # type: ignore[operator]
+            out.append(da)
+        else:
+            # Two different symbols: equal at run time or an error there; keep the first.
+            out.append(da if not isinstance(da, int) else db)
+    return tuple(reversed(out))
+
+
+def shape_str(shape: tuple[Dim, ...] | None) -> str:
+    if shape is None:
+        return "[...]"
+    return "[" + ", ".join(format_dim(d) for d in shape) + "]"
+
+
+_fresh = 0
+
+
+def fresh_dim(prefix: str = "s") -> sympy.Symbol:
+    """A new symbol for a dim nobody can name statically (a Phi join, a data-dependent
+    size).  Names are ``s0, s1, ...`` in creation order."""
+    global _fresh
+    _fresh += 1
+    return sym(f"{prefix}{_fresh - 1}")
+
+
+def join_types(a: Type, b: Type) -> Type:
+    """The least type covering both: equal dims stay, different dims become a fresh
+    symbol, different ranks an unknown rank.  Different dtypes or kinds are an error."""
+    if a == b:
+        return a
+    if isinstance(a, TensorType) and isinstance(b, TensorType):
+        if a.dtype != b.dtype:
+            raise TypeError(f"cannot join {a} and {b}: dtypes differ")
+        if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+            return TensorType(a.dtype, None)
+        return TensorType(a.dtype, tuple(x if x == y else fresh_dim() for x, y in zip(a.shape, b.shape)))
+    raise TypeError(f"cannot join {a} and {b}")
+
+
+def compatible(a: Type, b: Type) -> bool:
+    """Whether two types can describe the same values: same kind and dtype, same rank
+    where both are known, equal dims where both are concrete ints."""
+    if a == b:
+        return True
+    if isinstance(a, TensorType) and isinstance(b, TensorType):
+        if a.dtype != b.dtype:
+            return False
+        if a.shape is None or b.shape is None:
+            return True
+        if len(a.shape) != len(b.shape):
+            return False
+        return all(not (isinstance(x, int) and isinstance(y, int)) or x == y for x, y in zip(a.shape, b.shape))
+    if isinstance(a, TupleType) and isinstance(b, TupleType):
+        return len(a.elems) == len(b.elems) and all(compatible(x, y) for x, y in zip(a.elems, b.elems))
+    return False

@@ -1,0 +1,148 @@
+"""Elementwise ops: constants, arithmetic, transcendental functions, activations,
+comparisons, logic and casts.  Binary ops broadcast like NumPy and require equal dtypes
+(frontends give Python scalars the dtype of the tensor they meet)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from nexus.ir.opdef import Attr, OpTypeError
+from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, Type, dtype_of, numpy_dtype
+from nexus.ops._rules import ALL_DTYPES, NUMERIC, broadcast, check_dtype, define, tensor, unary_rule
+
+FAMILY = "math"
+FLOATS = frozenset(FLOAT_DTYPES)
+SIGNED = frozenset(FLOAT_DTYPES | (INT_DTYPES - {"u8"}))
+BOOL = frozenset({"bool"})
+
+
+# --- constants and identity -----------------------------------------------------------
+def _constant_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    value = attrs["value"]
+    try:
+        return TensorType(dtype_of(value.dtype), value.shape)
+    except ValueError as e:
+        raise OpTypeError(f"Constant: {e}") from None
+
+
+define("Constant", FAMILY, (), _constant_rule, lambda value: value,
+       attrs={"value": Attr("tensor", doc="the tensor (0-d for scalars)")},
+       doc="A tensor known when the graph is built.")
+define("Identity", FAMILY, ("x",), lambda op, ins, a, v: tensor(op, ins[0], 0), lambda x: x,
+       differentiable=True, doc="Returns its input.")
+
+
+# --- binary arithmetic ------------------------------------------------------------------
+def _binary(allowed: frozenset[str]) -> Callable[..., Type]:
+    def rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+        dtype, shape = broadcast(op, ins)
+        check_dtype(op, tensor(op, ins[0], 0), allowed)
+        return TensorType(dtype, shape)
+
+    return rule
+
+
+def _check_int_divisor(b: Any) -> None:
+    if np.ndim(b) == 0:
+        if b == 0:
+            raise ZeroDivisionError("integer division by zero")
+    elif not np.all(b):
+        raise ZeroDivisionError("integer division by zero")
+
+
+def _div(a: Any, b: Any) -> Any:
+    """True division for floats; for ints, truncation toward zero (as C and ONNX)."""
+    if a.dtype.kind in "iu":
+        _check_int_divisor(b)
+        q = np.floor_divide(a, b)
+        fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+        return (q + fix.astype(q.dtype)) if np.ndim(q) else q.dtype.type(q + int(fix))
+    return np.true_divide(a, b)
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    if a.dtype.kind in "iu":
+        _check_int_divisor(b)
+    return np.floor_divide(a, b)
+
+
+def _mod(a: Any, b: Any) -> Any:
+    """Python's modulo: the result has the sign of the divisor (ONNX Mod with fmod=0)."""
+    if a.dtype.kind in "iu":
+        _check_int_divisor(b)
+    return np.mod(a, b)
+
+
+for _name, _fn, _allowed, _diff, _doc in [
+    ("Add", np.add, NUMERIC, True, "a + b"),
+    ("Sub", np.subtract, NUMERIC, True, "a - b"),
+    ("Mul", np.multiply, NUMERIC, True, "a * b"),
+    ("Div", _div, NUMERIC, True, "a / b; integers truncate toward zero"),
+    ("FloorDiv", _floordiv, NUMERIC, False, "floor(a / b), Python's //"),
+    ("Mod", _mod, NUMERIC, False, "a mod b with the sign of b, Python's %"),
+    ("Pow", np.power, NUMERIC, True, "a ** b"),
+    ("Maximum", np.maximum, NUMERIC, True, "elementwise max(a, b)"),
+    ("Minimum", np.minimum, NUMERIC, True, "elementwise min(a, b)"),
+]:
+    define(_name, FAMILY, ("a", "b"), _binary(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc)
+
+
+# --- unary math --------------------------------------------------------------------------
+def _sigmoid(x: Any) -> Any:
+    return 1 / (1 + np.exp(-x))
+
+
+def _relu(x: Any) -> Any:
+    return np.maximum(x, 0)
+
+
+for _name, _fn, _allowed, _diff, _doc in [
+    ("Neg", np.negative, SIGNED, True, "-x"),
+    ("Abs", np.abs, NUMERIC, True, "|x|"),
+    ("Exp", np.exp, FLOATS, True, "e ** x"),
+    ("Log", np.log, FLOATS, True, "natural logarithm"),
+    ("Tanh", np.tanh, FLOATS, True, "hyperbolic tangent"),
+    ("Sigmoid", _sigmoid, FLOATS, True, "1 / (1 + exp(-x))"),
+    ("Relu", _relu, NUMERIC, True, "max(x, 0)"),
+]:
+    define(_name, FAMILY, ("x",), unary_rule(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc)
+
+
+# --- comparisons and logic ---------------------------------------------------------------
+def _compare(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    _, shape = broadcast(op, ins)
+    return TensorType("bool", shape)
+
+
+for _name, _fn in [
+    ("Less", np.less),
+    ("LessEqual", np.less_equal),
+    ("Greater", np.greater),
+    ("GreaterEqual", np.greater_equal),
+    ("Equal", np.equal),
+    ("NotEqual", np.not_equal),
+]:
+    define(_name, FAMILY, ("a", "b"), _compare, _fn, doc=f"elementwise {_fn.__name__}, a bool tensor")
+
+define("And", FAMILY, ("a", "b"), _binary(BOOL), np.logical_and, doc="logical and of bools")
+define("Or", FAMILY, ("a", "b"), _binary(BOOL), np.logical_or, doc="logical or of bools")
+define("Xor", FAMILY, ("a", "b"), _binary(BOOL), np.logical_xor, doc="logical xor of bools")
+define("Not", FAMILY, ("x",), unary_rule(BOOL), np.logical_not, doc="logical not of a bool")
+
+
+# --- casts ---------------------------------------------------------------------------------
+def _cast_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    t = tensor(op, ins[0], 0)
+    check_dtype(op, t, ALL_DTYPES)
+    return t.with_dtype(attrs["to"])
+
+
+def _cast(x: Any, to: str) -> Any:
+    return np.asarray(x).astype(numpy_dtype(to))[()] if np.ndim(x) == 0 else x.astype(numpy_dtype(to))
+
+
+define("Cast", FAMILY, ("x",), _cast_rule, _cast, attrs={"to": Attr("dtype", doc="target dtype")},
+       differentiable=True, doc="Converts to another dtype (floats to ints truncate toward zero).")

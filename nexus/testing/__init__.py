@@ -1,0 +1,1 @@
+"""Helpers for the test suite: program generators, differential runners, extras."""
