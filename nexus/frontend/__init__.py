@@ -1,0 +1,1 @@
+"""Frontends: the with-statement DSL, @nx.script, and the model importers."""
