@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 import sympy
 
-Dim = Union[int, sympy.Expr]
+Dim = int | sympy.Expr
 
 # Canonical short dtype names and their NumPy dtypes.  The short names are what the text
 # format prints; ``numpy_dtype`` and ``dtype_of`` convert at the boundary.

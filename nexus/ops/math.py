@@ -76,7 +76,7 @@ def _mod(a: Any, b: Any) -> Any:
     return np.mod(a, b)
 
 
-for _name, _fn, _allowed, _diff, _doc in [
+_BINARY: list[tuple[str, Callable[..., Any], frozenset[str], bool, str]] = [
     ("Add", np.add, NUMERIC, True, "a + b"),
     ("Sub", np.subtract, NUMERIC, True, "a - b"),
     ("Mul", np.multiply, NUMERIC, True, "a * b"),
@@ -86,7 +86,8 @@ for _name, _fn, _allowed, _diff, _doc in [
     ("Pow", np.power, NUMERIC, True, "a ** b"),
     ("Maximum", np.maximum, NUMERIC, True, "elementwise max(a, b)"),
     ("Minimum", np.minimum, NUMERIC, True, "elementwise min(a, b)"),
-]:
+]
+for _name, _fn, _allowed, _diff, _doc in _BINARY:
     define(_name, FAMILY, ("a", "b"), _binary(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc)
 
 
@@ -99,7 +100,7 @@ def _relu(x: Any) -> Any:
     return np.maximum(x, 0)
 
 
-for _name, _fn, _allowed, _diff, _doc in [
+_UNARY: list[tuple[str, Callable[..., Any], frozenset[str], bool, str]] = [
     ("Neg", np.negative, SIGNED, True, "-x"),
     ("Abs", np.abs, NUMERIC, True, "|x|"),
     ("Exp", np.exp, FLOATS, True, "e ** x"),
@@ -107,7 +108,8 @@ for _name, _fn, _allowed, _diff, _doc in [
     ("Tanh", np.tanh, FLOATS, True, "hyperbolic tangent"),
     ("Sigmoid", _sigmoid, FLOATS, True, "1 / (1 + exp(-x))"),
     ("Relu", _relu, NUMERIC, True, "max(x, 0)"),
-]:
+]
+for _name, _fn, _allowed, _diff, _doc in _UNARY:
     define(_name, FAMILY, ("x",), unary_rule(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc)
 
 
