@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import sympy
 
-Dim = int | sympy.Expr
+Dim: TypeAlias = "int | sympy.Expr"
 
 # Canonical short dtype names and their NumPy dtypes.  The short names are what the text
 # format prints; ``numpy_dtype`` and ``dtype_of`` convert at the boundary.
