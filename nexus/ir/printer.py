@@ -151,6 +151,8 @@ def _name_graph(g: Graph, blocks: list[Block]) -> tuple[Namer, Namer]:
 def format_scalar(x: Any) -> str:
     if isinstance(x, (bool, np.bool_)):
         return "true" if x else "false"
+    if isinstance(x, np.floating) and np.isnan(x) and np.signbit(x):
+        return "-nan"  # NumPy prints "nan" for both signs; keep the sign bit
     return str(x)  # NumPy prints the shortest text that round-trips for the dtype
 
 
