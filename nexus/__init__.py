@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "load": "nexus.io",
     "to_dot": "nexus.viz",
     "render": "nexus.viz",
+    "optimize": "nexus.passes",
 }
 
 

@@ -1,0 +1,24 @@
+"""Optimisation passes and the pass manager (see :mod:`nexus.passes.manager`).
+
+``optimize(g, "constfold,cse,dce")`` edits ``g`` in place and returns it; without a
+pipeline it runs :data:`DEFAULT_PIPELINE`.  Passes are registered by name and imported
+lazily; analyses (dominators, loops, liveness) are cached on the graph.
+"""
+
+from nexus.passes.manager import (
+    DEFAULT_PIPELINE,
+    PASSES,
+    Pass,
+    PassError,
+    available_passes,
+    get_pass,
+    optimize,
+    parse_pipeline,
+    register_pass,
+    run_pipeline,
+)
+
+__all__ = [
+    "DEFAULT_PIPELINE", "PASSES", "Pass", "PassError", "available_passes", "get_pass", "optimize",
+    "parse_pipeline", "register_pass", "run_pipeline",
+]
