@@ -84,7 +84,7 @@ def run(g: Graph, *args: Any, max_iterations: int | None = None, parallel: bool 
             elif name == "Return":
                 results = [env[v] for v in n.inputs]
                 return results[0] if len(results) == 1 else tuple(results)
-            elif name == "Proj" and n.input(0).op.name == "Cond":
+            elif name == "Proj" and n.input(0).op.name in ("Cond", "Start"):
                 continue
             elif name == "Call":
                 env[n] = run(n.attrs["callee"], *[env[v] for v in n.inputs], max_iterations=max_iterations)
