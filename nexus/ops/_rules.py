@@ -103,3 +103,80 @@ def normalize_axis(op: str, axis: int, rank: int) -> int:
 
 def as_array(value: Any) -> np.ndarray:
     return np.asarray(value)
+
+
+# --- shape values ------------------------------------------------------------------------
+# A rule's ``values[i]`` is what is known about input ``i`` before running: a NumPy array
+# for constants, or (from shape inference) an object array of ints and sympy expressions
+# for integer tensors computed from shapes (ShapeOf, DimSize, the size output of NMS...).
+
+
+def as_dim(x: Any) -> Any:
+    """One element of a known value as a dim: a Python int or a sympy expression."""
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    import sympy
+
+    if isinstance(x, sympy.Basic):
+        return int(x) if isinstance(x, sympy.Integer) else x
+    return int(x)
+
+
+def dims_value(value: Any) -> list[Any] | None:
+    """A known 1-D (or scalar) integer value as a list of dims, else None."""
+    if value is None:
+        return None
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuO":
+        return None
+    return [as_dim(x) for x in arr.reshape(-1)]
+
+
+def scalar_value(value: Any) -> Any:
+    """A known scalar integer value as a dim, else None."""
+    dims = dims_value(value)
+    if dims is None or len(dims) != 1:
+        return None
+    return dims[0]
+
+
+def check_same_dtype(op: str, ts: Sequence[TensorType], first: int = 0) -> str:
+    """All tensors share one dtype; raises naming the first mismatching input."""
+    dtype = ts[0].dtype
+    for i, t in enumerate(ts[1:], 1):
+        if t.dtype != dtype:
+            raise OpTypeError(
+                f"{op}: dtype mismatch, input {first} is {dtype} and input {first + i} is {t.dtype}; insert a Cast"
+            )
+    return dtype
+
+
+def check_int_vector(op: str, t: TensorType, what: str) -> None:
+    if t.dtype not in INT_DTYPES or (t.shape is not None and len(t.shape) != 1):
+        raise OpTypeError(f"{op}: {what} must be a 1-D integer tensor, got {t}")
+
+
+def check_int_scalar(op: str, t: TensorType, what: str) -> None:
+    if t.dtype not in INT_DTYPES or (t.shape is not None and len(t.shape) != 0):
+        raise OpTypeError(f"{op}: {what} must be an integer scalar, got {t}")
+
+
+def vector_len(t: TensorType) -> Any:
+    """The length of a 1-D tensor type (an int, a symbol, or None when unknown)."""
+    if t.shape is None or len(t.shape) != 1:
+        return None
+    return t.shape[0]
+
+
+def fresh_shape(n: Any) -> tuple | None:
+    """``n`` fresh dims when ``n`` is a known int, else an unknown rank."""
+    from nexus.ir.types import fresh_dim
+
+    return tuple(fresh_dim() for _ in range(n)) if isinstance(n, int) else None
+
+
+def like(x: Any, ref: Any) -> Any:
+    """``x`` with the dtype of ``ref``, kept a NumPy scalar when 0-d."""
+    dt = np.asarray(ref).dtype
+    out = np.asarray(x, dtype=dt)
+    return out[()] if out.ndim == 0 else out

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.opdef import OpTypeError
+from nexus.ir.opdef import Attr, OpTypeError
 from nexus.ir.types import TensorType, Type, broadcast_shapes
-from nexus.ops._rules import NUMERIC, check_dtype, define, tensor
+from nexus.ops._rules import NUMERIC, check_dtype, check_same_dtype, define, like, tensor
 
 FAMILY = "linalg"
 
@@ -47,3 +47,122 @@ def _matmul_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequ
 
 define("MatMul", FAMILY, ("a", "b"), _matmul_rule, np.matmul, differentiable=True,
        doc="Matrix product with NumPy's batching and 1-D promotion.")
+
+
+# --- Gemm --------------------------------------------------------------------------------
+def _gemm_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    if len(ins) > 3:
+        raise OpTypeError(f"{op}: takes 2 or 3 inputs (a, b, optional c), got {len(ins)}")
+    ts = [tensor(op, t, i) for i, t in enumerate(ins)]
+    check_dtype(op, ts[0], NUMERIC - {"bool"})
+    dtype = check_same_dtype(op, ts)
+    a, b = ts[0].shape, ts[1].shape
+    if a is None or b is None:
+        return TensorType(dtype, None)
+    if len(a) != 2 or len(b) != 2:
+        raise OpTypeError(f"{op}: a and b must be matrices, got ranks {len(a)} and {len(b)}")
+    m, k1 = (a[1], a[0]) if attrs["transA"] else (a[0], a[1])
+    k2, n = (b[1], b[0]) if attrs["transB"] else (b[0], b[1])
+    if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
+        raise OpTypeError(f"{op}: contraction dims differ: {k1} and {k2}")
+    if len(ts) == 3 and ts[2].shape is not None:
+        try:
+            out = broadcast_shapes(ts[2].shape, (m, n))
+        except ValueError as e:
+            raise OpTypeError(f"{op}: c does not broadcast to [M, N]: {e}") from None
+        if len(out) != 2:
+            raise OpTypeError(f"{op}: c must broadcast to [M, N], got {ts[2]}")
+    return TensorType(dtype, (m, n))
+
+
+def _gemm(a: Any, b: Any, c: Any = None, alpha: float = 1.0, beta: float = 1.0,
+          transA: bool = False, transB: bool = False) -> Any:
+    a = np.asarray(a)
+    t = a.dtype.type
+    out = (a.T if transA else a) @ (np.asarray(b).T if transB else b)
+    if alpha != 1.0:
+        out = out * t(alpha)
+    if c is not None and beta != 0.0:
+        out = out + (np.asarray(c) * t(beta) if beta != 1.0 else c)
+    return np.asarray(out, dtype=a.dtype)
+
+
+define("Gemm", FAMILY, ("a", "b", "c"), _gemm_rule, _gemm, variadic=True, differentiable=True,
+       attrs={
+           "alpha": Attr("float", 1.0, "scale of a @ b"),
+           "beta": Attr("float", 1.0, "scale of c"),
+           "transA": Attr("bool", False, "use a transposed"),
+           "transB": Attr("bool", False, "use b transposed"),
+       },
+       doc="alpha * a' @ b' + beta * c for matrices (c optional, broadcast to [M, N]); as ONNX Gemm.")
+
+
+# --- Einsum ------------------------------------------------------------------------------
+def _parse_einsum(op: str, eq: str, n: int) -> tuple[list[str], str | None]:
+    eq = eq.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != n:
+        raise OpTypeError(f"{op}: equation {eq!r} has {len(terms)} operands, got {n} inputs")
+    for term in terms + ([rhs] if arrow else []):
+        letters = term.replace("...", "")
+        if not all(ch.isalpha() for ch in letters):
+            raise OpTypeError(f"{op}: bad subscripts {term!r} in {eq!r}")
+    return terms, (rhs if arrow else None)
+
+
+def _einsum_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    if not ins:
+        raise OpTypeError(f"{op}: needs at least one operand")
+    ts = [tensor(op, t, i) for i, t in enumerate(ins)]
+    dtype = check_same_dtype(op, ts)
+    check_dtype(op, ts[0], NUMERIC - {"bool"})
+    terms, out = _parse_einsum(op, attrs["equation"], len(ts))
+    if any(t.shape is None for t in ts):
+        return TensorType(dtype, None)
+    sizes: dict[str, Any] = {}
+    ell: tuple = ()
+    for i, (term, t) in enumerate(zip(terms, ts)):
+        shape = t.shape or ()
+        letters = term.replace("...", "")
+        n_ell = len(shape) - len(letters)
+        if n_ell < 0 or (n_ell > 0 and "..." not in term):
+            raise OpTypeError(f"{op}: operand {i} has rank {len(shape)}, subscripts {term!r} want {len(letters)}")
+        pre = term.split("...")[0] if "..." in term else term
+        dims = list(shape[: len(pre)]) + list(shape[len(shape) - (len(letters) - len(pre)):])
+        if "..." in term:
+            try:
+                ell = broadcast_shapes(ell, tuple(shape[len(pre): len(pre) + n_ell]))
+            except ValueError as e:
+                raise OpTypeError(f"{op}: ellipsis dims: {e}") from None
+        for ch, d in zip(letters, dims):
+            old = sizes.get(ch)
+            if old is None or old == 1:
+                sizes[ch] = d
+            elif isinstance(old, int) and isinstance(d, int) and d not in (old, 1):
+                raise OpTypeError(f"{op}: subscript {ch!r} has sizes {old} and {d}")
+    if out is None:
+        counts = "".join(t.replace("...", "") for t in terms)
+        out = ("..." if any("..." in t for t in terms) else "") + "".join(
+            sorted(ch for ch in set(counts) if counts.count(ch) == 1))
+    shape_out: list[Any] = []
+    for part in out.split("..."):
+        shape_out.extend(sizes[ch] if ch in sizes else _missing(op, ch) for ch in part)
+    if "..." in out:
+        pre = out.split("...")[0]
+        shape_out = shape_out[: len(pre)] + list(ell) + shape_out[len(pre):]
+    return TensorType(dtype, tuple(shape_out))
+
+
+def _missing(op: str, ch: str) -> Any:
+    raise OpTypeError(f"{op}: output subscript {ch!r} appears in no operand")
+
+
+def _einsum(*operands: Any, equation: str) -> Any:
+    out = np.einsum(equation, *operands)
+    return like(out, operands[0])
+
+
+define("Einsum", FAMILY, ("operand",), _einsum_rule, _einsum, variadic=True, differentiable=True,
+       attrs={"equation": Attr("str", doc="subscripts, e.g. 'bij,bjk->bik' ('...' allowed)")},
+       doc="Einstein summation (NumPy's einsum) over operands of one dtype.")

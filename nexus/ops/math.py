@@ -12,6 +12,7 @@ import numpy as np
 from nexus.ir.opdef import Attr, OpTypeError
 from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, Type, dtype_of, numpy_dtype
 from nexus.ops._rules import ALL_DTYPES, NUMERIC, broadcast, check_dtype, define, tensor, unary_rule
+from nexus.ops._special import erf
 
 FAMILY = "math"
 FLOATS = frozenset(FLOAT_DTYPES)
@@ -100,6 +101,14 @@ def _relu(x: Any) -> Any:
     return np.maximum(x, 0)
 
 
+def _rsqrt(x: Any) -> Any:
+    return 1 / np.sqrt(x)
+
+
+def _reciprocal(x: Any) -> Any:
+    return 1 / x
+
+
 _UNARY: list[tuple[str, Callable[..., Any], frozenset[str], bool, str]] = [
     ("Neg", np.negative, SIGNED, True, "-x"),
     ("Abs", np.abs, NUMERIC, True, "|x|"),
@@ -108,9 +117,55 @@ _UNARY: list[tuple[str, Callable[..., Any], frozenset[str], bool, str]] = [
     ("Tanh", np.tanh, FLOATS, True, "hyperbolic tangent"),
     ("Sigmoid", _sigmoid, FLOATS, True, "1 / (1 + exp(-x))"),
     ("Relu", _relu, NUMERIC, True, "max(x, 0)"),
+    ("Sqrt", np.sqrt, FLOATS, True, "square root"),
+    ("Rsqrt", _rsqrt, FLOATS, True, "1 / sqrt(x)"),
+    ("Reciprocal", _reciprocal, FLOATS, True, "1 / x"),
+    ("Sin", np.sin, FLOATS, True, "sine"),
+    ("Cos", np.cos, FLOATS, True, "cosine"),
+    ("Erf", erf, FLOATS, True, "the error function"),
+    # Piecewise-constant functions: their derivative is zero where it exists, so they
+    # are not marked differentiable (autodiff treats them as constants).
+    ("Floor", np.floor, FLOATS, False, "round toward -inf"),
+    ("Ceil", np.ceil, FLOATS, False, "round toward +inf"),
+    ("Round", np.round, FLOATS, False, "round half to even (as ONNX and NumPy)"),
+    ("Sign", np.sign, NUMERIC, False, "-1, 0 or 1 (0 for 0; NaN stays NaN)"),
 ]
 for _name, _fn, _allowed, _diff, _doc in _UNARY:
     define(_name, FAMILY, ("x",), unary_rule(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc)
+
+
+# --- selection -----------------------------------------------------------------------------
+def _clip_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    dtype, shape = broadcast(op, ins)
+    check_dtype(op, tensor(op, ins[0], 0), NUMERIC)
+    return TensorType(dtype, shape)
+
+
+def _clip(x: Any, lo: Any, hi: Any) -> Any:
+    # max then min: where lo > hi every element becomes hi (as torch.clamp and ONNX).
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+define("Clip", FAMILY, ("x", "min", "max"), _clip_rule, _clip, differentiable=True,
+       doc="min(max(x, min), max), broadcasting; min and max have the dtype of x.")
+
+
+def _where_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    c = tensor(op, ins[0], 0)
+    if c.dtype != "bool":
+        raise OpTypeError(f"{op}: the condition (input 0) must be bool, got {c.dtype}")
+    dtype, _s = broadcast(op, ins[1:])
+    _d, shape = broadcast(op, [c.with_dtype(dtype), *ins[1:]])
+    return TensorType(dtype, shape)
+
+
+def _where(c: Any, a: Any, b: Any) -> Any:
+    out = np.where(c, a, b)
+    return out[()] if out.ndim == 0 else out
+
+
+define("Where", FAMILY, ("condition", "a", "b"), _where_rule, _where, differentiable=True,
+       doc="a where condition else b, broadcasting all three; a and b share a dtype.")
 
 
 # --- comparisons and logic ---------------------------------------------------------------

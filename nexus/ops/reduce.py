@@ -53,5 +53,85 @@ for _name, _fn, _doc in [
     ("ReduceSum", np.sum, "sum over axes"),
     ("ReduceMean", np.mean, "mean over axes (integer inputs give f64)"),
     ("ReduceMax", np.max, "maximum over axes"),
+    ("ReduceMin", np.min, "minimum over axes"),
+    ("ReduceProd", np.prod, "product over axes"),
 ]:
     define(_name, FAMILY, ("x",), _rule, _kernel(_fn), attrs=_ATTRS, differentiable=True, doc=_doc)
+
+
+# --- arg reductions and scans ------------------------------------------------------------
+def _arg_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    t = tensor(op, ins[0], 0)
+    check_dtype(op, t, NUMERIC)
+    if t.shape is None:
+        return TensorType("i64", None)
+    if not t.shape:
+        raise OpTypeError(f"{op}: needs rank >= 1, got a scalar")
+    axis = normalize_axis(op, attrs["axis"], len(t.shape))
+    if isinstance(t.shape[axis], int) and t.shape[axis] == 0:
+        raise OpTypeError(f"{op}: axis {axis} has size 0, so there is no {op[3:].lower()}imum")
+    if attrs["keepdims"]:
+        return TensorType("i64", tuple(1 if i == axis else d for i, d in enumerate(t.shape)))
+    return TensorType("i64", tuple(d for i, d in enumerate(t.shape) if i != axis))
+
+
+def _arg_kernel(fn: Any) -> Any:
+    def run(x: Any, axis: int = 0, keepdims: bool = False, select_last_index: bool = False) -> Any:
+        arr = np.asarray(x)
+        if select_last_index:
+            # The last extremum is the first one of the reversed axis.
+            n = arr.shape[axis]
+            out = (n - 1) - fn(np.flip(arr, axis), axis=axis, keepdims=keepdims)
+        else:
+            out = fn(arr, axis=axis, keepdims=keepdims)
+        out = np.asarray(out, dtype=np.int64)
+        return out[()] if out.ndim == 0 else out
+
+    return run
+
+
+_ARG_ATTRS = {
+    "axis": Attr("int", 0, "the axis searched"),
+    "keepdims": Attr("bool", False, "keep the axis with size 1"),
+    "select_last_index": Attr("bool", False, "on ties, the last index instead of the first"),
+}
+define("ArgMax", FAMILY, ("x",), _arg_rule, _arg_kernel(np.argmax), attrs=_ARG_ATTRS,
+       doc="index (i64) of the maximum along `axis`")
+define("ArgMin", FAMILY, ("x",), _arg_rule, _arg_kernel(np.argmin), attrs=_ARG_ATTRS,
+       doc="index (i64) of the minimum along `axis`")
+
+
+def _cumsum_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    t = tensor(op, ins[0], 0)
+    check_dtype(op, t, NUMERIC)
+    if t.shape is not None:
+        if not t.shape:
+            raise OpTypeError(f"{op}: needs rank >= 1, got a scalar")
+        normalize_axis(op, attrs["axis"], len(t.shape))
+    return t
+
+
+def _cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Any:
+    arr = np.asarray(x)
+    if reverse:
+        arr = np.flip(arr, axis)
+    # dtype= keeps small ints small (NumPy would widen i8 to i64).
+    out = np.cumsum(arr, axis=axis, dtype=arr.dtype)
+    if exclusive and arr.size:
+        # Shift by one along the axis (exact; subtracting x would round for floats).
+        out = np.roll(out, 1, axis)
+        first = [slice(None)] * arr.ndim
+        first[axis] = slice(0, 1)
+        out[tuple(first)] = 0
+    if reverse:
+        out = np.flip(out, axis)
+    return np.ascontiguousarray(out)
+
+
+define("CumSum", FAMILY, ("x",), _cumsum_rule, _cumsum, differentiable=True,
+       attrs={
+           "axis": Attr("int", 0, "the axis summed along"),
+           "exclusive": Attr("bool", False, "leave out the element itself"),
+           "reverse": Attr("bool", False, "sum from the end"),
+       },
+       doc="running sum along `axis` (ONNX CumSum)")

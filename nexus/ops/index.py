@@ -1,0 +1,220 @@
+"""Indexing ops: Slice (ONNX form, with runtime starts/ends/axes/steps), GatherND,
+ScatterND, OneHot.  (Gather lives in shape.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import sympy
+
+from nexus.ir.opdef import Attr, OpTypeError
+from nexus.ir.types import INT_DTYPES, Type, fresh_dim, simplify_dim
+from nexus.ops._rules import (
+    ALL_DTYPES,
+    check_dtype,
+    check_int_scalar,
+    check_int_vector,
+    define,
+    dims_value,
+    normalize_axis,
+    scalar_value,
+    tensor,
+)
+
+FAMILY = "index"
+# Ends at or beyond this mean "to the end" (ONNX exports use INT_MAX / INT64_MAX).
+_TO_END = 2**31 - 1
+
+
+# --- Slice -------------------------------------------------------------------------------
+def slice_len(d: Any, start: Any, end: Any, step: int) -> Any:
+    """The length of ``x[start:end:step]`` along a dim of size ``d`` (ints or sympy),
+    with Python's (= ONNX's) clamping of out-of-range and negative indices."""
+    if all(isinstance(v, int) for v in (d, start, end)):
+        return len(range(*slice(start, end, step).indices(d)))
+    if step > 0:
+        lo = _clamp(_wrap(start, d), 0, d)
+        hi = d if isinstance(end, int) and end >= _TO_END else _clamp(_wrap(end, d), 0, d)
+        n = sympy.ceiling((hi - lo) / step)
+    else:
+        first = _clamp(_wrap(start, d), -1, d - 1)
+        last = -1 if isinstance(end, int) and end <= -_TO_END else _clamp(_wrap(end, d), -1, d - 1)
+        n = sympy.ceiling((first - last) / -step)
+    return simplify_dim(sympy.Max(n, 0))
+
+
+def _wrap(i: Any, d: Any) -> Any:
+    if isinstance(i, int):
+        return i + d if i < 0 else i
+    return i  # a symbolic index is taken to be non-negative
+
+
+def _clamp(i: Any, lo: Any, hi: Any) -> Any:
+    return sympy.Min(sympy.Max(i, lo), hi)
+
+
+def _slice_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
+    if len(ins) > 5:
+        raise OpTypeError(f"{op}: takes 3 to 5 inputs (data, starts, ends, axes, steps), got {len(ins)}")
+    x = tensor(op, ins[0], 0)
+    names = ("data", "starts", "ends", "axes", "steps")
+    for i in range(1, len(ins)):
+        check_int_vector(op, tensor(op, ins[i], i), names[i])
+    if x.shape is None:
+        return x
+    if not x.shape:
+        raise OpTypeError(f"{op}: cannot slice a scalar")
+    r = len(x.shape)
+    starts, ends = dims_value(values[1]), dims_value(values[2])
+    axes = dims_value(values[3]) if len(ins) > 3 else list(range(len(starts or ends or ())))
+    steps = dims_value(values[4]) if len(ins) > 4 else None
+    if axes is None or (len(ins) <= 3 and starts is None and ends is None):
+        # Which axes change is unknown: every dim may.
+        n = tensor(op, ins[1], 1).shape
+        if len(ins) <= 3 and n is not None and isinstance(n[0], int):
+            return x.with_shape(tuple(fresh_dim() if i < n[0] else d for i, d in enumerate(x.shape)))
+        return x.with_shape(tuple(fresh_dim() for _ in x.shape))
+    if any(not isinstance(a, int) for a in axes):
+        return x.with_shape(tuple(fresh_dim() for _ in x.shape))
+    norm = [normalize_axis(op, a, r) for a in axes]
+    if len(set(norm)) != len(norm):
+        raise OpTypeError(f"{op}: repeated axis in {axes}")
+    for what, v in (("starts", starts), ("ends", ends), ("steps", steps)):
+        if v is not None and len(v) != len(norm):
+            raise OpTypeError(f"{op}: {what} has {len(v)} entries, axes has {len(norm)}")
+    if steps is not None and any(isinstance(s, int) and s == 0 for s in steps):
+        raise OpTypeError(f"{op}: a step is 0")
+    shape = list(x.shape)
+    for k, a in enumerate(norm):
+        step = steps[k] if steps is not None else 1
+        if starts is None or ends is None or not isinstance(step, int):
+            shape[a] = fresh_dim()
+        else:
+            shape[a] = slice_len(x.shape[a], starts[k], ends[k], step)
+    return x.with_shape(tuple(shape))
+
+
+def _slice(data: Any, starts: Any, ends: Any, axes: Any = None, steps: Any = None) -> Any:
+    arr = np.asarray(data)
+    index = [slice(None)] * arr.ndim
+    axes = range(len(starts)) if axes is None else axes
+    for k, a in enumerate(axes):
+        step = 1 if steps is None else int(steps[k])
+        index[int(a)] = slice(int(starts[k]), int(ends[k]), step)
+    return np.ascontiguousarray(arr[tuple(index)])
+
+
+define("Slice", FAMILY, ("data", "starts", "ends", "axes_then_steps"), _slice_rule, _slice, variadic=True,
+       differentiable=True,
+       doc="data[starts:ends:steps] on `axes` (default: the first len(starts) axes), all four 1-D int tensors "
+           "computed in the graph or constant; negative indices count from the end; out-of-range ones clamp "
+           "(ONNX Slice). Inputs: data, starts, ends, optional axes, optional steps.")
+
+
+# --- GatherND / ScatterND ----------------------------------------------------------------
+def _gather_nd_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, idx = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    check_dtype(op, idx, INT_DTYPES, 1)
+    b = attrs["batch_dims"]
+    if x.shape is None or idx.shape is None:
+        return x.with_shape(None)
+    if not idx.shape:
+        raise OpTypeError(f"{op}: indices must have rank >= 1")
+    k = idx.shape[-1]
+    if not isinstance(k, int):
+        return x.with_shape(None)
+    if b < 0 or b >= len(idx.shape) or b + k > len(x.shape):
+        raise OpTypeError(f"{op}: index depth {k} with batch_dims {b} does not fit data of rank {len(x.shape)}")
+    return x.with_shape(idx.shape[:-1] + x.shape[b + k:])
+
+
+def _gather_nd(data: Any, indices: Any, batch_dims: int = 0) -> Any:
+    data, indices = np.asarray(data), np.asarray(indices)
+    b = batch_dims
+    batch = data.shape[:b]
+    nb = int(np.prod(batch)) if b else 1
+    d = data.reshape((nb,) + data.shape[b:])
+    ix = indices.reshape((nb,) + indices.shape[b:])
+    k = ix.shape[-1]
+    out = np.stack([d[i][tuple(np.moveaxis(ix[i], -1, 0))] for i in range(nb)]) if nb else np.empty(
+        (0,) + ix.shape[1:-1] + d.shape[1 + k:], d.dtype)
+    return out.reshape(indices.shape[:-1] + data.shape[b + k:])
+
+
+define("GatherND", FAMILY, ("data", "indices"), _gather_nd_rule, _gather_nd, differentiable=True,
+       attrs={"batch_dims": Attr("int", 0, "leading dims shared by data and indices")},
+       doc="Picks slices data[i_0, ..., i_{k-1}] for each index tuple in the last axis of `indices` (ONNX).")
+
+_REDUCTIONS = {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _scatter_nd_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, idx, upd = (tensor(op, t, i) for i, t in enumerate(ins))
+    check_dtype(op, idx, INT_DTYPES, 1)
+    if upd.dtype != x.dtype:
+        raise OpTypeError(f"{op}: updates are {upd.dtype}, data is {x.dtype}; insert a Cast")
+    if attrs["reduction"] not in _REDUCTIONS:
+        raise OpTypeError(f"{op}: reduction must be one of {', '.join(_REDUCTIONS)}, got {attrs['reduction']!r}")
+    if x.shape is not None and idx.shape is not None and upd.shape is not None and idx.shape:
+        k = idx.shape[-1]
+        if isinstance(k, int):
+            want = idx.shape[:-1] + x.shape[k:]
+            if len(want) != len(upd.shape) or any(
+                isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(want, upd.shape)
+            ):
+                raise OpTypeError(f"{op}: updates must have shape {list(want)}, got {list(upd.shape)}")
+    return x
+
+
+def _scatter_nd(data: Any, indices: Any, updates: Any, reduction: str = "none") -> Any:
+    out = np.array(data, copy=True)
+    indices = np.asarray(indices)
+    k = indices.shape[-1]
+    ix = tuple(np.moveaxis(indices.reshape(-1, k), -1, 0))
+    upd = np.asarray(updates).reshape((-1,) + out.shape[k:])
+    fn = _REDUCTIONS[reduction]
+    if fn is None:
+        out[ix] = upd
+    else:
+        fn.at(out, ix, upd)
+    return out
+
+
+define("ScatterND", FAMILY, ("data", "indices", "updates"), _scatter_nd_rule, _scatter_nd, differentiable=True,
+       attrs={"reduction": Attr("str", "none", "none (duplicate indices: last wins), add, mul, max or min")},
+       doc="A copy of data with data[indices[...]] = updates (or combined by `reduction`), as ONNX ScatterND.")
+
+
+# --- OneHot ------------------------------------------------------------------------------
+def _one_hot_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
+    idx, depth, vals = (tensor(op, t, i) for i, t in enumerate(ins))
+    check_dtype(op, idx, INT_DTYPES, 0)
+    check_int_scalar(op, depth, "depth")
+    check_dtype(op, vals, ALL_DTYPES, 2)
+    if vals.shape is not None and vals.shape != (2,):
+        raise OpTypeError(f"{op}: values must be [off, on], shape [2], got {vals}")
+    if idx.shape is None:
+        return vals.with_shape(None)
+    d = scalar_value(values[1])
+    shape = list(idx.shape)
+    axis = normalize_axis(op, attrs["axis"], len(shape) + 1)
+    shape.insert(axis, d if d is not None else fresh_dim())
+    return vals.with_shape(tuple(shape))
+
+
+def _one_hot(indices: Any, depth: Any, values: Any, axis: int = -1) -> Any:
+    idx = np.asarray(indices).astype(np.int64)
+    d = int(depth)
+    vals = np.asarray(values)
+    idx = np.where(idx < 0, idx + d, idx)  # ONNX: indices in [-depth, depth) wrap
+    hot = idx[..., None] == np.arange(d)
+    out = np.where(hot, vals[1], vals[0]).astype(vals.dtype)
+    axis = axis if axis >= 0 else out.ndim + axis
+    return np.moveaxis(out, -1, axis)
+
+
+define("OneHot", FAMILY, ("indices", "depth", "values"), _one_hot_rule, _one_hot,
+       attrs={"axis": Attr("int", -1, "where the new axis of size depth goes")},
+       doc="values[1] where the index hits, values[0] elsewhere; a new axis of size depth (ONNX OneHot).")
