@@ -1,0 +1,127 @@
+"""Helper ops the VJP rules emit: shape-following reductions and broadcasts whose target
+shape is that of another value (so they work with symbolic and data-dependent shapes),
+and the scatter-add that is the adjoint of Gather."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from nexus.ir.opdef import REGISTRY, Attr, OpTypeError, all_ops
+from nexus.ir.types import FLOAT_DTYPES, TensorType, Type
+from nexus.ops._rules import define, normalize_axis, tensor, unary_rule
+
+FAMILY = "autodiff"
+
+all_ops()  # load the op families first: ops they define are reused, never redefined
+
+
+def _like_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, like = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    return TensorType(x.dtype, like.shape)
+
+
+def sum_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``x`` over the axes that broadcasting added or stretched to reach its shape."""
+    x = np.asarray(x)
+    if x.shape == shape:
+        return x
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1)
+    out = np.sum(x, axis=axes, keepdims=True) if axes else x
+    return np.reshape(out, shape)
+
+
+def _sum_to_like(x: Any, like: Any) -> Any:
+    out = sum_to_shape(x, np.shape(like))
+    return out[()] if np.ndim(out) == 0 else out
+
+
+def _broadcast_like(x: Any, like: Any) -> Any:
+    shape = np.shape(like)
+    if np.shape(x) == shape:
+        return x
+    out = np.broadcast_to(x, shape).copy()
+    return out[()] if out.ndim == 0 else out
+
+
+def _reshape_like(x: Any, like: Any) -> Any:
+    out = np.reshape(x, np.shape(like))
+    return out[()] if np.ndim(out) == 0 else out
+
+
+def _gather_grad_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    g, data = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    return TensorType(g.dtype, data.shape)
+
+
+def _gather_grad(g: Any, data: Any, indices: Any, axis: int = 0) -> Any:
+    """Adds the slices of ``g`` back at the positions Gather took them from."""
+    data = np.asarray(data)
+    axis = normalize_axis("GatherGrad", axis, data.ndim)
+    out = np.zeros(data.shape, dtype=np.asarray(g).dtype)
+    moved = np.moveaxis(out, axis, 0)
+    idx = np.asarray(indices)
+    gm = np.asarray(g)
+    # g has shape data[:axis] + idx.shape + data[axis+1:]; bring the indexed dims first.
+    gm = np.moveaxis(gm.reshape(data.shape[:axis] + (idx.size,) + data.shape[axis + 1:]), axis, 0)
+    np.add.at(moved, idx.reshape(-1) % data.shape[axis], gm)
+    return out
+
+
+def _unreduce_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    g, x = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    return TensorType(g.dtype, x.shape)
+
+
+def _unreduce_like(g: Any, x: Any, axes: tuple[int, ...] | None = None, keepdims: bool = False,
+                   mean: bool = False) -> Any:
+    """Spreads ``g`` (the adjoint of a reduction of ``x``) back over the reduced axes."""
+    shape = np.shape(x)
+    rank = len(shape)
+    red = tuple(range(rank)) if axes is None else tuple(sorted(a % rank for a in axes)) if rank else ()
+    kept = tuple(1 if i in red else d for i, d in enumerate(shape))
+    out = np.broadcast_to(np.reshape(g, kept), shape)
+    if mean:
+        count = int(np.prod([shape[i] for i in red])) if red else 1
+        out = out / np.asarray(g).dtype.type(max(count, 1))
+    out = np.array(out, dtype=np.asarray(g).dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def _zeros_like(x: Any) -> Any:
+    return np.zeros_like(x)[()] if np.ndim(x) == 0 else np.zeros_like(x)
+
+
+def _ones_like(x: Any) -> Any:
+    return np.ones_like(x)[()] if np.ndim(x) == 0 else np.ones_like(x)
+
+
+_ALL = frozenset(FLOAT_DTYPES | {"i8", "i16", "i32", "i64", "u8", "bool"})
+
+
+def _define_if_absent(name: str, *args: Any, **kw: Any) -> None:
+    if name not in REGISTRY:
+        define(name, *args, **kw)
+
+
+_define_if_absent("SumToLike", FAMILY, ("x", "like"), _like_rule, _sum_to_like,
+                  doc="Sums `x` over broadcast axes down to the shape of `like` (adjoint of broadcasting).")
+_define_if_absent("BroadcastLike", FAMILY, ("x", "like"), _like_rule, _broadcast_like,
+                  doc="Broadcasts `x` to the shape of `like`.")
+_define_if_absent("ReshapeLike", FAMILY, ("x", "like"), _like_rule, _reshape_like,
+                  doc="Gives `x` the shape of `like`.")
+_define_if_absent("GatherGrad", FAMILY, ("grad", "data", "indices"), _gather_grad_rule, _gather_grad,
+                  attrs={"axis": Attr("int", 0, "the axis Gather indexed")},
+                  doc="Zeros shaped like `data` with `grad` added at the gathered positions.")
+_define_if_absent("UnreduceLike", FAMILY, ("grad", "x"), _unreduce_rule, _unreduce_like,
+                  attrs={"axes": Attr("ints", None, "the reduced axes; all when absent"),
+                         "keepdims": Attr("bool", False, "whether the reduction kept the axes"),
+                         "mean": Attr("bool", False, "divide by the number of reduced elements")},
+                  doc="Broadcasts the adjoint of a reduction of `x` back to the shape of `x`.")
+_define_if_absent("ZerosLike", FAMILY, ("x",), unary_rule(_ALL), _zeros_like, doc="Zeros shaped like `x`.")
+_define_if_absent("OnesLike", FAMILY, ("x",), unary_rule(_ALL), _ones_like, doc="Ones shaped like `x`.")
+
+_ = OpTypeError  # re-exported for rule modules

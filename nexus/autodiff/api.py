@@ -1,0 +1,134 @@
+"""The public API: ``nx.grad``, ``nx.value_and_grad``, ``nx.vjp``.
+
+``f`` is a :class:`~nexus.ir.graph.Graph` or anything that yields one: an object with a
+``.graph`` attribute or a ``graph_for(*args)`` method (``@nx.script`` functions).
+``mode="graph"`` builds (once per graph, cached) the gradient graph and runs it on the
+interpreter; ``mode="tape"`` records a forward run and differentiates the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from nexus.autodiff import tape as tape_mode
+from nexus.autodiff.graph_mode import GradError, vjp_graph
+from nexus.ir.graph import Graph
+from nexus.runtime import run
+
+MODES = ("graph", "tape")
+
+
+def graph_of(f: Any, args: Sequence[Any]) -> Graph:
+    """The Graph behind ``f`` for these arguments."""
+    if isinstance(f, Graph):
+        return f
+    graph_for = getattr(f, "graph_for", None)
+    if callable(graph_for):
+        g = graph_for(*args)
+        if isinstance(g, Graph):
+            return g
+    g = getattr(f, "graph", None)
+    if isinstance(g, Graph):
+        return g
+    if callable(f) and g is None:
+        # a script function whose graph appears after its first call
+        f(*args)
+        g = getattr(f, "graph", None)
+        if isinstance(g, Graph):
+            return g
+    raise TypeError(f"cannot differentiate {f!r}: expected a nexus Graph or an @nx.script function "
+                    "(something with .graph or .graph_for(*args))")
+
+
+def _argnums(argnums: int | Sequence[int]) -> tuple[tuple[int, ...], bool]:
+    if isinstance(argnums, int):
+        return (argnums,), True
+    return tuple(argnums), False
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+
+
+_CACHE_KEY = "autodiff.vjp_graph"
+
+
+def gradient_graph(g: Graph, argnums: Sequence[int], seed: str = "args") -> Graph:
+    """The (cached) gradient graph of ``g``; see :func:`nexus.autodiff.graph_mode.vjp_graph`."""
+    cache: dict[tuple[tuple[int, ...], str], Graph] = g.cached(_CACHE_KEY, lambda _: {})
+    key = (tuple(argnums), seed)
+    out = cache.get(key)
+    if out is None:
+        out = cache[key] = vjp_graph(g, argnums, seed)
+    return out
+
+
+def _vjp_values(f: Any, args: Sequence[Any], argnums: tuple[int, ...], cts: Sequence[Any] | None,
+                mode: str, max_iterations: int | None) -> tuple[list[Any], list[Any]]:
+    """Results of ``f(*args)`` and the cotangents of ``args[argnums]``; ``cts=None`` seeds
+    every result with ones."""
+    _check_mode(mode)
+    g = graph_of(f, args)
+    if mode == "tape":
+        tape, arg_ids, out_ids = tape_mode.record(g, args, argnums, max_iterations=max_iterations)
+        outs = [tape.values[i] for i in out_ids]
+        seeds = cts if cts is not None else [np.ones_like(o) for o in outs]
+        grads = tape_mode.backward(tape, out_ids, seeds, [arg_ids[i] for i in argnums])
+        return outs, grads
+    if cts is None:
+        gg = gradient_graph(g, argnums, "ones")
+        res = run(gg, *args, max_iterations=max_iterations)
+    else:
+        gg = gradient_graph(g, argnums, "args")
+        res = run(gg, *args, *cts, max_iterations=max_iterations)
+    res = list(res) if isinstance(res, tuple) else [res]
+    n = len(res) - len(argnums)
+    return res[:n], res[n:]
+
+
+def value_and_grad(f: Any, argnums: int | Sequence[int] = 0, mode: str = "graph",
+                   max_iterations: int | None = None) -> Callable[..., tuple[Any, Any]]:
+    """A function returning ``(f(*args), gradient)``; ``f`` must return one scalar.  With
+    a sequence ``argnums`` the gradient is a tuple."""
+    nums, single = _argnums(argnums)
+    _check_mode(mode)
+
+    def fn(*args: Any) -> tuple[Any, Any]:
+        outs, grads = _vjp_values(f, args, nums, None, mode, max_iterations)
+        if len(outs) != 1 or np.ndim(outs[0]) != 0:
+            shapes = ", ".join(str(np.shape(o)) for o in outs)
+            raise GradError(f"grad needs a function with one scalar result, got results of shapes {shapes}; "
+                            "use nx.vjp for others")
+        return outs[0], (grads[0] if single else tuple(grads))
+
+    return fn
+
+
+def grad(f: Any, argnums: int | Sequence[int] = 0, mode: str = "graph",
+         max_iterations: int | None = None) -> Callable[..., Any]:
+    """The gradient of a scalar-valued ``f`` with respect to ``args[argnums]``."""
+    vg = value_and_grad(f, argnums, mode, max_iterations)
+    return lambda *args: vg(*args)[1]
+
+
+def vjp(f: Any, *args: Any, argnums: int | Sequence[int] | None = None, mode: str = "graph",
+        max_iterations: int | None = None) -> tuple[Any, Callable[..., Any]]:
+    """``(f(*args), vjp_fn)``; ``vjp_fn(cotangent)`` (one per result) returns the
+    cotangents of the arguments (all float ones unless ``argnums`` says), as a tuple."""
+    nums = tuple(range(len(args))) if argnums is None else _argnums(argnums)[0]
+    outs, _ = _vjp_values(f, args, (), None, "tape", max_iterations) if mode == "tape" else (None, None)
+    if outs is None:
+        res = run(graph_of(f, args), *args, max_iterations=max_iterations)
+        outs = list(res) if isinstance(res, tuple) else [res]
+
+    def vjp_fn(*cts: Any) -> tuple[Any, ...]:
+        if len(cts) != len(outs):
+            raise TypeError(f"vjp_fn takes one cotangent per result ({len(outs)}), got {len(cts)}")
+        _, grads = _vjp_values(f, args, nums, list(cts), mode, max_iterations)
+        return tuple(grads)
+
+    return (outs[0] if len(outs) == 1 else tuple(outs)), vjp_fn
