@@ -203,7 +203,8 @@ class _Folder:
         s2, x, c2 = inner
         if x.type != n.type:
             return None
-        dt = numpy_dtype(n.type.dtype)  # type: ignore[union-attr]
+        assert isinstance(n.type, TensorType)
+        dt = numpy_dtype(n.type.dtype)
         with np.errstate(all="ignore"):
             c = np.asarray((c2 if s1 > 0 else np.negative(c2)) + c1, dtype=dt)
         if s1 * s2 > 0:
