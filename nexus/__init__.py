@@ -32,6 +32,9 @@ _EXPORTS: dict[str, str] = {
     "to_dot": "nexus.viz",
     "render": "nexus.viz",
     "optimize": "nexus.passes",
+    "grad": "nexus.autodiff",
+    "value_and_grad": "nexus.autodiff",
+    "vjp": "nexus.autodiff",
 }
 
 
