@@ -180,3 +180,10 @@ def like(x: Any, ref: Any) -> Any:
     dt = np.asarray(ref).dtype
     out = np.asarray(x, dtype=dt)
     return out[()] if out.ndim == 0 else out
+
+
+# --- data-dependent sizes ----------------------------------------------------------------
+# Ops whose output size depends on data return that size as one of their tuple outputs.
+# op name -> (the Proj holding the size, the Proj whose dim it is, which dim).  Shape
+# inference reads this to give the size value the symbol of that dim.
+SIZE_OUTPUTS: dict[str, tuple[int, int, int]] = {}

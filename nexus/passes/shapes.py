@@ -1,0 +1,464 @@
+"""Shape inference over the whole CFG, and binding argument dims at call time.
+
+``infer_shapes(g)`` recomputes every node's type from the argument types with the ops'
+type rules, in reverse postorder, iterating to a fixpoint around loops.  A Phi's type is
+the join of its inputs: equal dims stay, different dims become a symbol of that Phi (the
+same symbol on every round, so a growing loop value gets one symbolic dim and the
+iteration ends).  Integer values built from shapes (ShapeOf, DimSize, the size outputs of
+NonMaxSuppression and friends, and small arithmetic on them) are tracked symbolically and
+handed to the rules, so ``Slice(x, 0, nb)`` and ``Reshape(x, [nb, 4])`` get exact dims.
+
+Path sensitivity: a block entered only through the true exit of ``Cond(Equal(a, b))``
+(or the false exit of ``NotEqual``), where ``a`` is a dim symbol, learns ``a = b`` for
+itself and the blocks it dominates; the fact is applied there and nowhere else (not in
+the other branch, not after the join).
+
+``bind_shapes(g, args)`` binds the symbols of the argument types to the sizes of actual
+arguments and reports conflicts naming both arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import sympy
+
+from nexus.ir.analysis import dominators, reverse_postorder
+from nexus.ir.graph import Graph, infer_type
+from nexus.ir.node import Block, Node
+from nexus.ir.opdef import OpTypeError
+from nexus.ir.printer import node_order
+from nexus.ir.types import TensorType, TupleType, Type, format_dim, fresh_dim, shape_str, simplify_dim
+
+# Nodes whose type is structural and never recomputed.
+_FIXED = frozenset({"Start", "End", "Jmp", "Return"})
+# Integer ops evaluated on symbolic values (elementwise on object arrays of dims).
+_SYM_BINARY = {
+    "Add": lambda a, b: a + b,
+    "Sub": lambda a, b: a - b,
+    "Mul": lambda a, b: a * b,
+    "FloorDiv": lambda a, b: a // b,
+    "Maximum": lambda a, b: sympy.Max(a, b),
+    "Minimum": lambda a, b: sympy.Min(a, b),
+}
+_MAX_VALUE_SIZE = 64  # larger integer tensors are not shape values; do not track them
+_MAX_ROUNDS = 30
+
+
+class ShapeInferenceError(OpTypeError):
+    """A type rule rejected a node during inference; names the node, op, block and line."""
+
+
+class BindingError(TypeError):
+    """Arguments whose dtypes, ranks or sizes do not fit the graph's argument types."""
+
+
+# --- public API ------------------------------------------------------------------------
+def infer_shapes(g: Graph, arg_types: Sequence[Type] | None = None) -> Graph:
+    """Annotate every reachable node of ``g`` with its inferred type (in place) and
+    return ``g``.  ``arg_types`` replaces the argument types first (e.g. to specialise
+    a graph to concrete shapes).  Raises ShapeInferenceError when a rule rejects a node."""
+    if arg_types is not None:
+        if len(arg_types) != len(g.args):
+            raise ShapeInferenceError(f"graph @{g.name} takes {len(g.args)} arguments, got {len(arg_types)} types")
+        g.start.type = TupleType(tuple(arg_types))
+        for a, t in zip(g.args, arg_types):
+            a.type = t
+    _Inference(g).run()
+    g.touch()
+    return g
+
+
+def bind_shapes(g: Graph, args: Sequence[Any]) -> dict[sympy.Symbol, int]:
+    """Bind the dim symbols of ``g``'s argument types to the sizes of ``args``.
+
+    Returns ``{symbol: size}``.  Raises BindingError naming the argument (and, for a
+    conflict, both arguments, the symbol and the two sizes) on a wrong count, dtype
+    kind, rank or size."""
+    if len(args) != len(g.args):
+        raise BindingError(f"graph @{g.name} takes {len(g.args)} arguments, got {len(args)}")
+    env: dict[sympy.Symbol, int] = {}
+    where: dict[sympy.Symbol, tuple[str, int]] = {}
+    exprs: list[tuple[str, int, Any, int]] = []
+    for i, (node, value) in enumerate(zip(g.args, args)):
+        t = g.arg_types[i]
+        name = f"argument {i}" + (f" {node.name!r}" if node.name else "")
+        if not isinstance(t, TensorType):
+            continue
+        arr = np.asarray(value)
+        _check_dtype_kind(name, arr, t)
+        if t.shape is None:
+            continue
+        if arr.ndim != len(t.shape):
+            raise BindingError(f"{name} has rank {arr.ndim} (shape {list(arr.shape)}), "
+                               f"the graph takes {t} (rank {len(t.shape)})")
+        for k, (d, n) in enumerate(zip(t.shape, arr.shape)):
+            if isinstance(d, int):
+                if d != n:
+                    raise BindingError(f"{name} has size {n} in dim {k}, the graph takes {t}")
+            elif isinstance(d, sympy.Symbol):
+                if d in env and env[d] != n:
+                    first, fk = where[d]
+                    raise BindingError(
+                        f"{name} binds {d} = {n} (dim {k}), but {first} bound {d} = {env[d]} (dim {fk})")
+                env.setdefault(d, n)
+                where.setdefault(d, (name, k))
+            else:
+                exprs.append((name, k, d, n))
+    for name, k, d, n in exprs:
+        value = d.subs(env)
+        free = value.free_symbols
+        if not free:
+            if int(value) != n:
+                raise BindingError(f"{name} has size {n} in dim {k}, but {format_dim(d)} = {value} "
+                                   f"with {_bindings_text(d, env)}")
+            continue
+        if len(free) == 1:
+            (s,) = free
+            sols = [v for v in sympy.solve(sympy.Eq(value, n), s) if v.is_integer and v >= 0]
+            if not sols:
+                raise BindingError(f"{name} has size {n} in dim {k}: no size of {s} makes {format_dim(d)} = {n}")
+            env[s] = int(sols[0])
+            where[s] = (name, k)
+    return env
+
+
+# --- the fixpoint ----------------------------------------------------------------------
+class _Inference:
+    def __init__(self, g: Graph):
+        self.g = g
+        self.types: dict[Node, Type] = {}
+        self.values: dict[Node, Any] = {}
+        self.node_syms: dict[Node, list[sympy.Symbol]] = {}
+        self.phi_syms: dict[tuple[Node, int], sympy.Symbol] = {}
+        self.facts: dict[Block, dict[sympy.Symbol, Any]] = {}
+        self.dom = dominators(g)
+        self.rpo = reverse_postorder(g)
+        self.arg_syms: set[Any] = set().union(*(_type_syms(t) for t in g.arg_types))
+
+    def run(self) -> None:
+        widen: set[Node] = set()
+        for rounds in range(_MAX_ROUNDS + 3):
+            changed: list[Node] = []
+            for b in self.rpo:
+                self.facts[b] = self._block_facts(b)
+                for n in node_order(b):
+                    if self._visit(n, n in widen):
+                        changed.append(n)
+            if not changed:
+                break
+            if rounds >= _MAX_ROUNDS:
+                # No fixpoint yet: forget the rank of the changing Phis (top) and go on.
+                widen |= {n for n in changed if n.op.kind == "phi"}
+        else:
+            n = changed[0]
+            raise ShapeInferenceError(f"{_where(n)}: shape inference did not converge")
+        for n, t in self.types.items():
+            n.type = t
+
+    # --- one node ----------------------------------------------------------------------
+    def _visit(self, n: Node, widen: bool) -> bool:
+        """Recompute ``n``'s type and value; True when its type changed."""
+        name = n.op.name
+        if name in _FIXED or n.op.type_rule is None:
+            self.types.setdefault(n, n.type)
+            return False
+        block = n.block
+        assert block is not None
+        facts = self.facts.get(block, {})
+        try:
+            if n.op.kind == "phi":
+                new = self._phi_type(n, widen)
+                if new is None:
+                    return False
+            else:
+                ins = [_subs_type(self._type(v), facts) for v in n.inputs]
+                vals = [_subs_value(self.values.get(v), facts) for v in n.inputs]
+                new = infer_type(n.op, ins, n.attrs, vals)
+                new = self._stabilize(n, new, ins, vals)
+        except OpTypeError as e:
+            msg = str(e)
+            raise ShapeInferenceError(f"{_where(n)}: {msg}") from None
+        old = self.types.get(n)
+        self.types[n] = new
+        self.values[n] = self._value(n, new, facts)
+        return old != new
+
+    def _type(self, v: Node) -> Type:
+        t = self.types.get(v)
+        return t if t is not None else v.type
+
+    def _phi_type(self, n: Node, widen: bool) -> Type | None:
+        block = n.block
+        assert block is not None
+        seen: list[Type] = []
+        for k, v in enumerate(n.inputs):
+            if v not in self.types and v.op.name not in _FIXED:
+                continue  # a back edge not visited yet: bottom
+            pred = block.input(k).block
+            facts = self.facts.get(pred, {}) if pred is not None else {}
+            seen.append(_subs_type(self._type(v), facts))
+        if not seen:
+            return None
+        first = seen[0]
+        if not isinstance(first, TensorType):
+            return first
+        tensors: list[TensorType] = []
+        for t in seen:
+            if not isinstance(t, TensorType) or t.dtype != first.dtype:
+                raise OpTypeError(f"Phi: input types {first} and {t} differ in kind or dtype")
+            tensors.append(t)
+        if widen or any(t.shape is None or len(t.shape) != len(first.shape or ()) for t in tensors):
+            return first.with_shape(None)
+        assert first.shape is not None
+        dims: list[Any] = []
+        for k, d in enumerate(first.shape):
+            others = [t.shape[k] for t in tensors if t.shape is not None]
+            if all(_dim_eq(d, o) for o in others):
+                dims.append(d)
+                continue
+            # One symbol per Phi dim, reused on every round so that the loop converges;
+            # the one from a previous run when it is the Phi's own (idempotence).
+            if (n, k) not in self.phi_syms:
+                prev = n.type.shape[k] if isinstance(n.type, TensorType) and n.type.shape and \
+                    len(n.type.shape) == len(first.shape) else None
+                inputs_syms = set().union(*(_type_syms(t) for t in tensors))
+                own = isinstance(prev, sympy.Symbol) and prev not in inputs_syms and prev not in self.arg_syms
+                self.phi_syms[(n, k)] = prev if own else fresh_dim()
+            dims.append(self.phi_syms[(n, k)])
+        return first.with_shape(tuple(dims))
+
+    def _stabilize(self, n: Node, new: Type, ins: Sequence[Type], vals: Sequence[Any]) -> Type:
+        """Rename the symbols a rule made up (fresh dims) to this node's own symbols, so
+        that visiting the node again gives the same type."""
+        known: set[Any] = set()
+        for t in ins:
+            known |= _type_syms(t)
+        for v in vals:
+            if v is not None:
+                for x in np.asarray(v, dtype=object).reshape(-1):
+                    if isinstance(x, sympy.Basic):
+                        known |= x.free_symbols
+        made = [s for s in _ordered_syms(new) if s not in known]
+        if not made:
+            return new
+        if n not in self.node_syms:
+            # Start from the symbols of the node's type before this run (idempotence).
+            before = [x for x in _ordered_syms(n.type) if x not in known and x not in self.arg_syms]
+            self.node_syms[n] = before if _same_structure(n.type, new) else []
+        own = self.node_syms[n]
+        mapping = {}
+        for i, s in enumerate(made):
+            if i < len(own):
+                mapping[s] = own[i]
+            else:
+                own.append(s)
+        return _subs_type(new, mapping) if mapping else new
+
+    # --- symbolic values ---------------------------------------------------------------
+    def _value(self, n: Node, t: Type, facts: Mapping[Any, Any]) -> Any:
+        """What is known of ``n``'s value: an object array of ints and dims, or None."""
+        name = n.op.name
+        if name == "Constant":
+            v = n.attrs["value"]
+            return v if v.dtype.kind in "iu" and v.size <= _MAX_VALUE_SIZE else None
+        if name == "ShapeOf":
+            x = self._type(n.input(0))
+            x = _subs_type(x, facts)
+            if isinstance(x, TensorType) and x.shape is not None:
+                return np.array(list(x.shape), dtype=object)
+            return None
+        if name == "DimSize":
+            x = _subs_type(self._type(n.input(0)), facts)
+            if isinstance(x, TensorType) and x.shape:
+                return np.array(x.shape[n.attrs["axis"]], dtype=object)
+            return None
+        if name == "Proj":
+            return self._proj_value(n)
+        if name == "Phi":
+            vals = [self.values.get(v) for v in n.inputs]
+            if vals and all(v is not None for v in vals) and all(_same_value(vals[0], v) for v in vals[1:]):
+                return vals[0]
+            return None
+        if not isinstance(t, TensorType) or t.dtype not in ("i32", "i64") or not n.op.pure:
+            return None
+        ins = [_subs_value(self.values.get(v), facts) for v in n.inputs]
+        if any(v is None for v in ins):
+            return None
+        try:
+            return _eval_symbolic(n, ins)
+        except Exception:  # noqa: BLE001  (a value we cannot follow is simply unknown)
+            return None
+
+    def _proj_value(self, n: Node) -> Any:
+        from nexus.ops._rules import SIZE_OUTPUTS
+
+        src = n.input(0)
+        spec = SIZE_OUTPUTS.get(src.op.name)
+        if spec is None or n.attrs["num"] != spec[0]:
+            return None
+        t = self.types.get(src)
+        if not isinstance(t, TupleType):
+            return None
+        data = t.elems[spec[1]]
+        if isinstance(data, TensorType) and data.shape is not None and len(data.shape) > spec[2]:
+            return np.array(data.shape[spec[2]], dtype=object)
+        return None
+
+    # --- path facts --------------------------------------------------------------------
+    def _block_facts(self, b: Block) -> dict[sympy.Symbol, Any]:
+        parent = self.dom.idom.get(b)
+        base = dict(self.facts.get(parent, {})) if parent is not None and parent is not b else {}
+        if len(b.inputs) != 1:
+            return base
+        edge = b.input(0)
+        if edge.op.name != "Proj" or edge.input(0).op.name != "Cond":
+            return base
+        cond = edge.input(0).input(0)
+        taken = bool(edge.attrs["num"])
+        if (cond.op.name == "Equal" and taken) or (cond.op.name == "NotEqual" and not taken):
+            a, c = (_scalar_dim(_subs_value(self.values.get(v), base)) for v in cond.inputs)
+            if isinstance(a, sympy.Symbol) and c is not None and a not in _free(c):
+                base[a] = c
+            elif isinstance(c, sympy.Symbol) and a is not None and c not in _free(a):
+                base[c] = a
+        return base
+
+
+# --- helpers ---------------------------------------------------------------------------
+def _where(n: Node) -> str:
+    where = f"{n.op.name} %{n.name or '?'} in ^{n.block.name if n.block else '?'}"
+    if n.loc is not None:
+        where += f" (created at {n.loc})"
+    return where
+
+
+def _dim_eq(a: Any, b: Any) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, int) != isinstance(b, int):
+        return False
+    return bool(a == b) or sympy.simplify(a - b) == 0
+
+
+def _free(x: Any) -> set[Any]:
+    return x.free_symbols if isinstance(x, sympy.Basic) else set()
+
+
+def _same_structure(a: Type, b: Type) -> bool:
+    if isinstance(a, TupleType) and isinstance(b, TupleType):
+        return len(a.elems) == len(b.elems) and all(_same_structure(x, y) for x, y in zip(a.elems, b.elems))
+    if isinstance(a, TensorType) and isinstance(b, TensorType):
+        return a.dtype == b.dtype and a.rank == b.rank
+    return False
+
+
+def _type_syms(t: Type) -> set[Any]:
+    return set(_ordered_syms(t))
+
+
+def _ordered_syms(t: Type) -> list[Any]:
+    out: list[Any] = []
+    if isinstance(t, TupleType):
+        for e in t.elems:
+            out += [s for s in _ordered_syms(e) if s not in out]
+    elif isinstance(t, TensorType) and t.shape is not None:
+        for d in t.shape:
+            if isinstance(d, sympy.Basic):
+                out += [s for s in sorted(d.free_symbols, key=str) if s not in out]
+    return out
+
+
+def _subs_type(t: Type, facts: Mapping[Any, Any]) -> Type:
+    if not facts:
+        return t
+    if isinstance(t, TupleType):
+        return TupleType(tuple(_subs_type(e, facts) for e in t.elems))
+    if isinstance(t, TensorType) and t.shape is not None:
+        return t.with_shape(tuple(d if isinstance(d, int) else simplify_dim(d.subs(facts)) for d in t.shape))
+    return t
+
+
+def _subs_value(v: Any, facts: Mapping[Any, Any]) -> Any:
+    if v is None or not facts or v.dtype != object:
+        return v
+    flat = [x if not isinstance(x, sympy.Basic) else simplify_dim(x.subs(facts)) for x in v.reshape(-1)]
+    return np.array(flat, dtype=object).reshape(v.shape)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
+    return a.shape == b.shape and all(_dim_eq(x, y) for x, y in zip(a.reshape(-1), b.reshape(-1)))
+
+
+def _scalar_dim(v: Any) -> Any:
+    if v is None:
+        return None
+    arr = np.asarray(v, dtype=object)
+    if arr.size != 1:
+        return None
+    x = arr.reshape(-1)[0]
+    return x if isinstance(x, sympy.Basic) else int(x)
+
+
+def _eval_symbolic(n: Node, ins: list[Any]) -> Any:
+    """Evaluate a small integer op on values that may hold dims."""
+    name = n.op.name
+    arrs = [np.asarray(v) for v in ins]
+    if all(a.dtype.kind in "iu" for a in arrs) and n.op.kernel is not None:
+        # Plain integers: the op's own kernel (constant folding).
+        attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
+        out = np.asarray(n.op.kernel(*arrs, **attrs))
+        return out if out.size <= _MAX_VALUE_SIZE else None
+    objs = [a.astype(object) for a in arrs]
+    if name in _SYM_BINARY:
+        fn = np.frompyfunc(_SYM_BINARY[name], 2, 1)
+        out = fn(*objs)
+    elif name == "Neg":
+        out = -objs[0]
+    elif name in ("Identity", "Cast"):
+        out = objs[0]
+    elif name == "Concat":
+        out = np.concatenate(objs, axis=n.attrs["axis"])
+    elif name == "Unsqueeze":
+        out = objs[0]
+        for a in sorted(n.attrs["axes"]):
+            out = np.expand_dims(out, a)
+    elif name == "Squeeze":
+        out = np.squeeze(objs[0], axis=n.attrs.get("axes"))
+    elif name == "Reshape":
+        out = objs[0].reshape(tuple(int(d) for d in arrs[1]))
+    elif name == "Gather":
+        out = np.take(objs[0], arrs[1].astype(np.int64), axis=n.attrs["axis"])
+    elif name == "Slice":
+        from nexus.ops.index import _slice
+
+        out = _slice(objs[0], *[a.astype(np.int64) for a in arrs[1:]])
+    else:
+        return None
+    out = np.asarray(out, dtype=object)
+    flat = [simplify_dim(x) if isinstance(x, sympy.Basic) else int(x) for x in out.reshape(-1)]
+    return np.array(flat, dtype=object).reshape(out.shape)
+
+
+def _check_dtype_kind(name: str, arr: np.ndarray, t: TensorType) -> None:
+    """Refuse arguments whose kind would be narrowed (float for int, int for bool)."""
+    rank = {"b": 0, "u": 1, "i": 1, "f": 2}
+    got, want = arr.dtype.kind, np.dtype(_np_name(t.dtype)).kind
+    if got not in rank or rank[got] > rank[want]:
+        raise BindingError(f"{name} has dtype {arr.dtype}, the graph takes {t}; convert it first")
+
+
+def _np_name(dtype: str) -> str:
+    from nexus.ir.types import numpy_dtype
+
+    return str(numpy_dtype(dtype))
+
+
+def _bindings_text(d: Any, env: Mapping[Any, int]) -> str:
+    return ", ".join(f"{s} = {env[s]}" for s in sorted(d.free_symbols, key=str) if s in env)
+
+
+__all__ = ["BindingError", "ShapeInferenceError", "bind_shapes", "infer_shapes", "shape_str"]
