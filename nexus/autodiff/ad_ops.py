@@ -125,3 +125,71 @@ _define_if_absent("ZerosLike", FAMILY, ("x",), unary_rule(_ALL), _zeros_like, do
 _define_if_absent("OnesLike", FAMILY, ("x",), unary_rule(_ALL), _ones_like, doc="Ones shaped like `x`.")
 
 _ = OpTypeError  # re-exported for rule modules
+
+
+# --- adjoints of indexing and joining ops (scatter the cotangent back) -----------------
+def _like1_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    g, x = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    return TensorType(g.dtype, x.shape)
+
+
+def _slice_grad(g: Any, data: Any, starts: Any, ends: Any, axes: Any = None, steps: Any = None) -> Any:
+    """Zeros shaped like ``data`` with ``g`` written where Slice read."""
+    arr = np.asarray(data)
+    out = np.zeros(arr.shape, dtype=np.asarray(g).dtype)
+    index = [slice(None)] * arr.ndim
+    axes = range(len(starts)) if axes is None else axes
+    for k, a in enumerate(axes):
+        step = 1 if steps is None else int(steps[k])
+        index[int(a)] = slice(int(starts[k]), int(ends[k]), step)
+    out[tuple(index)] = g
+    return out
+
+
+def _gather_nd_grad(g: Any, data: Any, indices: Any, batch_dims: int = 0) -> Any:
+    data, indices, g = np.asarray(data), np.asarray(indices), np.asarray(g)
+    b = batch_dims
+    nb = int(np.prod(data.shape[:b])) if b else 1
+    out = np.zeros(data.shape, dtype=g.dtype)
+    o = out.reshape((nb,) + data.shape[b:])
+    ix = indices.reshape((nb,) + indices.shape[b:])
+    k = ix.shape[-1]
+    gg = g.reshape((nb,) + ix.shape[1:-1] + data.shape[b + k:])
+    for i in range(nb):
+        np.add.at(o[i], tuple(np.moveaxis(ix[i], -1, 0)), gg[i])
+    return out
+
+
+def _tile_grad(g: Any, x: Any) -> Any:
+    """Sums the tiles of ``g`` back onto one copy shaped like ``x``."""
+    shape = np.shape(x)
+    g = np.asarray(g)
+    reps = [gd // d if d else 0 for gd, d in zip(g.shape, shape)]
+    split = [v for r, d in zip(reps, shape) for v in (r, d)]
+    out = g.reshape(split).sum(axis=tuple(range(0, 2 * len(shape), 2))) if shape else g
+    return np.asarray(out, dtype=g.dtype).reshape(shape)
+
+
+def _concat_grad(g: Any, *xs: Any, axis: int = 0, index: int = 0) -> Any:
+    """The part of ``g`` that Concat took from input ``index``."""
+    sizes = [np.shape(x)[axis] for x in xs]
+    start = sum(sizes[:index])
+    return np.ascontiguousarray(np.take(np.asarray(g), np.arange(start, start + sizes[index]), axis=axis))
+
+
+def _concat_grad_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    g = tensor(op, ins[0], 0)
+    x = tensor(op, ins[1 + attrs["index"]], 1 + attrs["index"])
+    return TensorType(g.dtype, x.shape)
+
+
+_define_if_absent("SliceGrad", FAMILY, ("grad", "data", "starts", "ends", "axes_then_steps"), _like1_rule, _slice_grad,
+                  variadic=True, doc="Zeros shaped like `data` with `grad` where Slice read (adjoint of Slice).")
+_define_if_absent("GatherNDGrad", FAMILY, ("grad", "data", "indices"), _like1_rule, _gather_nd_grad,
+                  attrs={"batch_dims": Attr("int", 0, "as GatherND")},
+                  doc="Zeros shaped like `data` with `grad` added where GatherND read.")
+_define_if_absent("TileGrad", FAMILY, ("grad", "x"), _like1_rule, _tile_grad,
+                  doc="Sums the tiles of `grad` onto the shape of `x` (adjoint of Tile).")
+_define_if_absent("ConcatGrad", FAMILY, ("grad", "inputs"), _concat_grad_rule, _concat_grad, variadic=True,
+                  attrs={"axis": Attr("int", doc="Concat's axis"), "index": Attr("int", doc="which input")},
+                  doc="The slice of `grad` that Concat took from input `index` (adjoint of Concat).")

@@ -41,6 +41,9 @@ class GradError(ValueError):
 
 
 def _float(t: Type) -> bool:
+    """Whether values of type ``t`` can carry a gradient (tuples: if a part can)."""
+    if isinstance(t, TupleType):
+        return any(_float(e) for e in t.elems)
     return isinstance(t, TensorType) and t.dtype in FLOAT_DTYPES
 
 
@@ -105,6 +108,8 @@ class _Builder:
         another block than their own."""
         out = []
         for v in active:
+            if isinstance(v.type, TupleType):
+                continue  # a multi-output op: its parts (Projs) carry the adjoints
             if v.op.kind == "phi" or any(u.op.kind == "phi" or u.block is not v.block for u in v.users):
                 out.append(v)
         return sorted(out, key=lambda n: self._order[n])
@@ -246,10 +251,29 @@ class _Builder:
                     seed = cts[i] if self.seed == "args" else em.op("OnesLike", value(v))
                     self._acc(em, adj, v, seed)
             body = [n for n in node_order(b) if n in active and n.op.kind != "phi" and n not in g.args]
+            parts: dict[Node, list[Node | None]] = {}
             for n in reversed(body):
-                gout = adj.get(n)
-                if n in adj_phi or (gout is not None and n in carried):
-                    gout = em.op("BroadcastLike", gout, value(n)) if gout is not None else None
+                if isinstance(n.type, TupleType):
+                    got = parts.pop(n, None)
+                    gout = got if got is not None and any(x is not None for x in got) else None
+                    adj.pop(n, None)
+                elif n.op.name == "Proj" and isinstance(n.input(0).type, TupleType):
+                    gp = adj.get(n)
+                    if n in adj_phi and gp is not None:
+                        gp = em.op("BroadcastLike", gp, value(n))
+                    if gp is not None:
+                        src = n.input(0)
+                        if src.block is not b:
+                            raise GradError(f"{_where(n)}: a part of a multi-output op is read in another block")
+                        lst = parts.setdefault(src, [None] * len(src.type.elems))  # type: ignore[attr-defined]
+                        k = n.attrs["num"]
+                        lst[k] = gp if lst[k] is None else em.op("Add", lst[k], gp)
+                    adj[n] = zero[n.type.dtype] if n in adj_phi else None  # type: ignore[attr-defined]
+                    continue
+                else:
+                    gout = adj.get(n)
+                if n in adj_phi and gout is not None and not isinstance(gout, list):
+                    gout = em.op("BroadcastLike", gout, value(n))
                 if gout is not None:
                     wants = [v in active for v in n.inputs]
                     try:

@@ -49,6 +49,9 @@ class Tape:
 
 
 def _is_float(value: Any) -> bool:
+    """Whether a value can carry a gradient (a float tensor, or a tuple holding one)."""
+    if isinstance(value, tuple):
+        return any(_is_float(v) for v in value)
     return isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind == "f"
 
 
@@ -144,6 +147,12 @@ def backward(tape: Tape, outs: Sequence[int], cotangents: Sequence[Any], wrt: Se
         if g is None:
             continue
         node = rec.key[0]
+        if node.op.name == "Proj":  # a part of a multi-output op: collect per part
+            (src,) = rec.ins
+            parts = ct.setdefault(src, [None] * len(tape.values[src]))
+            k = node.attrs["num"]
+            parts[k] = g if parts[k] is None else parts[k] + g
+            continue
         wants = [tape.active[i] for i in rec.ins]
         try:
             grads = vjp_rule(node.op.name)(e, node, [tape.values[i] for i in rec.ins], tape.values[rec.out],

@@ -191,8 +191,8 @@ def _reduce_max(e: Emitter, n: Node, ins: Sequence[Any], out: Any, g: Any, wants
     x = ins[0]
     attrs = _clean(_reduce_attrs(n))
     m = mask(e, "Equal", x, e.op("UnreduceLike", out, x, **attrs), e.type_of(x).dtype)
-    count = e.op("UnreduceLike", e.op("ReduceSum", m, axes=attrs.get("axes"), keepdims=True), x,
-                 **{k: v for k, v in attrs.items() if k == "axes"}, keepdims=True)
+    axes = {k: v for k, v in attrs.items() if k == "axes"}
+    count = e.op("UnreduceLike", e.op("ReduceSum", m, keepdims=True, **axes), x, keepdims=True, **axes)
     # ties share the gradient equally (as PyTorch's amax)
     return [e.op("Div", e.op("Mul", e.op("UnreduceLike", g, x, **attrs), m), count)]
 
@@ -257,3 +257,6 @@ def _transpose(e: Emitter, n: Node, ins: Sequence[Any], out: Any, g: Any, wants:
 def _gather(e: Emitter, n: Node, ins: Sequence[Any], out: Any, g: Any, wants: Sequence[bool]) -> list[Any]:
     data, idx = ins
     return [e.op("GatherGrad", g, data, idx, axis=n.attrs.get("axis", 0)), None]
+
+
+from nexus.autodiff import vjp_extra  # noqa: E402,F401  (the second batch registers itself)
