@@ -1,0 +1,394 @@
+"""Statements and control flow of ``@nx.script``, and :func:`build_graph`, which lowers one
+parsed function for one signature of argument types.
+
+Control flow is built as blocks while walking the AST: ``if`` ends the block with a Cond
+whose exits start the branches; loops get a header block that stays *unsealed* (in the
+sense of Braun et al.) until its back edges (the body's end and every ``continue``) are
+known; ``break`` edges and the loop's exit meet after it.  Code after ``return``,
+``break`` or ``continue`` is unreachable and not lowered, so a variable only has to be
+defined on the paths that can reach its use.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+from nexus.frontend import script_ops  # noqa: F401  (registers Assert)
+from nexus.frontend.script_calls import CallLowering
+from nexus.frontend.script_errors import ScriptError, SourceText
+from nexus.frontend.script_expr import Edge, Loop, Scope, Static, TupleVal, Val, _dtype
+from nexus.frontend.script_source import ParsedFunction
+from nexus.frontend.script_ssa import MergeTypeError, SSABuilder
+from nexus.frontend.script_types import is_int, is_number
+from nexus.ir.graph import Graph
+from nexus.ir.node import Node
+from nexus.ir.types import TensorType, Type
+
+CalleeBuilder = Callable[[Any, Sequence[Type], ast.AST], Graph]
+
+
+class Lowering(CallLowering):
+    """Lowers the statements of a function (and of inlined helpers) into ``g``."""
+
+    def __init__(self, g: Graph, ssa: SSABuilder, scope: Scope, build_callee: CalleeBuilder):
+        super().__init__(g, ssa, scope)
+        self.inline_stack = []
+        self.inline_count = 0
+        self.script_builder = build_callee
+        self.return_types: list[tuple[Type, ...]] = []
+        self.sources: dict[str, SourceText] = {scope.parsed.src.file: scope.parsed.src}
+
+    # --- statements -----------------------------------------------------------------------
+    def body(self, stmts: list[ast.stmt]) -> None:
+        for s in stmts:
+            if self.block is None:
+                return  # after return/break/continue: never runs
+            self.stmt(s)
+
+    def stmt(self, node: ast.stmt) -> None:
+        prev = self.at(node)
+        self.sources.setdefault(self.scope.parsed.src.file, self.scope.parsed.src)
+        try:
+            method = getattr(self, "stmt_" + type(node).__name__, None)
+            if method is None:
+                raise self.error(node, f"the `{type(node).__name__}` statement is not supported in a script",
+                                 "use assignments, if/while/for, break/continue, return and assert")
+            try:
+                method(node)
+            except MergeTypeError as e:
+                raise self.merge_error(e, node) from None
+        finally:
+            self.restore(prev)
+
+    def stmt_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def stmt_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant):
+            return  # a docstring or a bare constant does nothing
+        self.expr(node.value)
+
+    def stmt_Assign(self, node: ast.Assign) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self.assign(target, value)
+
+    def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.assign(node.target, self.expr(node.value))
+
+    def stmt_AugAssign(self, node: ast.AugAssign) -> None:
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "augmented assignment only to plain variables is supported",
+                             "write `x = x + ...` on a variable")
+        current = self.load(node.target.id, node.target)
+        # Tensors are values in a script: `x += 1` rebinds x (it never mutates an array).
+        self.assign(node.target, self.binop(node.op, current, self.expr(node.value), node))
+
+    def assign(self, target: ast.expr, value: Val) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, TupleVal):
+                raise self.error(target, "a tuple cannot be stored in a variable",
+                                 f"unpack it: `{target.id}_a, {target.id}_b = ...`")
+            if isinstance(value, Static) and not is_number(value.value):
+                raise self.error(target, f"cannot store {type(value.value).__name__} `{target.id}` in a variable",
+                                 "use the function or module directly where it is called")
+            node = self.as_node(value)
+            if node.name is None and node.op.name != "Constant":
+                node.name = target.id
+            self.ssa.write(self.var(target.id), self.cur, node)
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            items = self.unpack(value, len(target.elts), target)
+            for t, v in zip(target.elts, items):
+                self.assign(t, v)
+            return
+        raise self.error(target, "only variables and tuples of variables can be assigned",
+                         "build a new tensor instead of assigning into one")
+
+    def unpack(self, value: Val, n: int, target: ast.AST) -> list[Val]:
+        if isinstance(value, TupleVal):
+            if len(value.items) != n:
+                raise self.error(target, f"cannot unpack {len(value.items)} values into {n} names")
+            return list(value.items)
+        x = self.as_node(value)
+        t = x.type
+        if isinstance(t, TensorType) and t.shape and t.shape[0] == n:
+            return [self.emit("Gather", [x, self.const(i, "i64")], {"axis": 0}) for i in range(n)]
+        raise self.error(target, f"cannot unpack a value of type {t} into {n} names",
+                         "unpack tuples, or tensors whose first dim is a known constant")
+
+    # --- if ------------------------------------------------------------------------------
+    def stmt_If(self, node: ast.If) -> None:
+        test = self.expr(node.test)
+        if isinstance(test, Static) and (is_number(test.value) or test.value is None):
+            self.body(node.body if test.value else node.orelse)  # decided now: one side only
+            return
+        line = self.scope.parsed.src.file_line(node)
+        true, false = self.branch(self.truth(test, node.test))
+        self.block = self.new_block(f"then{line}", [true])
+        self.body(node.body)
+        edges: list[Edge] = []
+        if self.block is not None:
+            edges.append((self.block, f"through the `if` branch at line {line}"))
+        if node.orelse:
+            self.block = self.new_block(f"else{line}", [false])
+            self.body(node.orelse)
+            if self.block is not None:
+                edges.append((self.block, f"through the `else` branch of the `if` at line {line}"))
+        else:
+            edges.append((false, f"where the `if` condition at line {line} is false"))
+        self.block = self.merge(edges, "endif")
+
+    # --- loops -----------------------------------------------------------------------------
+    def loop_key(self, node: ast.AST) -> Hashable:
+        return (self.scope.prefix, id(node))
+
+    def open_loop(self, node: ast.stmt, kind: str) -> tuple[Any, int]:
+        line = self.scope.parsed.src.file_line(node)
+        header = self.g.new_block(f"{kind}{line}")
+        self.ssa.loop_keys[header] = self.loop_key(node)
+        header.append_input(self.edge_ctrl((self.cur, f"entering the loop at line {line} (when it runs zero "
+                                                      "times)")))
+        self.block = header
+        return header, line
+
+    def close_loop(self, node: ast.While | ast.For, header: Any, line: int, back: list[Edge],
+                   exits: list[Edge], loop: Loop) -> None:
+        for e in back:
+            header.append_input(self.edge_ctrl(e))
+        self.ssa.seal(header)
+        self.block = self.merge(exits, "loopexit")
+        if node.orelse and self.block is not None:
+            self.body(node.orelse)
+        after: list[Edge] = []
+        if self.block is not None:
+            after.append((self.block, f"where the loop at line {line} ends normally"))
+        after.extend(loop.breaks)
+        self.block = self.merge(after, "endloop")
+
+    def stmt_While(self, node: ast.While) -> None:
+        header, line = self.open_loop(node, "while")
+        test = self.expr(node.test)
+        exits: list[Edge] = []
+        if isinstance(test, Static) and (is_number(test.value) or test.value is None):
+            if not test.value:
+                self.ssa.seal(header)
+                self.body(node.orelse)
+                return
+        else:
+            true, false = self.branch(self.truth(test, node.test))
+            exits.append((false, f"where the loop at line {line} ends"))
+            self.block = self.new_block(f"body{line}", [true])
+        loop = Loop()
+        self.scope.loops.append(loop)
+        self.body(node.body)
+        self.scope.loops.pop()
+        back: list[Edge] = [(self.block, f"repeating the loop at line {line}")] if self.block is not None else []
+        back += loop.continues
+        self.close_loop(node, header, line, back, exits, loop)
+
+    def stmt_For(self, node: ast.For) -> None:
+        it = node.iter
+        line = self.scope.parsed.src.file_line(node)
+        rows: Node | None = None
+        if isinstance(it, ast.Call) and isinstance(self.expr(it.func), Static) \
+                and self.expr(it.func).value is builtins.range:  # type: ignore[union-attr]
+            if it.keywords or not 1 <= len(it.args) <= 3:
+                raise self.error(it, "range() takes 1 to 3 positional arguments")
+            vals = [self.range_arg(self.expr(a), a) for a in it.args]
+            start, stop, step = (Static(0), vals[0], Static(1)) if len(vals) == 1 else \
+                (vals[0], vals[1], vals[2] if len(vals) == 3 else Static(1))
+        else:
+            v = self.expr(it)
+            if not isinstance(v, Node):
+                raise self.error(it, "`for` loops run over range(...) or over a tensor's first axis",
+                                 "for other iterables write `for i in range(len(x))` and index")
+            t = v.type
+            if not isinstance(t, TensorType) or not t.shape:
+                raise self.error(it, f"cannot iterate over a value of type {t}",
+                                 "iterate over range(n) or over a tensor of rank >= 1")
+            rows = v
+            start, stop, step = Static(0), self.dim_value(v, 0), Static(1)
+        if isinstance(step, Static) and step.value == 0:
+            raise self.error(it, "range() arg 3 must not be zero")
+        start_n, stop_n, step_n = (self.as_node(x, "i64") for x in (start, stop, step))
+        if not isinstance(step, Static):
+            ok = self.emit("NotEqual", [step_n, self.const(0, "i64")])
+            self.emit("Assert", [ok], {"message": "range() arg 3 must not be zero"})
+        counter = self.var(f"$for{line}_{node.col_offset}")
+        self.ssa.write(counter, self.cur, start_n)
+        header, line = self.open_loop(node, "for")
+        i = self.ssa.read(counter, header)
+        assert isinstance(i, Node)
+        cond = self.range_cond(i, stop_n, step, step_n)
+        true, false = self.branch(cond)
+        exits: list[Edge] = [(false, f"where the loop at line {line} ends")]
+        self.block = self.new_block(f"body{line}", [true])
+        item: Node = i if rows is None else self.emit("Gather", [rows, i], {"axis": 0})
+        self.assign(node.target, item)
+        loop = Loop()
+        self.scope.loops.append(loop)
+        self.body(node.body)
+        self.scope.loops.pop()
+        latch_edges: list[Edge] = [(self.block, "the loop body")] if self.block is not None else []
+        latch = self.merge(latch_edges + loop.continues, "latch")
+        back: list[Edge] = []
+        if latch is not None:
+            self.block = latch
+            cur = self.ssa.read(counter, latch)
+            assert isinstance(cur, Node)
+            step_n = self.ssa.resolve(step_n)  # type: ignore[assignment]
+            self.ssa.write(counter, latch, self.emit("Add", [cur, step_n], name="next"))
+            back.append((latch, f"repeating the loop at line {line}"))
+        self.close_loop(node, header, line, back, exits, loop)
+
+    def range_arg(self, v: Val, node: ast.AST) -> Val:
+        if isinstance(v, Static):
+            if isinstance(v.value, bool) or not isinstance(v.value, int):
+                raise self.error(node, f"range() needs ints, got {type(v.value).__name__}", "convert with int(...)")
+            return v
+        n = self.as_node(v)
+        t = n.type
+        if not (isinstance(t, TensorType) and t.shape == () and (is_int(t.dtype) or t.dtype == "bool")):
+            raise self.error(node, f"range() needs int scalars, got {t}", "convert with int(...)")
+        return n
+
+    def range_cond(self, i: Node, stop: Node, step: Val, step_n: Node) -> Node:
+        if isinstance(step, Static):
+            return self.emit("Less" if step.value > 0 else "Greater", [i, stop])
+        zero = self.const(0, "i64")
+        up = self.emit("And", [self.emit("Greater", [step_n, zero]), self.emit("Less", [i, stop])])
+        down = self.emit("And", [self.emit("Less", [step_n, zero]), self.emit("Greater", [i, stop])])
+        return self.emit("Or", [up, down])
+
+    def current_loop(self, node: ast.stmt, word: str) -> Loop:
+        if not self.scope.loops:
+            raise self.error(node, f"`{word}` outside a loop")
+        return self.scope.loops[-1]
+
+    def stmt_Break(self, node: ast.Break) -> None:
+        line = self.scope.parsed.src.file_line(node)
+        self.current_loop(node, "break").breaks.append((self.cur, f"through the `break` at line {line}"))
+        self.block = None
+
+    def stmt_Continue(self, node: ast.Continue) -> None:
+        line = self.scope.parsed.src.file_line(node)
+        self.current_loop(node, "continue").continues.append((self.cur, f"through the `continue` at line {line}"))
+        self.block = None
+
+    # --- return and assert ----------------------------------------------------------------------
+    def stmt_Return(self, node: ast.Return) -> None:
+        values: list[Val] = []
+        if node.value is not None:
+            v = self.expr(node.value)
+            if isinstance(v, TupleVal):
+                values = list(v.items)
+            elif not (isinstance(v, Static) and v.value is None):
+                values = [v]
+        self.add_return(node, values)
+
+    def add_return(self, node: ast.AST, values: list[Val]) -> None:
+        nodes = [self.as_node(v) for v in values]
+        scope = self.scope
+        if scope.ret_arity is not None and scope.ret_arity != len(nodes):
+            raise self.error(node, f"this return gives {len(nodes)} values but an earlier one gives "
+                                   f"{scope.ret_arity}", "return the same number of values everywhere")
+        scope.ret_arity = len(nodes)
+        line = scope.parsed.src.file_line(node)
+        if scope.inline:
+            scope.returns.append(((self.cur, f"the return at line {line}"), nodes))
+        else:
+            types = tuple(n.type for n in nodes)
+            for earlier in self.return_types:
+                for a, b in zip(earlier, types):
+                    if not (isinstance(a, TensorType) and isinstance(b, TensorType) and a.dtype == b.dtype):
+                        raise self.error(node, f"this return gives {b} but an earlier return gives {a}",
+                                         "return one type on every path (convert with float(...)/int(...))")
+            self.return_types.append(types)
+            r = self.emit("Return", nodes)
+            self.g.end_block.append_input(r)
+        self.block = None
+
+    def stmt_Assert(self, node: ast.Assert) -> None:
+        src = self.scope.parsed.src
+        line = src.file_line(node)
+        if node.msg is None:
+            text = src.lines[node.lineno - 1].strip() if 0 < node.lineno <= len(src.lines) else "assert"
+            message = f"{text} (at {src.file}:{line})"
+        else:
+            m = self.expr(node.msg)
+            if not (isinstance(m, Static) and isinstance(m.value, (str, int, float))):
+                raise self.error(node.msg, "the assert message must be a constant", "use a plain string literal")
+            message = str(m.value)
+        test = self.expr(node.test)
+        if isinstance(test, Static) and (is_number(test.value) or test.value is None) and test.value:
+            return
+        self.emit("Assert", [self.truth(test, node.test)], {"message": message})
+
+
+def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dict[str, Any],
+                arg_types: Sequence[Type], hints: dict[Hashable, Type], build_callee: CalleeBuilder,
+                name: str | None = None) -> Graph:
+    """Lower ``parsed`` for ``arg_types``.  Raises ScriptError, or LoopTypeRetry when a loop
+    variable's type must be generalised (the caller builds again with the hint)."""
+    fdef = parsed.fdef
+    params = [a.arg for a in fdef.args.args]
+    g = Graph(name or fdef.name, list(arg_types), params)
+    ssa = SSABuilder(g, hints)
+    ssa.display_name = _display  # type: ignore[method-assign]
+    ssa.sealed.add(g.start_block)
+    scope = Scope(parsed, fn_globals, closure)
+    low = Lowering(g, ssa, scope, build_callee)
+    for p, arg in zip(params, g.args):
+        ssa.write(p, g.start_block, arg)
+    low.body(fdef.body)
+    if low.block is not None:
+        if scope.ret_arity:
+            last = fdef.body[-1]
+            raise low.error(last, f"`{fdef.name}` can reach its end without a return (Python would return None)",
+                            "add a return at the end, or make every path return")
+        prev = low.at(fdef.body[-1])
+        low.add_return(fdef, [])
+        low.restore(prev)
+    for problem in ssa.finish():
+        raise _undef_error(low, problem.var, problem.phi, problem.edge_desc)
+    return g
+
+
+def _display(var: str) -> str:
+    return var.replace("$", "")
+
+
+def _undef_error(low: Lowering, var: str, user: Node, desc: str) -> ScriptError:
+    use = _first_real_use(user)
+    name = var.rsplit(".", 1)[-1] if "." in var and not var.startswith("$") else var
+    loc = use.loc if use is not None else None
+    src = low.sources.get(loc.file) if loc is not None else None
+    msg = f"variable `{name}` may be undefined here: it is not assigned on the path {desc}"
+    hint = f"assign `{name}` before the branch or loop, or on every path that reaches this use"
+    if loc is None or src is None:
+        return ScriptError(msg, low.scope.parsed.src.file, 0, 0, "", hint, low.scope.parsed.src.func_name)
+    rel = loc.line - src.line_offset
+    text = " " * src.col_offset + src.lines[rel - 1] if 0 < rel <= len(src.lines) else ""
+    return ScriptError(msg, loc.file, loc.line, loc.col, text, hint, src.func_name)
+
+
+def _first_real_use(node: Node) -> Node | None:
+    seen: set[Node] = set()
+    work = [node]
+    while work:
+        n = work.pop(0)
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op.name != "Phi" and n.loc is not None:
+            return n
+        work.extend(n.users)
+    return None
+
+
+__all__ = ["Lowering", "build_graph", "_dtype"]

@@ -1,0 +1,77 @@
+"""Errors of ``@nx.script``: every message quotes the source line, points at the column
+with a caret, and says what to write instead."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """The source of one parsed function: its file, the dedented lines, and where they
+    start in the file (``line_offset`` + ast line = file line; ``col_offset`` + ast col =
+    file column)."""
+
+    file: str
+    lines: tuple[str, ...]
+    line_offset: int
+    col_offset: int
+    func_name: str
+
+    def file_line(self, node: ast.AST) -> int:
+        return getattr(node, "lineno", 1) + self.line_offset
+
+    def file_col(self, node: ast.AST) -> int:
+        return getattr(node, "col_offset", 0) + self.col_offset
+
+
+class ScriptError(SyntaxError):
+    """A construct or a use that ``@nx.script`` does not support, or a type error found
+    while building the graph.  ``file``, ``line`` and ``col`` say where (1-based line,
+    0-based column); the message quotes the line and says what to write instead.
+
+    A subclass of SyntaxError so that tools showing it point at the source; ``str()``
+    gives the full message with the quoted line and caret."""
+
+    def __init__(self, msg: str, file: str = "<unknown>", line: int = 0, col: int = 0,
+                 text: str = "", hint: str = "", func: str = ""):
+        self.reason = msg
+        self.file = file
+        self.line = line
+        self.col = col
+        self.hint = hint
+        self.func = func
+        self.source_line = text
+        super().__init__(self.render())
+        # SyntaxError's own fields, so tracebacks point at the right place.
+        self.filename = file
+        self.lineno = line
+        self.offset = col + 1
+        self.text = text
+
+    def render(self) -> str:
+        where = f"{self.file}:{self.line}:{self.col}"
+        inside = f" (in @nx.script function `{self.func}`)" if self.func else ""
+        out = f"{where}: {self.reason}{inside}"
+        if self.source_line:
+            stripped = self.source_line.rstrip("\n")
+            out += f"\n    {stripped}\n    {' ' * max(self.col, 0)}^"
+        if self.hint:
+            out += f"\n  instead: {self.hint}"
+        return out
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def error_at(src: SourceText, node: ast.AST | None, msg: str, hint: str = "") -> ScriptError:
+    """A ScriptError located at ``node`` of ``src`` (quoting its line)."""
+    if node is None or not hasattr(node, "lineno"):
+        return ScriptError(msg, src.file, src.line_offset + 1, 0, "", hint, src.func_name)
+    rel = getattr(node, "lineno", 1)
+    text = src.lines[rel - 1] if 0 < rel <= len(src.lines) else ""
+    col = getattr(node, "col_offset", 0)
+    # The quoted line is the file's line: restore the indentation removed by dedent.
+    full = " " * src.col_offset + text
+    return ScriptError(msg, src.file, src.file_line(node), col + src.col_offset, full, hint, src.func_name)
