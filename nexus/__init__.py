@@ -35,6 +35,10 @@ _EXPORTS: dict[str, str] = {
     "grad": "nexus.autodiff",
     "value_and_grad": "nexus.autodiff",
     "vjp": "nexus.autodiff",
+    "script": "nexus.frontend.script",
+    "script_source": "nexus.frontend.script",
+    "ScriptError": "nexus.frontend.script",
+    "Tensor": "nexus.frontend.script",
 }
 
 
