@@ -11,6 +11,8 @@ Identities are applied only where they are exact for every input value:
 floats do get ``x + (-0.0)`` and ``x - (+0.0)``, which are exact.  Integer add/sub and
 mul chains with constants are reassociated (exact: integer arithmetic wraps modulo
 2**bits), so seed 004's ``((input - 2) + 5) + 100`` becomes ``input + 103``.
+``ShapeOf`` and ``DimSize`` of values whose shape is static fold too (their kernels run on
+a zero-memory stand-in of that shape).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from nexus.passes.cfgutil import is_movable, trivial_phi_value
 from nexus.passes.manager import Pass
 
 _PLACEMENT = ("device", "machine")
+# Ops whose result depends only on their input's shape.
+_SHAPE_QUERIES = frozenset({"ShapeOf", "DimSize"})
 
 
 def const_value(n: Node) -> np.ndarray | None:
@@ -71,7 +75,7 @@ class ConstFold(Pass):
 class _Folder:
     def __init__(self, g: Graph, opts: ConstFold):
         self.g, self.opts = g, opts
-        self.stats = {"folded": 0, "identities": 0, "reassociated": 0}
+        self.stats = {"folded": 0, "shapes": 0, "identities": 0, "reassociated": 0}
 
     def run(self) -> dict[str, int]:
         g = self.g
@@ -102,6 +106,8 @@ class _Folder:
             return None
         if n.inputs and all(v.op.name == "Constant" for v in n.inputs):
             return self.fold(n)
+        if n.op.name in _SHAPE_QUERIES:
+            return self.fold_shape(n)
         if self.opts.reassociate:
             r = self.reassociate(n)
             if r is not None:
@@ -120,10 +126,12 @@ class _Folder:
         return self.g.add("Constant", [], n.block, {"value": value}, name=name)
 
     def fold(self, n: Node) -> Node | None:
+        return self.fold_with(n, [v.attrs["value"] for v in n.inputs])
+
+    def fold_with(self, n: Node, args: list[Any]) -> Node | None:
         kernel = n.op.kernel
         if kernel is None:
             return None
-        args = [v.attrs["value"] for v in n.inputs]
         attrs = {k: v for k, v in n.attrs.items() if k not in _PLACEMENT}
         try:
             with np.errstate(all="ignore"):
@@ -137,6 +145,19 @@ class _Folder:
             return None
         self.stats["folded"] += 1
         return self.constant(n, value, n.name)
+
+    def fold_shape(self, n: Node) -> Node | None:
+        """ShapeOf / DimSize of a value whose shape is static: run the op's kernel on a
+        zero-memory stand-in of that shape (its values are never read)."""
+        t = n.input(0).type
+        if not isinstance(t, TensorType) or t.shape is None or not all(isinstance(d, int) for d in t.shape):
+            return None
+        stand_in = np.broadcast_to(np.zeros((), numpy_dtype(t.dtype)), t.shape)  # type: ignore[arg-type]
+        folded = self.fold_with(n, [stand_in])
+        if folded is not None:
+            self.stats["folded"] -= 1
+            self.stats["shapes"] += 1
+        return folded
 
     def same_type(self, n: Node, value: np.ndarray) -> bool:
         assert isinstance(n.type, TensorType)

@@ -52,6 +52,7 @@ PASSES: dict[str, str] = {
     "simplifycfg": "nexus.passes.simplifycfg:SimplifyCFG",
     "licm": "nexus.passes.licm:LICM",
     "inline": "nexus.passes.inline:Inline",
+    "shapes": "nexus.passes.shapeinfer:InferShapes",
 }
 
 DEFAULT_PIPELINE = "inline,simplifycfg,constfold,simplifycfg,cse,licm,dce,simplifycfg"
