@@ -184,6 +184,7 @@ def like(x: Any, ref: Any) -> Any:
 
 # --- data-dependent sizes ----------------------------------------------------------------
 # Ops whose output size depends on data return that size as one of their tuple outputs.
-# op name -> (the Proj holding the size, the Proj whose dim it is, which dim).  Shape
+# op name -> (the Proj holding the size, the Proj whose dim it is, which dim; -1 for the
+# dim named by the node's ``axis`` attribute).  Shape
 # inference reads this to give the size value the symbol of that dim.
 SIZE_OUTPUTS: dict[str, tuple[int, int, int]] = {}

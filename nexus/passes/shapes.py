@@ -303,9 +303,10 @@ class _Inference:
         if not isinstance(t, TupleType):
             return None
         data = t.elems[spec[1]]
-        if isinstance(data, TensorType) and data.shape is not None and len(data.shape) > spec[2]:
-            return np.array(data.shape[spec[2]], dtype=object)
-        return None
+        if not isinstance(data, TensorType) or data.shape is None:
+            return None
+        dim = spec[2] if spec[2] >= 0 else src.attrs["axis"] % max(len(data.shape), 1)
+        return np.array(data.shape[dim], dtype=object) if dim < len(data.shape) else None
 
     # --- path facts --------------------------------------------------------------------
     def _block_facts(self, b: Block) -> dict[sympy.Symbol, Any]:
