@@ -265,3 +265,49 @@ def test_seed004_default_pipeline_single_add() -> None:
     for x in (10, 0, -103, 2**31 - 1):
         assert int(g(x)) == ((x - 2 + 5 + 100 + 2**31) % 2**32) - 2**31
     assert int(g(10)) == 113
+
+
+def test_effects_and_ordering_edges_are_kept() -> None:
+    # An unused Call (effectful) survives DCE; nodes ordered by deps are neither merged,
+    # removed nor hoisted, and the deps edges themselves survive every pass.
+    g = parse("""
+graph @fx {
+^entry:
+  %0 = Start : (f32, i32)
+  %x = Proj %0 {num = 0} : f32
+  %n = Proj %0 {num = 1} : i32
+  %zero = Constant {value = tensor<i32: 0>} : i32
+  %one = Constant {value = tensor<i32: 1>} : i32
+  %a1 = Mul %x, %x : f32
+  %a2 = Mul %x, %x deps(%a1) : f32
+  %dead = Exp %x deps(%a2) : f32
+  %j0 = Jmp : X
+^header(%j0, %back):
+  %i = Phi %zero, %i2 : i32
+  %c = Less %i, %n : bool
+  %cond = Cond %c : (X, X)
+  %f = Proj %cond {num = 0} : X
+  %t = Proj %cond {num = 1} : X
+^body(%t):
+  %inv = Neg %x deps(%a1) : f32
+  %i2 = Add %i, %one : i32
+  %back = Jmp : X
+^after(%f):
+  %s = Add %a1, %a2 : f32
+  %r = Return %s : X
+^exit(%r):
+  End : X
+}""")
+    verify(g)
+    callee = _callee()
+    h = Graph("caller", [TensorType("f32", ())], ["x"])
+    call = h.add("Call", [h.args[0], h.args[0]], h.start_block, {"callee": callee})
+    h.end_block.append_input(h.add("Return", [h.args[0]], h.start_block))
+    optimize(h, "dce,cse,licm,constfold,simplifycfg", verify_each=True)
+    assert call.graph is h
+    optimize(g, "constfold,cse,dce,licm,simplifycfg,dce", verify_each=True)
+    names = {n.name: n for n in g.nodes() if n.name}
+    assert {"a1", "a2", "dead", "inv"} <= set(names)
+    assert names["a2"].deps == (names["a1"],) and names["dead"].deps == (names["a2"],)
+    assert names["inv"].block.name == "body"
+    assert float(g(np.float32(3.0), 2)) == 18.0
