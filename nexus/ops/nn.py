@@ -1,0 +1,452 @@
+"""Neural-network ops: Conv (1-D, 2-D and up), ConvTranspose, MaxPool, AveragePool,
+GlobalAveragePool, BatchNormalization (inference), LayerNormalization, Dropout
+(inference: identity) and Resize (nearest / linear).
+
+Layouts and attributes follow ONNX: x is [N, C, *spatial]; ``pads`` lists all begins,
+then all ends; omitted strides / dilations are 1 and omitted pads are 0.  Kernels are
+float-only and return the input dtype (f16 is computed in f32).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import sympy
+from numpy.lib.stride_tricks import sliding_window_view
+
+from nexus.ir.opdef import Attr, OpTypeError
+from nexus.ir.types import FLOAT_DTYPES, TensorType, Type, simplify_dim
+from nexus.ops._rules import check_dtype, check_int_vector, check_same_dtype, define, dims_value, normalize_axis, tensor
+
+FAMILY = "nn"
+FLOATS = frozenset(FLOAT_DTYPES)
+
+
+def _wide(x: Any) -> np.ndarray:
+    arr = np.asarray(x)
+    return arr.astype(np.float32) if arr.dtype == np.float16 else arr
+
+
+def _geometry(op: str, attrs: Mapping[str, Any], n: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(strides, pads, dilations) filled with defaults for ``n`` spatial dims."""
+    strides = attrs.get("strides") or (1,) * n
+    pads = attrs.get("pads") or (0,) * (2 * n)
+    dil = attrs.get("dilations") or (1,) * n
+    if len(strides) != n or len(pads) != 2 * n or len(dil) != n:
+        raise OpTypeError(f"{op}: with {n} spatial dims, strides and dilations need {n} entries and pads {2 * n} "
+                          f"(got {len(strides)}, {len(dil)}, {len(pads)})")
+    if min(strides) < 1 or min(dil) < 1 or min(pads) < 0:
+        raise OpTypeError(f"{op}: strides and dilations must be >= 1 and pads >= 0")
+    return tuple(strides), tuple(pads), tuple(dil)
+
+
+def _out_dim(d: Any, k: int, s: int, pb: int, pe: int, dil: int, ceil: bool = False) -> Any:
+    span = d + pb + pe - dil * (k - 1) - 1
+    if isinstance(span, int):
+        if span < 0:
+            return 0
+        n = (-(-span // s) if ceil else span // s) + 1
+        if ceil and (n - 1) * s >= d + pb:  # the last window must start inside the input
+            n -= 1
+        return n
+    return simplify_dim((sympy.ceiling(span / s) if ceil else sympy.floor(span / s)) + 1)
+
+
+# --- Conv --------------------------------------------------------------------------------
+_CONV_ATTRS = {
+    "strides": Attr("ints", None, "step per spatial dim (default 1)"),
+    "pads": Attr("ints", None, "padding: all begins, then all ends (default 0)"),
+    "dilations": Attr("ints", None, "kernel dilation per spatial dim (default 1)"),
+    "group": Attr("int", 1, "number of channel groups"),
+}
+
+
+def _conv_inputs(op: str, ins: Sequence[Type]) -> tuple[TensorType, TensorType, TensorType | None]:
+    if len(ins) > 3:
+        raise OpTypeError(f"{op}: takes x, w and an optional bias, got {len(ins)} inputs")
+    ts = [tensor(op, t, i) for i, t in enumerate(ins)]
+    check_dtype(op, ts[0], FLOATS)
+    check_same_dtype(op, ts)
+    return ts[0], ts[1], ts[2] if len(ts) == 3 else None
+
+
+def _conv_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, w, b = _conv_inputs(op, ins)
+    if x.shape is None or w.shape is None:
+        return x.with_shape(None)
+    if len(x.shape) < 3 or len(w.shape) != len(x.shape):
+        raise OpTypeError(f"{op}: x must be [N, C, *spatial] and w [M, C/group, *kernel] of the same rank, "
+                          f"got {x} and {w}")
+    n = len(x.shape) - 2
+    strides, pads, dil = _geometry(op, attrs, n)
+    g = attrs["group"]
+    c, m, cg = x.shape[1], w.shape[0], w.shape[1]
+    if isinstance(c, int) and isinstance(cg, int) and c != cg * g:
+        raise OpTypeError(f"{op}: x has {c} channels, w expects {cg} per group x {g} groups")
+    if isinstance(m, int) and m % g:
+        raise OpTypeError(f"{op}: {m} output channels do not divide into {g} groups")
+    if b is not None and b.shape is not None and (len(b.shape) != 1 or (
+            isinstance(b.shape[0], int) and isinstance(m, int) and b.shape[0] != m)):
+        raise OpTypeError(f"{op}: bias must be [{m}], got {b}")
+    ks = w.shape[2:]
+    if not all(isinstance(k, int) for k in ks):
+        raise OpTypeError(f"{op}: the kernel size must be static, got {w}")
+    out = [_out_dim(x.shape[2 + i], ks[i], strides[i], pads[i], pads[i + n], dil[i]) for i in range(n)]  # type: ignore
+    return x.with_shape((x.shape[0], m, *out))
+
+
+def _windows(x: np.ndarray, ks: Sequence[int], strides: Sequence[int], dil: Sequence[int]) -> np.ndarray:
+    """[N, C, *out, *k] view of the (already padded) input's sliding windows."""
+    n = len(ks)
+    span = [d * (k - 1) + 1 for k, d in zip(ks, dil)]
+    axes = tuple(range(2, 2 + n))
+    win = sliding_window_view(x, span, axis=axes)
+    sub = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides) + \
+        tuple(slice(None, None, d) for d in dil)
+    return win[sub]
+
+
+def _conv(x: Any, w: Any, b: Any = None, strides: Any = None, pads: Any = None, dilations: Any = None,
+          group: int = 1) -> np.ndarray:
+    xa, wa = _wide(x), _wide(w)
+    n = xa.ndim - 2
+    strides, pads, dil = _geometry("Conv", {"strides": strides, "pads": pads, "dilations": dilations}, n)
+    xp = np.pad(xa, [(0, 0), (0, 0)] + [(pads[i], pads[i + n]) for i in range(n)])
+    ks = wa.shape[2:]
+    win = _windows(xp, ks, strides, dil)  # [N, C, *out, *k]
+    nb, out_sp = xa.shape[0], win.shape[2: 2 + n]
+    m, cg = wa.shape[0], wa.shape[1]
+    mg = m // group
+    parts = []
+    for gi in range(group):
+        cols = win[:, gi * cg:(gi + 1) * cg]  # [N, cg, *out, *k]
+        cols = np.moveaxis(cols, 1, 1 + n)  # [N, *out, cg, *k]
+        mat = cols.reshape(nb * math.prod(out_sp), cg * math.prod(ks))
+        wg = wa[gi * mg:(gi + 1) * mg].reshape(mg, -1)
+        parts.append((mat @ wg.T).reshape((nb, *out_sp, mg)))
+    out = np.moveaxis(np.concatenate(parts, axis=-1), -1, 1)
+    if b is not None:
+        out = out + _wide(b).reshape((1, m) + (1,) * n)
+    return np.ascontiguousarray(out.astype(np.asarray(x).dtype))
+
+
+define("Conv", FAMILY, ("x", "w", "b"), _conv_rule, _conv, attrs=_CONV_ATTRS, variadic=True, differentiable=True,
+       doc="N-d convolution (cross-correlation) of x [N, C, *spatial] with w [M, C/group, *kernel] and an "
+           "optional bias [M]; strides, pads, dilations, groups as ONNX Conv.")
+
+
+# --- ConvTranspose -----------------------------------------------------------------------
+def _convt_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, w, b = _conv_inputs(op, ins)
+    if x.shape is None or w.shape is None:
+        return x.with_shape(None)
+    if len(x.shape) < 3 or len(w.shape) != len(x.shape):
+        raise OpTypeError(f"{op}: x must be [N, C, *spatial] and w [C, M/group, *kernel], got {x} and {w}")
+    n = len(x.shape) - 2
+    strides, pads, dil = _geometry(op, attrs, n)
+    opad = attrs.get("output_padding") or (0,) * n
+    g = attrs["group"]
+    c = x.shape[1]
+    if isinstance(c, int) and isinstance(w.shape[0], int) and c != w.shape[0]:
+        raise OpTypeError(f"{op}: x has {c} channels, w has {w.shape[0]}")
+    ks = w.shape[2:]
+    if not all(isinstance(k, int) for k in ks):
+        raise OpTypeError(f"{op}: the kernel size must be static, got {w}")
+    out = [simplify_dim(strides[i] * (x.shape[2 + i] - 1) + opad[i] + dil[i] * (ks[i] - 1) + 1  # type: ignore
+                        - pads[i] - pads[i + n]) for i in range(n)]
+    return x.with_shape((x.shape[0], w.shape[1] * g, *out))
+
+
+def _conv_transpose(x: Any, w: Any, b: Any = None, strides: Any = None, pads: Any = None, dilations: Any = None,
+                    group: int = 1, output_padding: Any = None) -> np.ndarray:
+    xa, wa = _wide(x), _wide(w)
+    n = xa.ndim - 2
+    strides, pads, dil = _geometry("ConvTranspose", {"strides": strides, "pads": pads, "dilations": dilations}, n)
+    opad = output_padding or (0,) * n
+    nb, c = xa.shape[:2]
+    ks, cg, mg = wa.shape[2:], c // group, wa.shape[1]
+    sp = xa.shape[2:]
+    full = [strides[i] * (sp[i] - 1) + dil[i] * (ks[i] - 1) + 1 + opad[i] for i in range(n)]
+    out = np.zeros((nb, mg * group, *full), dtype=xa.dtype)
+    for gi in range(group):
+        xg = xa[:, gi * cg:(gi + 1) * cg]
+        for kpos in np.ndindex(*ks):
+            wk = wa[gi * cg:(gi + 1) * cg, :, *kpos]  # [cg, mg]
+            contrib = np.moveaxis(np.tensordot(xg, wk, axes=([1], [0])), -1, 1)  # [N, mg, *sp]
+            dst = (slice(None), slice(gi * mg, (gi + 1) * mg)) + tuple(
+                slice(kpos[i] * dil[i], kpos[i] * dil[i] + strides[i] * (sp[i] - 1) + 1, strides[i])
+                for i in range(n))
+            out[dst] += contrib
+    crop = (slice(None), slice(None)) + tuple(slice(pads[i], full[i] - pads[i + n]) for i in range(n))
+    out = out[crop]
+    if b is not None:
+        out = out + _wide(b).reshape((1, -1) + (1,) * n)
+    return np.ascontiguousarray(out.astype(np.asarray(x).dtype))
+
+
+define("ConvTranspose", FAMILY, ("x", "w", "b"), _convt_rule, _conv_transpose, variadic=True, differentiable=True,
+       attrs={**_CONV_ATTRS, "output_padding": Attr("ints", None, "extra size at the end of each spatial dim")},
+       doc="Transposed convolution of x [N, C, *spatial] with w [C, M/group, *kernel] and an optional bias "
+           "[M] (the gradient of Conv with respect to its input), as ONNX ConvTranspose.")
+
+
+# --- pooling -----------------------------------------------------------------------------
+def _pool_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x = tensor(op, ins[0], 0)
+    check_dtype(op, x, FLOATS)
+    if x.shape is None:
+        return x
+    ks = attrs["kernel_shape"]
+    n = len(x.shape) - 2
+    if n < 1 or len(ks) != n:
+        raise OpTypeError(f"{op}: kernel_shape {list(ks)} does not fit x {x} ([N, C, *spatial])")
+    strides, pads, dil = _geometry(op, attrs, n)
+    for i in range(n):
+        if pads[i] >= ks[i] or pads[i + n] >= ks[i]:
+            raise OpTypeError(f"{op}: pads must be smaller than the kernel, got {list(pads)} for {list(ks)}")
+    out = [_out_dim(x.shape[2 + i], ks[i], strides[i], pads[i], pads[i + n], dil[i], attrs["ceil_mode"])
+           for i in range(n)]
+    return x.with_shape(tuple(x.shape[:2]) + tuple(out))
+
+
+def _pool_windows(xa: np.ndarray, fill: float, kernel_shape: Sequence[int], strides: Any, pads: Any,
+                  dilations: Any, ceil_mode: bool, overhang_fill: float | None = None) -> np.ndarray:
+    n = xa.ndim - 2
+    strides, pads, dil = _geometry("Pool", {"strides": strides, "pads": pads, "dilations": dilations}, n)
+    outs = tuple(_out_dim(xa.shape[2 + i], kernel_shape[i], strides[i], pads[i], pads[i + n], dil[i], ceil_mode)
+                 for i in range(n))
+    # Extra padding at the end so that ceil-mode windows exist; it never wins a max and
+    # is never counted in an average.
+    extra = [max((outs[i] - 1) * strides[i] + dil[i] * (kernel_shape[i] - 1) + 1
+                 - (xa.shape[2 + i] + pads[i] + pads[i + n]), 0) for i in range(n)]
+    xp = np.pad(xa, [(0, 0), (0, 0)] + [(pads[i], pads[i + n]) for i in range(n)], constant_values=fill)
+    xp = np.pad(xp, [(0, 0), (0, 0)] + [(0, e) for e in extra],
+                constant_values=fill if overhang_fill is None else overhang_fill)
+    win = _windows(xp, kernel_shape, strides, dil)
+    return win[(slice(None), slice(None)) + tuple(slice(0, o) for o in outs)]
+
+
+def _max_pool(x: Any, kernel_shape: Sequence[int], strides: Any = None, pads: Any = None, dilations: Any = None,
+              ceil_mode: bool = False) -> np.ndarray:
+    xa = _wide(x)
+    win = _pool_windows(xa, -np.inf, kernel_shape, strides, pads, dilations, ceil_mode)
+    n = xa.ndim - 2
+    out = win.max(axis=tuple(range(-n, 0))) if win.size else np.zeros(win.shape[: 2 + n], xa.dtype)
+    return np.ascontiguousarray(out.astype(np.asarray(x).dtype))
+
+
+def _avg_pool(x: Any, kernel_shape: Sequence[int], strides: Any = None, pads: Any = None,
+              ceil_mode: bool = False, count_include_pad: bool = False) -> np.ndarray:
+    xa = _wide(x)
+    n = xa.ndim - 2
+    axes = tuple(range(-n, 0))
+    win = _pool_windows(xa, 0.0, kernel_shape, strides, pads, None, ceil_mode)
+    total = win.sum(axis=axes)
+    # Divisor: the window's elements inside the input, plus (count_include_pad) those in
+    # the explicit padding; the ceil-mode overhang never counts (as PyTorch and ORT).
+    inside = np.ones((1, 1) + xa.shape[2:], xa.dtype)
+    count = _pool_windows(inside, 1.0 if count_include_pad else 0.0, kernel_shape, strides, pads, None, ceil_mode,
+                          overhang_fill=0.0)
+    out = total / np.maximum(count.sum(axis=axes), 1)
+    return np.ascontiguousarray(out.astype(np.asarray(x).dtype))
+
+
+_POOL_ATTRS = {
+    "kernel_shape": Attr("ints", doc="window size per spatial dim"),
+    "strides": Attr("ints", None, "step per spatial dim (default 1)"),
+    "pads": Attr("ints", None, "padding: all begins, then all ends (default 0)"),
+    "ceil_mode": Attr("bool", False, "round the output size up"),
+}
+define("MaxPool", FAMILY, ("x",), _pool_rule, _max_pool, differentiable=True,
+       attrs={**_POOL_ATTRS, "dilations": Attr("ints", None, "window dilation (default 1)")},
+       doc="Maximum over sliding windows of x [N, C, *spatial] (padding never wins), as ONNX MaxPool.")
+define("AveragePool", FAMILY, ("x",), _pool_rule, _avg_pool, differentiable=True,
+       attrs={**_POOL_ATTRS, "count_include_pad": Attr("bool", False, "count padded elements in the divisor")},
+       doc="Mean over sliding windows of x [N, C, *spatial], as ONNX AveragePool.")
+
+
+def _gap_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x = tensor(op, ins[0], 0)
+    check_dtype(op, x, FLOATS)
+    if x.shape is None:
+        return x
+    if len(x.shape) < 3:
+        raise OpTypeError(f"{op}: x must be [N, C, *spatial], got {x}")
+    return x.with_shape(tuple(x.shape[:2]) + (1,) * (len(x.shape) - 2))
+
+
+def _global_avg_pool(x: Any) -> np.ndarray:
+    xa = _wide(x)
+    out = xa.mean(axis=tuple(range(2, xa.ndim)), keepdims=True)
+    return out.astype(np.asarray(x).dtype)
+
+
+define("GlobalAveragePool", FAMILY, ("x",), _gap_rule, _global_avg_pool, differentiable=True,
+       doc="Mean over all spatial dims: [N, C, *spatial] -> [N, C, 1, ...].")
+
+
+# --- normalisation -----------------------------------------------------------------------
+def _bn_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    ts = [tensor(op, t, i) for i, t in enumerate(ins)]
+    check_dtype(op, ts[0], FLOATS)
+    check_same_dtype(op, ts)
+    x = ts[0]
+    if x.shape is not None and len(x.shape) < 2:
+        raise OpTypeError(f"{op}: x must be [N, C, ...], got {x}")
+    c = x.shape[1] if x.shape is not None else None
+    names = ("x", "scale", "bias", "mean", "var")
+    for i, t in enumerate(ts[1:], 1):
+        if t.shape is not None and (len(t.shape) != 1 or (
+                isinstance(c, int) and isinstance(t.shape[0], int) and t.shape[0] != c)):
+            raise OpTypeError(f"{op}: {names[i]} must be [C] = [{c}], got {t}")
+    return x
+
+
+def _batch_norm(x: Any, scale: Any, bias: Any, mean: Any, var: Any, epsilon: float = 1e-5) -> np.ndarray:
+    xa = _wide(x)
+    shape = (1, -1) + (1,) * (xa.ndim - 2)
+    inv = 1 / np.sqrt(_wide(var).reshape(shape) + xa.dtype.type(epsilon))
+    out = (xa - _wide(mean).reshape(shape)) * inv * _wide(scale).reshape(shape) + _wide(bias).reshape(shape)
+    return out.astype(np.asarray(x).dtype)
+
+
+define("BatchNormalization", FAMILY, ("x", "scale", "bias", "mean", "var"), _bn_rule, _batch_norm,
+       differentiable=True, attrs={"epsilon": Attr("float", 1e-5, "added to the variance")},
+       doc="Inference batch norm over channel axis 1 with running mean and var: "
+           "(x - mean) / sqrt(var + eps) * scale + bias.")
+
+
+def _ln_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    if len(ins) > 3:
+        raise OpTypeError(f"{op}: takes x, scale and an optional bias, got {len(ins)} inputs")
+    ts = [tensor(op, t, i) for i, t in enumerate(ins)]
+    check_dtype(op, ts[0], FLOATS)
+    check_same_dtype(op, ts)
+    x = ts[0]
+    if x.shape is None:
+        return x
+    axis = normalize_axis(op, attrs["axis"], len(x.shape))
+    norm = x.shape[axis:]
+    for i, t in enumerate(ts[1:], 1):
+        if t.shape is None:
+            continue
+        if len(t.shape) > len(norm) or any(isinstance(a, int) and isinstance(b, int) and a not in (b, 1)
+                                           for a, b in zip(reversed(t.shape), reversed(norm))):
+            raise OpTypeError(f"{op}: {'scale' if i == 1 else 'bias'} {t} does not fit the normalised "
+                              f"dims {list(norm)}")
+    return x
+
+
+def _layer_norm(x: Any, scale: Any, bias: Any = None, axis: int = -1, epsilon: float = 1e-5) -> np.ndarray:
+    xa = _wide(x)
+    axes = tuple(range(axis % xa.ndim, xa.ndim))
+    mean = xa.mean(axis=axes, keepdims=True)
+    var = ((xa - mean) ** 2).mean(axis=axes, keepdims=True)
+    out = (xa - mean) / np.sqrt(var + xa.dtype.type(epsilon)) * _wide(scale)
+    if bias is not None:
+        out = out + _wide(bias)
+    return out.astype(np.asarray(x).dtype)
+
+
+define("LayerNormalization", FAMILY, ("x", "scale", "bias"), _ln_rule, _layer_norm, variadic=True,
+       differentiable=True,
+       attrs={"axis": Attr("int", -1, "the first normalised axis (all after it too)"),
+              "epsilon": Attr("float", 1e-5, "added to the variance")},
+       doc="(x - mean) / sqrt(var + eps) * scale + bias over the axes from `axis` on (ONNX LayerNormalization).")
+
+
+def _dropout_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x = tensor(op, ins[0], 0)
+    check_dtype(op, x, FLOATS)
+    if not 0 <= attrs["ratio"] < 1:
+        raise OpTypeError(f"{op}: ratio must be in [0, 1), got {attrs['ratio']}")
+    return x
+
+
+define("Dropout", FAMILY, ("x",), _dropout_rule, lambda x, ratio=0.5: x, differentiable=True,
+       attrs={"ratio": Attr("float", 0.5, "the drop probability in training (unused at inference)")},
+       doc="Identity (inference); training-mode dropout is a random op with an explicit seed.")
+
+
+# --- Resize ------------------------------------------------------------------------------
+_COORD = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
+_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _resize_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
+    x, s = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    check_dtype(op, x, FLOATS)
+    check_int_vector(op, s, "sizes")
+    for key, allowed in (("mode", ("nearest", "linear")), ("coordinate_transformation_mode", _COORD),
+                         ("nearest_mode", _NEAREST)):
+        if attrs[key] not in allowed:
+            raise OpTypeError(f"{op}: {key} must be one of {', '.join(allowed)}, got {attrs[key]!r}")
+    if x.shape is None:
+        return x
+    n = s.shape[0] if s.shape is not None else None
+    if isinstance(n, int) and n != len(x.shape):
+        raise OpTypeError(f"{op}: sizes has {n} entries, x has rank {len(x.shape)}")
+    sizes = dims_value(values[1])
+    if sizes is None:
+        from nexus.ir.types import fresh_dim
+
+        return x.with_shape(tuple(fresh_dim() for _ in x.shape))
+    return x.with_shape(tuple(sizes))
+
+
+def _source_coords(out: int, inp: int, mode: str) -> np.ndarray:
+    o = np.arange(out, dtype=np.float64)
+    scale = out / inp
+    if mode == "asymmetric":
+        return o / scale
+    if mode == "align_corners":
+        return o * (inp - 1) / (out - 1) if out > 1 else np.zeros(out)
+    if mode == "pytorch_half_pixel" and out == 1:
+        return np.zeros(out)
+    return (o + 0.5) / scale - 0.5
+
+
+def _nearest_index(src: np.ndarray, mode: str, inp: int) -> np.ndarray:
+    if mode == "floor":
+        idx = np.floor(src)
+    elif mode == "ceil":
+        idx = np.ceil(src)
+    elif mode == "round_prefer_ceil":
+        idx = np.floor(src + 0.5)
+    else:
+        idx = np.ceil(src - 0.5)
+    return np.clip(idx, 0, inp - 1).astype(np.int64)
+
+
+def _resize(x: Any, sizes: Any, mode: str = "nearest", coordinate_transformation_mode: str = "half_pixel",
+            nearest_mode: str = "round_prefer_floor") -> np.ndarray:
+    out = _wide(x)
+    for axis, size in enumerate(int(v) for v in sizes):
+        inp = out.shape[axis]
+        if size == inp and coordinate_transformation_mode != "align_corners" and mode == "nearest":
+            continue
+        src = _source_coords(size, inp, coordinate_transformation_mode)
+        if mode == "nearest":
+            out = np.take(out, _nearest_index(src, nearest_mode, inp), axis=axis)
+            continue
+        src = np.clip(src, 0, inp - 1)
+        lo = np.floor(src).astype(np.int64)
+        hi = np.minimum(lo + 1, inp - 1)
+        frac = (src - lo).astype(out.dtype)
+        shape = [1] * out.ndim
+        shape[axis] = size
+        frac = frac.reshape(shape)
+        out = np.take(out, lo, axis=axis) * (1 - frac) + np.take(out, hi, axis=axis) * frac
+    return np.ascontiguousarray(out.astype(np.asarray(x).dtype))
+
+
+define("Resize", FAMILY, ("x", "sizes"), _resize_rule, _resize, differentiable=True,
+       attrs={
+           "mode": Attr("str", "nearest", "nearest or linear (n-linear over the resized axes)"),
+           "coordinate_transformation_mode": Attr("str", "half_pixel", ", ".join(_COORD)),
+           "nearest_mode": Attr("str", "round_prefer_floor", ", ".join(_NEAREST)),
+       },
+       doc="Resizes x to `sizes` (one entry per axis, a 1-D int tensor), as ONNX Resize with sizes.")
