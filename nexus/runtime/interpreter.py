@@ -1,20 +1,29 @@
-"""The reference block interpreter of seed 000, section 5 (simple version).
+"""The block interpreter of seed 000, section 5, prepared once per graph version.
 
 State is the current block and the control edge it was entered by.  Per block:
-(1) Phis read the input at the position of that edge, all before any is written;
-(2) dataflow nodes run in a topological order; (3) the terminator picks the next edge.
+(1) Phis take the input at the position of that edge, all read before any is written;
+(2) dataflow nodes run in Kahn groups (independent heavy nodes of a group on the thread
+pool, the rest inline); (3) the terminator picks the next edge.
+
+Preparing a graph (:mod:`nexus.runtime.plan`) and compiling it to a Python function
+(:mod:`nexus.runtime.codegen`) happen on the first call and are cached on the graph
+until it changes (``g.cached``).  ``run`` converts the arguments, calls the compiled
+function and turns any exception into a :class:`NexusRuntimeError` naming the node.
 """
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import numpy as np
 
 from nexus.ir.graph import Graph
-from nexus.ir.node import Block, Node
-from nexus.ir.printer import node_order
+from nexus.ir.node import Node
 from nexus.ir.types import TensorType, numpy_dtype
+from nexus.runtime.codegen import Generated, generate
+from nexus.runtime.plan import PlanError, make_plan
+from nexus.runtime.pool import cores, get_pool
 
 
 class NexusRuntimeError(RuntimeError):
@@ -31,7 +40,10 @@ class NexusRuntimeError(RuntimeError):
 
 
 def to_value(x: Any, t: TensorType | None = None) -> Any:
-    """Convert a Python or NumPy argument to the runtime representation of type ``t``."""
+    """Convert a Python or NumPy argument to the runtime representation of type ``t``:
+    an array, or a NumPy scalar for 0-d values."""
+    if t is not None and isinstance(x, (np.ndarray, np.generic)) and x.dtype == numpy_dtype(t.dtype):
+        return x[()] if x.ndim == 0 else x  # type: ignore[index]  # already right: the common case
     arr = np.asarray(x)
     if t is not None:
         want = numpy_dtype(t.dtype)
@@ -44,65 +56,99 @@ def to_value(x: Any, t: TensorType | None = None) -> Any:
     return arr[()] if arr.ndim == 0 else arr
 
 
+# --- helpers the generated code calls ---------------------------------------------------
+class _IterationLimit(NexusRuntimeError):
+    pass
+
+
+def _too_many(limit: int, block: str) -> NexusRuntimeError:
+    return _IterationLimit(f"entered more than {limit} blocks (max_iterations) and was about to enter "
+                           f"^{block}; is a loop endless?")
+
+
+def _call(callee: Graph, limit: int | None, parallel: bool | None, *args: Any) -> Any:
+    return run(callee, *args, max_iterations=limit, parallel=parallel)
+
+
+def _no_kernel(node: Node, *args: Any) -> Any:
+    raise NexusRuntimeError("this op has no kernel", node)
+
+
+def _submit(fn: Any, *args: Any) -> Any:
+    return get_pool().submit(fn, *args)
+
+
+_HOOKS = {"_error": NexusRuntimeError, "_too_many": _too_many, "_call": _call,
+          "_no_kernel": _no_kernel, "_submit": _submit}
+
+
+class Prepared:
+    """A graph's plan and its compiled variants, keyed by (counting, parallel mode)."""
+
+    def __init__(self, g: Graph):
+        self.graph = g
+        try:
+            self.plan = make_plan(g)
+        except PlanError as e:
+            raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
+        self.variants: dict[tuple[bool, str], Generated] = {}
+        self.arg_types = [t if isinstance(t, TensorType) else None for t in g.arg_types]
+
+    def variant(self, count: bool, parallel: str) -> Generated:
+        key = (count, parallel)
+        gen = self.variants.get(key)
+        if gen is None:
+            gen = self.variants[key] = generate(self.plan, count=count, parallel=parallel, hooks=_HOOKS)
+        return gen
+
+    def locate(self, gen: Generated, e: BaseException) -> NexusRuntimeError:
+        """Wrap a kernel's exception, naming the node whose generated line raised it."""
+        node = None
+        tb: types.TracebackType | None = e.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == gen.filename:
+                node = gen.node_at(tb.tb_lineno)
+            tb = tb.tb_next
+        if isinstance(e, UnboundLocalError):
+            msg = ("reads a value that was not computed on the path taken (the graph breaks "
+                   "dominance; nx.verify explains)")
+        else:
+            msg = f"{type(e).__name__}: {e}"
+        if node is None:
+            msg = f"graph @{self.graph.name}: {msg}"
+        return NexusRuntimeError(msg, node)
+
+
+def prepare(g: Graph) -> Prepared:
+    """The cached execution plan of ``g`` (rebuilt after any mutation)."""
+    return g.cached("runtime.prepared", Prepared)  # type: ignore[no-any-return]
+
+
 def run(g: Graph, *args: Any, max_iterations: int | None = None, parallel: bool | None = None) -> Any:
     """Run ``g`` on ``args``.  One result is returned as is, several as a tuple.
 
     ``max_iterations`` bounds the number of blocks entered (a guard against endless
-    loops); ``parallel`` is accepted for API compatibility and ignored here.
+    loops).  ``parallel``: True runs every group of independent nodes on the thread
+    pool, False runs everything in this thread, None (default) sends only nodes whose
+    estimated cost is worth a thread hop, on machines with more than one core.
     """
-    del parallel
-    if len(args) != len(g.args):
-        raise NexusRuntimeError(f"graph @{g.name} takes {len(g.args)} arguments, got {len(args)}")
-    env: dict[Node, Any] = {}
-    arg_types = g.arg_types
-    for node, value, t in zip(g.args, args, arg_types):
-        env[node] = to_value(value, t if isinstance(t, TensorType) else None)
-    block: Block = g.start_block
-    edge = -1
-    steps = 0
-    while True:
-        steps += 1
-        if max_iterations is not None and steps > max_iterations:
-            raise NexusRuntimeError(f"graph @{g.name} entered more than {max_iterations} blocks "
-                                    "(max_iterations); is a loop endless?")
-        order = node_order(block)
-        phis = [n for n in order if n.op.kind == "phi"]
-        if phis:
-            new = [env[p.input(edge)] for p in phis]
-            for p, v in zip(phis, new):
-                env[p] = v
-        exit_value: Node | None = None
-        for n in order:
-            name = n.op.name
-            if n.op.kind == "phi" or name in ("Start", "End"):
-                continue
-            if name == "Jmp":
-                exit_value = n
-            elif name == "Cond":
-                taken = int(bool(env[n.input(0)]))
-                exit_value = next(u for u in n.users if u.op.name == "Proj" and u.attrs["num"] == taken)
-            elif name == "Return":
-                results = [env[v] for v in n.inputs]
-                return results[0] if len(results) == 1 else tuple(results)
-            elif name == "Proj" and n.input(0).op.name in ("Cond", "Start"):
-                continue
-            elif name == "Call":
-                env[n] = run(n.attrs["callee"], *[env[v] for v in n.inputs], max_iterations=max_iterations)
-            else:
-                env[n] = _apply(n, env)
-        if exit_value is None:
-            raise NexusRuntimeError(f"block ^{block.name} has no terminator")
-        (user, edge), = [(u, i) for u, i in exit_value.uses if isinstance(u, Block)]
-        block = user
-
-
-def _apply(n: Node, env: dict[Node, Any]) -> Any:
-    kernel = n.op.kernel
-    if kernel is None:
-        raise NexusRuntimeError("this op has no kernel", n)
+    p = prepare(g)
+    if len(args) != len(p.arg_types):
+        raise NexusRuntimeError(f"graph @{g.name} takes {len(p.arg_types)} arguments, got {len(args)}")
+    mode = "on" if parallel else "off" if parallel is not None or cores() < 2 else "auto"
+    gen = p.variant(max_iterations is not None, mode)
+    values = [to_value(x, t) for x, t in zip(args, p.arg_types)]
     try:
-        return kernel(*[env[v] for v in n.inputs], **{k: v for k, v in n.attrs.items() if k not in ("device", "machine")})
-    except NexusRuntimeError:
+        return gen.fn(max_iterations, *values)
+    except NexusRuntimeError as e:
+        if e.node is None and isinstance(e, _IterationLimit):
+            raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
         raise
     except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
-        raise NexusRuntimeError(f"{type(e).__name__}: {e}", n) from e
+        raise p.locate(gen, e) from e
+
+
+def source(g: Graph, *, max_iterations: bool = False, parallel: bool | None = None) -> str:
+    """The Python source the interpreter runs for ``g`` (for debugging and docs)."""
+    mode = "on" if parallel else "off" if parallel is not None else "auto"
+    return prepare(g).variant(max_iterations, mode).source

@@ -1,0 +1,286 @@
+"""Generates one Python function per graph (as torch.fx does) from its :class:`Plan`.
+
+Values live in local variables (CPython's fast-locals array: the slot array of seed
+000), constants are bound once as keyword-only defaults, and blocks become code:
+
+* a block entered by exactly one control edge is emitted inline at that edge (a Cond
+  becomes ``if c: ... else: ...``), so straight-line code and if/else trees cost nothing;
+* every other block (loop headers, joins) is a *state* of a small state machine,
+  ``while True: if st == k: ...``;
+* the Phi copies of an edge are emitted where the edge is taken, as a parallel copy
+  (sequentialised, with a tuple assignment only for cycles such as ``a, b = b, a``);
+* a tensor value is deleted (``del v``) right after its last use, and at an edge when it
+  is not live in the block entered, so a loop's memory does not grow with its trip count.
+
+Every generated line that runs a node is recorded, so an exception's traceback line
+names the node (:meth:`Generated.node_at`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nexus.ir.node import Block, Node
+from nexus.ir.types import TensorType
+from nexus.runtime.cost import is_heavy
+from nexus.runtime.fastops import fast_expr
+from nexus.runtime.plan import BlockPlan, Edge, Plan, classify, value_inputs
+
+MAX_INLINE_DEPTH = 40  # CPython refuses more than 100 indentation levels
+_serial = itertools.count()
+
+Line = tuple[int, str, "Node | None"]  # (relative indent, text, node run by the line)
+
+
+@dataclass
+class Generated:
+    """A compiled graph: ``fn(limit, *args)``, its source and the line -> node map."""
+
+    fn: Callable[..., Any]
+    source: str
+    filename: str
+    line_nodes: dict[int, Node] = field(default_factory=dict)
+
+    def node_at(self, lineno: int) -> Node | None:
+        return self.line_nodes.get(lineno)
+
+
+class _Gen:
+    def __init__(self, plan: Plan, count: bool, parallel: str, hooks: dict[str, Any]):
+        self.plan = plan
+        self.count = count
+        self.parallel = parallel  # "on", "off" or "auto"
+        self.ns: dict[str, Any] = dict(hooks)
+        self.names: dict[Node, str] = {}
+        self.states: dict[Block, int] = {}
+        self.pending: list[Block] = []
+        for i, a in enumerate(plan.args):
+            self.names[a] = f"a{i}"
+        for i, c in enumerate(plan.consts):
+            self.names[c] = f"k{i}"
+            self.ns[f"_K{i}"] = _const_value(c)
+        start = plan.graph.start_block
+        self.prologue = plan.in_edges.get(start, 0) == 0
+
+    # --- names ---------------------------------------------------------------------
+    def var(self, n: Node) -> str:
+        name = self.names.get(n)
+        if name is None:
+            name = self.names[n] = f"v{len(self.names)}"
+        return name
+
+    def kernel(self, n: Node, pooled: bool = False) -> str:
+        """The global name of a callable that runs ``n`` (kernel with attrs bound)."""
+        key = f"_f{self.var(n)[1:]}" if not pooled else f"_F{self.var(n)[1:]}"
+        if key in self.ns:
+            return key
+        if n.op.name == "Call":
+            run_call = self.ns["_call"]
+            self.ns[key] = functools.partial(run_call, n.attrs["callee"])
+        elif n.op.kernel is None:
+            self.ns[key] = functools.partial(self.ns["_no_kernel"], n)
+        else:
+            attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
+            self.ns[key] = functools.partial(n.op.kernel, **attrs) if attrs else n.op.kernel
+        return key
+
+    def state(self, b: Block) -> int:
+        if b not in self.states:
+            self.states[b] = len(self.states)
+            self.pending.append(b)
+        return self.states[b]
+
+    def freeable(self, v: Node) -> bool:
+        """Scalars are not worth a ``del``: a loop overwrites them on every iteration."""
+        t = v.type
+        return classify(v) not in ("const",) and not (isinstance(t, TensorType) and t.shape == ())
+
+    # --- blocks --------------------------------------------------------------------
+    def block(self, b: Block, ind: int, out: list[Line]) -> None:
+        bp = self.plan.blocks[b]
+        if self.count:
+            out.append((ind, f"_n += 1\nif _n > _lim: raise _too_many(_lim, {b.name!r})", None))
+        steps = self.steps(bp)
+        last: dict[Node, int] = {}
+        for s, nodes in enumerate(steps):
+            for n in nodes:
+                for v in value_inputs(n):
+                    last[v] = s
+                last.setdefault(n, s)
+        if bp.term is not None:  # the terminator reads last; nothing is freed after it
+            for v in value_inputs(bp.term):
+                last[v] = len(steps)
+        dead0 = [p for p in bp.phis if p not in last and p not in bp.live_out and self.freeable(p)]
+        if dead0:
+            out.append((ind, "del " + ", ".join(self.var(p) for p in dead0), None))
+        for s, nodes in enumerate(steps):
+            self.step(nodes, ind, out)
+            dead = [v for v, s2 in last.items() if s2 == s and v not in bp.live_out and self.freeable(v)]
+            if dead:
+                out.append((ind, "del " + ", ".join(sorted(self.var(v) for v in dead)), None))
+        self.terminator(bp, ind, out)
+
+    def steps(self, bp: BlockPlan) -> list[list[Node]]:
+        """Statements in order: one node each, or a whole group run on the pool."""
+        out: list[list[Node]] = []
+        for grp in bp.groups:
+            if len(self.pooled(grp)) >= 2:
+                out.append(grp)
+            else:
+                out.extend([n] for n in grp)
+        return out
+
+    def pooled(self, grp: list[Node]) -> list[Node]:
+        if self.parallel == "off" or len(grp) < 2:
+            return []
+        ok = [n for n in grp if n.op.pure and n.op.kernel is not None and n.op.name != "Call"]
+        return ok if self.parallel == "on" else [n for n in ok if is_heavy(n)]
+
+    def step(self, nodes: list[Node], ind: int, out: list[Line]) -> None:
+        pooled = self.pooled(nodes) if len(nodes) > 1 else []
+        for n in pooled:
+            call = ", ".join([self.kernel(n, pooled=True), *(self.var(v) for v in n.inputs)])
+            out.append((ind, f"_p{self.var(n)} = _submit({call})", n))
+        for n in nodes:
+            if n not in pooled:
+                out.append((ind, self.inline(n), n))
+        for n in pooled:
+            v = self.var(n)
+            out.append((ind, f"{v} = _p{v}.result(); del _p{v}", n))
+
+    def inline(self, n: Node) -> str:
+        args = [self.var(v) for v in n.inputs]
+        expr = fast_expr(n, args)
+        if expr is None:
+            if n.op.name == "Call":
+                expr = f"{self.kernel(n)}(_lim, _par, {', '.join(args)})"
+            else:
+                expr = f"{self.kernel(n)}({', '.join(args)})"
+        return f"{self.var(n)} = {expr}  # {n.op.name} %{n.name or '?'}"
+
+    def terminator(self, bp: BlockPlan, ind: int, out: list[Line]) -> None:
+        term = bp.term
+        if term is None:
+            out.append((ind, f"raise _error('block ^{bp.block.name} has no terminator')", None))
+        elif term.op.name == "Return":
+            vals = [self.var(v) for v in term.inputs]
+            text = vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ("," if not vals else "") + ")"
+            out.append((ind, f"return {text}", term))
+        elif term.op.name == "Jmp":
+            self.edge(bp, bp.edges[0], ind, out)
+        else:
+            out.append((ind, f"if {self.var(term.input(0))}:", term))
+            self.edge(bp, bp.edges[1], ind + 1, out)
+            out.append((ind, "else:", None))
+            self.edge(bp, bp.edges[0], ind + 1, out)
+
+    def edge(self, bp: BlockPlan, e: Edge, ind: int, out: list[Line]) -> None:
+        if e.target is None:
+            out.append((ind, f"raise _error({e.problem!r})", bp.term))
+            return
+        target = self.plan.blocks[e.target]
+        pairs = [(self.var(p), self.var(p.input(e.index)), p) for p in target.phis]
+        for text, node in _parallel_copy(pairs):
+            out.append((ind, text, node))
+        dead = [v for v in bp.live_out if v not in target.live_in and v not in target.phis and self.freeable(v)]
+        if dead:
+            out.append((ind, "del " + ", ".join(sorted(self.var(v) for v in dead)), None))
+        inline = self.plan.in_edges.get(e.target) == 1 and e.target is not self.plan.graph.start_block
+        if inline and ind < MAX_INLINE_DEPTH and e.target not in self.states:
+            self.block(e.target, ind, out)
+        else:
+            k = self.state(e.target)
+            out.append((ind, "st = " + str(k), None))
+
+    # --- the function --------------------------------------------------------------
+    def function(self) -> tuple[str, dict[int, Node]]:
+        g = self.plan.graph
+        body: list[Line] = []
+        if self.count:
+            body.append((1, "_n = 0", None))
+        if self.prologue:
+            self.block(g.start_block, 1, body)
+        else:
+            self.state(g.start_block)
+            body.append((1, "st = 0", None))
+        regions: list[list[Line]] = []
+        while len(regions) < len(self.pending):
+            region: list[Line] = []
+            self.block(self.pending[len(regions)], 0, region)
+            regions.append(region)
+        if regions:
+            body.append((1, "while True:", None))
+            body.extend(_dispatch(list(range(len(regions))), regions, 2))
+        params = ", ".join(["_lim", *(self.names[a] for a in self.plan.args)])
+        consts = ", ".join(f"{self.names[c]}=_K{i}" for i, c in enumerate(self.plan.consts))
+        header = f"def _nexus_{_ident(g.name)}({params}{', *, ' + consts if consts else ''}):"
+        lines = [header]
+        line_nodes: dict[int, Node] = {}
+        for ind, text, node in body:
+            for part in text.split("\n"):
+                lines.append("    " * ind + part)
+                if node is not None:
+                    line_nodes[len(lines)] = node
+        return "\n".join(lines) + "\n", line_nodes
+
+
+def _dispatch(ids: list[int], regions: list[list[Line]], ind: int) -> list[Line]:
+    """``if st == k`` chains for few states, a binary tree of ``st < m`` tests for many."""
+    if len(ids) == 1:
+        return [(ind + i, t, n) for i, t, n in regions[ids[0]]] or [(ind, "pass", None)]
+    out: list[Line] = []
+    if len(ids) <= 4:
+        for j, k in enumerate(ids):
+            kw = "if" if j == 0 else "elif"
+            out.append((ind, f"{kw} st == {k}:" if j < len(ids) - 1 else "else:", None))
+            out.extend(_dispatch([k], regions, ind + 1))
+        return out
+    mid = len(ids) // 2
+    out.append((ind, f"if st < {ids[mid]}:", None))
+    out.extend(_dispatch(ids[:mid], regions, ind + 1))
+    out.append((ind, "else:", None))
+    out.extend(_dispatch(ids[mid:], regions, ind + 1))
+    return out
+
+
+def _parallel_copy(pairs: list[tuple[str, str, Node]]) -> list[tuple[str, Node]]:
+    """Phi copies that all read before any writes: plain assignments in a safe order,
+    one tuple assignment for what is left (cycles like ``a, b = b, a``)."""
+    todo = [p for p in pairs if p[0] != p[1]]
+    out: list[tuple[str, Node]] = []
+    while todo:
+        reads = {src for _, src, _ in todo}
+        ready = [p for p in todo if p[0] not in reads]
+        if not ready:
+            dsts = ", ".join(d for d, _, _ in todo)
+            srcs = ", ".join(s for _, s, _ in todo)
+            out.append((f"{dsts} = {srcs}  # parallel copy", todo[0][2]))
+            break
+        out.extend((f"{d} = {s}  # Phi %{n.name or '?'}", n) for d, s, n in ready)
+        todo = [p for p in todo if p not in ready]
+    return out
+
+
+def _const_value(c: Node) -> Any:
+    value = c.attrs["value"]
+    return value[()] if getattr(value, "ndim", 1) == 0 else value
+
+
+def _ident(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name)
+
+
+def generate(plan: Plan, *, count: bool, parallel: str, hooks: dict[str, Any]) -> Generated:
+    """Compile ``plan`` into a Python function.  ``hooks`` are the runtime helpers the
+    generated code calls (``_error``, ``_too_many``, ``_call``, ``_submit``, ...)."""
+    gen = _Gen(plan, count, parallel, hooks)
+    source, line_nodes = gen.function()
+    filename = f"<nexus @{plan.graph.name} #{next(_serial)}>"
+    gen.ns["_par"] = {"on": True, "off": False}.get(parallel)
+    exec(compile(source, filename, "exec"), gen.ns)  # noqa: S102  (our own generated code)
+    fn = next(v for k, v in gen.ns.items() if k.startswith("_nexus_"))
+    return Generated(fn, source, filename, line_nodes)

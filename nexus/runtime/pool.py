@@ -1,0 +1,30 @@
+"""The thread pool that runs independent heavy nodes of one Kahn group at the same time.
+
+NumPy and BLAS release the GIL inside their kernels, so threads give real parallelism
+for large tensors.  One process-wide pool, created on first use, with one worker per
+core.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_pool: ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def get_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max(2, cores()), thread_name_prefix="nexus")
+        return _pool
