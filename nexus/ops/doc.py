@@ -1,0 +1,139 @@
+"""Generate the op table (docs/ops.md) from the registry: ``python -m nexus.ops.doc``.
+
+Everything in the table comes from the OpDef records: name, inputs, attributes with
+kinds and defaults, differentiable, pure, doc.  The dtypes column is found by asking
+each op's type rule which dtypes of its first input it accepts (the other inputs probed
+with that dtype, i64 or bool), so it cannot drift from the rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nexus.ir.opdef import REQUIRED, OpDef, all_ops
+from nexus.ir.types import DTYPES, TensorType, Type
+
+# Sample values for required attributes, so that the rules can be probed.
+PROBE_ATTRS: dict[str, dict[str, Any]] = {
+    "Einsum": {"equation": "i->i"},
+    "Unsqueeze": {"axes": (0,)},
+    "Concat": {"axis": 0},
+    "MaxPool": {"kernel_shape": (1,)},
+    "AveragePool": {"kernel_shape": (1,)},
+    "DimSize": {"axis": 0},
+    "Cast": {"to": "f32"},
+    "Split": {"num_outputs": 1},
+    "Constant": {"value": np.zeros((), np.float32)},
+}
+FAMILY_ORDER = ("math", "activation", "reduce", "linalg", "shape", "index", "nn", "dynamic", "random")
+DEFAULT_PATH = Path("docs/ops.md")
+_DTYPE_ORDER = list(DTYPES)
+
+
+def accepted_dtypes(op: OpDef) -> list[str] | None:
+    """Dtypes of the first input the rule accepts; None when the op has no inputs."""
+    if not op.inputs or op.type_rule is None:
+        return None
+    attrs = op.complete_attrs(PROBE_ATTRS.get(op.name, {}))
+    n = len(op.inputs)
+    out = []
+    for d in _DTYPE_ORDER:
+        for rest in itertools.product((d, "i64", "bool"), repeat=n - 1):
+            ins: list[Type] = [TensorType(d, None)] + [TensorType(r, None) for r in rest]
+            try:
+                op.type_rule(ins, attrs, [None] * n)
+            except Exception:  # noqa: BLE001  (a rejected combination)
+                continue
+            out.append(d)
+            break
+    return out
+
+
+def _dtype_text(dtypes: list[str] | None) -> str:
+    if dtypes is None:
+        return "(attr)"
+    if set(dtypes) == set(DTYPES):
+        return "all"
+    if set(dtypes) == set(DTYPES) - {"bool"}:
+        return "numeric"
+    if set(dtypes) == {"f16", "f32", "f64"}:
+        return "float"
+    return ", ".join(dtypes) or "none"
+
+
+def _attr_text(op: OpDef) -> str:
+    parts = []
+    for name, a in op.attrs.items():
+        if a.default is REQUIRED:
+            parts.append(f"`{name}`: {a.kind}")
+        elif isinstance(a.default, np.ndarray):
+            parts.append(f"`{name}`: {a.kind} = {a.default.dtype}({a.default.tolist()})")
+        else:
+            parts.append(f"`{name}`: {a.kind} = {a.default!r}")
+    return "<br>".join(parts)
+
+
+def _inputs_text(op: OpDef) -> str:
+    names = list(op.inputs)
+    if op.variadic and names:
+        names[-1] += "..."
+    return ", ".join(names)
+
+
+def op_row(op: OpDef) -> str:
+    """One Markdown table row for ``op``."""
+    cells = [f"**{op.name}**", _inputs_text(op), _attr_text(op), _dtype_text(accepted_dtypes(op)),
+             "yes" if op.differentiable else "", "" if op.pure else "impure", op.doc.replace("|", "\\|")]
+    return "| " + " | ".join(cells) + " |"
+
+
+def generate() -> str:
+    ops = all_ops()
+    families = sorted({o.family for o in ops.values() if o.family},
+                      key=lambda f: (FAMILY_ORDER.index(f) if f in FAMILY_ORDER else len(FAMILY_ORDER), f))
+    lines = [
+        "# The op table",
+        "",
+        "Generated from the op registry by `python -m nexus.ops.doc`; do not edit by hand.",
+        "Inputs ending in `...` repeat (variadic). Dtypes are those the type rule accepts for the first",
+        "input; binary elementwise ops need equal dtypes (insert a Cast). `differentiable` marks ops with",
+        "a vector-Jacobian product. Multi-output ops return a tuple read with `Proj`; data-dependent sizes",
+        "are the last component and a fresh symbol in the shapes.",
+        "",
+    ]
+    header = ["| op | inputs | attributes | dtypes | differentiable | pure | doc |",
+              "|---|---|---|---|---|---|---|"]
+    for fam in families:
+        lines += [f"## {fam}", "", *header]
+        lines += [op_row(o) for o in sorted(ops.values(), key=lambda o: o.name) if o.family == fam]
+        lines.append("")
+    control = [o for o in ops.values() if not o.family]
+    if control:
+        lines += ["## control (nexus/ir/control.py)", "", "| op | kind | inputs | doc |", "|---|---|---|---|"]
+        lines += [f"| **{o.name}** | {o.kind} | {_inputs_text(o)} | {o.doc} |" for o in control]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("-o", "--output", type=Path, default=DEFAULT_PATH, help="where to write (- for stdout)")
+    args = p.parse_args(argv)
+    text = generate()
+    if str(args.output) == "-":
+        sys.stdout.write(text)
+    else:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+        print(f"wrote {args.output} ({text.count(chr(10))} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
