@@ -45,7 +45,8 @@ def accepted_dtypes(op: OpDef) -> list[str] | None:
     out = []
     for d in _DTYPE_ORDER:
         for rest in itertools.product((d, "i64", "bool"), repeat=n - 1):
-            ins: list[Type] = [TensorType(d, None)] + [TensorType(r, None) for r in rest]
+            ins: list[Type] = [TensorType(d, None)]
+            ins += [TensorType(r, None) for r in rest]
             try:
                 op.type_rule(ins, attrs, [None] * n)
             except Exception:  # noqa: BLE001  (a rejected combination)
