@@ -86,29 +86,74 @@ def nms_single(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr: flo
                center: int = 0) -> np.ndarray:
     """Greedy NMS for one class: indices of the kept boxes in selection order (ONNX
     semantics: score > score_threshold, suppressed when IoU > iou_threshold; boxes with
-    no area suppress nothing)."""
+    no area suppress nothing).
+
+    Only boxes that overlap can suppress each other, so instead of one IoU row per kept
+    box (O(kept x N)), the overlapping pairs are found at once by a sweep over the boxes
+    sorted by x_min, their IoUs computed in one vectorised step, and the greedy pass
+    walks the (sparse) suppression lists."""
     if max_out <= 0 or len(scores) == 0:
         return np.zeros(0, np.int64)
     cand = np.nonzero(scores > score_thr)[0] if score_thr is not None else np.arange(len(scores))
     # Highest score first; equal scores by lower index (as ONNX Runtime).
     order = cand[np.lexsort((cand, -scores[cand].astype(np.float64)))]
-    y0, x0, y1, x1 = _corners(boxes, center)
+    m = len(order)
+    if m == 0:
+        return np.zeros(0, np.int64)
+    y0, x0, y1, x1 = _corners(boxes[order], center)
     area = (y1 - y0) * (x1 - x0)
+    # Pairs (i, j) where box j starts inside box i's x-range: every x-overlapping pair once.
+    xs = np.argsort(x0, kind="stable")
+    ends = np.searchsorted(x0[xs], x1[xs], side="left")
+    counts = np.maximum(ends - np.arange(1, m + 1), 0)
+    total = int(counts.sum())
+    if total > 4 * 10**6:
+        return order[_nms_rows(y0, x0, y1, x1, area, max_out, iou_thr)]
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    a = np.repeat(xs, counts)
+    b = xs[np.repeat(np.arange(1, m + 1), counts) + offsets]
+    ih = np.minimum(y1[a], y1[b]) - np.maximum(y0[a], y0[b])
+    iw = np.minimum(x1[a], x1[b]) - np.maximum(x0[a], x0[b])
+    inter = np.maximum(ih, 0) * np.maximum(iw, 0)
+    union = area[a] + area[b] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hit = (inter > 0) & (area[a] > 0) & (area[b] > 0) & (union > 0) & (inter / union > iou_thr)
+    # The higher-scored box of a pair (smaller position) suppresses the other, if kept.
+    hi, lo = np.minimum(a[hit], b[hit]), np.maximum(a[hit], b[hit])
+    by = np.argsort(hi, kind="stable")
+    hi, lo = hi[by], lo[by]
+    ptr = np.searchsorted(hi, np.arange(m + 1)).tolist()
+    suppressed = np.zeros(m, bool)
     keep: list[int] = []
-    while order.size:
-        i = int(order[0])
+    for p in range(m):
+        if suppressed[p]:
+            continue
+        keep.append(p)
+        if len(keep) >= max_out:
+            break
+        if ptr[p + 1] > ptr[p]:
+            suppressed[lo[ptr[p]:ptr[p + 1]]] = True
+    return order[np.asarray(keep, np.int64)]
+
+
+def _nms_rows(y0: np.ndarray, x0: np.ndarray, y1: np.ndarray, x1: np.ndarray, area: np.ndarray, max_out: int,
+              iou_thr: float) -> np.ndarray:
+    """The plain greedy loop (one IoU row per kept box), for inputs with very many overlaps."""
+    rest = np.arange(len(area))
+    keep: list[int] = []
+    while rest.size:
+        i = int(rest[0])
         keep.append(i)
         if len(keep) >= max_out:
             break
-        rest = order[1:]
+        rest = rest[1:]
         ih = np.maximum(np.minimum(y1[i], y1[rest]) - np.maximum(y0[i], y0[rest]), 0)
         iw = np.maximum(np.minimum(x1[i], x1[rest]) - np.maximum(x0[i], x0[rest]), 0)
         inter = ih * iw
         union = area[i] + area[rest] - inter
         with np.errstate(divide="ignore", invalid="ignore"):
-            iou = inter / union
-        suppressed = (inter > 0) & (area[i] > 0) & (area[rest] > 0) & (union > 0) & (iou > iou_thr)
-        order = rest[~suppressed]
+            suppressed = (inter > 0) & (area[i] > 0) & (area[rest] > 0) & (union > 0) & (inter / union > iou_thr)
+        rest = rest[~suppressed]
     return np.asarray(keep, np.int64)
 
 
