@@ -11,6 +11,7 @@ import nexus as nx
 from nexus.autodiff import vjp_graph
 from nexus.autodiff.examples import damped_loop, damped_python, rnn
 from nexus.ir.graph import Graph
+from nexus.ir.node import Node
 from nexus.ir.types import TensorType
 from nexus.testing.extras import require
 
@@ -88,7 +89,7 @@ def test_data_dependent_while_loop(mode: str, seed: int) -> None:
     value, (gx, gw) = nx.value_and_grad(g, argnums=(0, 1), mode=mode)(x, w, tol, big, cap)
     assert value == pytest.approx(damped_python(x, w, tol, big, cap), rel=1e-12)
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
-    damped_python(tx, tw, tol, big, cap).backward()  # type: ignore[union-attr]
+    damped_python(tx, tw, tol, big, cap).backward()
     np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-5, atol=1e-12)  # type: ignore[union-attr]
     np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-5, atol=1e-12)  # type: ignore[union-attr]
     eps = 1e-6
@@ -154,7 +155,7 @@ def _nested() -> Graph:
     x0, a, n = g.args
     e = g.start_block
 
-    def c(v: object, dt: str = "f64") -> object:
+    def c(v: object, dt: str = "f64") -> Node:
         return g.add("Constant", [], e, {"value": np.array(v, dtype={"f64": np.float64, "i64": np.int64}[dt])})
 
     zero, one, tenth = c(0, "i64"), c(1, "i64"), c(0.1)

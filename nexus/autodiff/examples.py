@@ -4,6 +4,8 @@ continue."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from nexus.ir.graph import Graph
@@ -117,8 +119,8 @@ def damped_loop(dtype: str = "f64") -> Graph:
     return g
 
 
-def damped_python(x: np.ndarray, w: np.ndarray, tol: float, big: float, cap: int, lib: object = np) -> object:
-    """The same program in plain Python over NumPy (or torch, passed as ``lib``)."""
+def damped_python(x: Any, w: Any, tol: float, big: float, cap: int) -> Any:
+    """The same program in plain Python (NumPy arrays or torch tensors)."""
     i = 0
     while True:
         i += 1

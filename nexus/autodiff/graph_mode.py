@@ -131,6 +131,8 @@ class _Builder:
         self._active_set = active
         self._carried_set = set(carried)
         self._seed_values: dict[Block, list[Node]] = {}
+        self._pushes: dict[Block, dict[Node, Node]] = {}
+        self._pairs: list[tuple[Node, Node, Node, Node]] = []
         ret_blocks = {r.block for r in returns}
 
         # Which blocks have a reverse, and what each must save.
@@ -167,15 +169,17 @@ class _Builder:
                 stack_in[b] = g.add("Phi", [], b, type=STACK)
         for b in fwd_blocks:
             s = stack_in[b]
+            pushes: dict[Node, Node] = {}
             if b in code:
                 for v in needs[b]:
-                    s = g.add("StackPush", [s, v], b)
+                    s = pushes[v] = g.add("StackPush", [s, v], b)
                 if edge_needed[b]:
                     consts = [self.em.const(i, "i64") for i in range(len(b.preds))]
                     edge = g.add("Phi", consts, b, name=f"edge_{b.name}")
                     s = g.add("StackPush", [s, edge], b)
                 s = g.add("StackPush", [s, self.em.const(code[b], "i64")], b)
             stack_out[b] = s
+            self._pushes[b] = pushes
         for b in fwd_blocks:
             if b is self.entry:
                 continue
@@ -188,16 +192,16 @@ class _Builder:
         result_vals: list[list[Node]] = [[] for _ in range(n_results)]
         stacks_at_return: list[Node] = []
         for r in returns:
-            b = r.block
-            assert b is not None
+            rblock = r.block
+            assert rblock is not None
             vals = list(r.inputs)
             for i, v in enumerate(vals):
                 result_vals[i].append(v)
             g.end_block.remove_input(list(g.end_block.inputs).index(r))
             g.erase(r)
-            self._seed_values[b] = vals
-            rev_entry.append_input(g.add("Jmp", [], b))
-            stacks_at_return.append(stack_out[b])
+            self._seed_values[rblock] = vals
+            rev_entry.append_input(g.add("Jmp", [], rblock))
+            stacks_at_return.append(stack_out[rblock])
         results = [g.add("Phi", vs, rev_entry, name=f"result{i}") for i, vs in enumerate(result_vals)]
         s_entry = g.add("Phi", stacks_at_return, rev_entry, type=STACK)
 
@@ -239,7 +243,7 @@ class _Builder:
                 s, edge_val = self._pop(rb, s, TensorType("i64", ()))
             val: dict[Node, Node] = {}
             for v in reversed(needs[b]):
-                s, val[v] = self._pop(rb, s, v.type)
+                s, val[v] = self._pop(rb, s, v.type, self._pushes[b][v])
 
             def value(v: Node) -> Node:
                 return val.get(v, v)
@@ -253,6 +257,7 @@ class _Builder:
             body = [n for n in node_order(b) if n in active and n.op.kind != "phi" and n not in g.args]
             parts: dict[Node, list[Node | None]] = {}
             for n in reversed(body):
+                gout: Any
                 if isinstance(n.type, TupleType):
                     got = parts.pop(n, None)
                     gout = got if got is not None and any(x is not None for x in got) else None
@@ -337,12 +342,30 @@ class _Builder:
                 outs.append(fem.op("BroadcastLike", a, arg))
         ret = g.add("Return", outs, final_block)
         g.end_block.append_input(ret)
+        self._drop_unused_saves()
         return g
 
-    def _pop(self, block: Block, s: Node, t: Type) -> tuple[Node, Node]:
+    def _pop(self, block: Block, s: Node, t: Type, push: Node | None = None) -> tuple[Node, Node]:
         assert isinstance(t, TensorType)
         pop = self.g.add("StackPop", [s], block, {"dtype": t.dtype}, type=TupleType((STACK, t)))
-        return self.g.add("Proj", [pop], block, {"num": 0}), self.g.add("Proj", [pop], block, {"num": 1})
+        rest, top = self.g.add("Proj", [pop], block, {"num": 0}), self.g.add("Proj", [pop], block, {"num": 1})
+        if push is not None:
+            self._pairs.append((push, pop, rest, top))
+        return rest, top
+
+    def _drop_unused_saves(self) -> None:
+        """Remove each push whose popped value the reverse never reads (rules that need
+        only shapes, or nothing), with its pop."""
+        g = self.g
+        for push, pop, rest, top in self._pairs:
+            if top.has_uses():
+                continue
+            push.replace_all_uses_with(push.input(0))
+            g.erase(push)
+            rest.replace_all_uses_with(pop.input(0))
+            g.erase(top)
+            g.erase(rest)
+            g.erase(pop)
 
     @staticmethod
     def _acc(em: GraphEmitter, adj: dict[Node, Node | None], v: Node, c: Node) -> None:

@@ -41,7 +41,8 @@ def _gelu(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any
         d = e.op("Add", e.op("Mul", _c(e, 0.5, x), e.op("Add", one(e, x), t)),
                  e.op("Mul", e.op("Mul", _c(e, 0.5, x), x), e.op("Mul", e.op("Sub", one(e, x), e.op("Mul", t, t)), du)))
     else:
-        cdf = e.op("Mul", _c(e, 0.5, x), e.op("Add", one(e, x), e.op("Erf", e.op("Mul", x, _c(e, 1 / math.sqrt(2), x)))))
+        erf = e.op("Erf", e.op("Mul", x, _c(e, 1 / math.sqrt(2), x)))
+        cdf = e.op("Mul", _c(e, 0.5, x), e.op("Add", one(e, x), erf))
         pdf = e.op("Mul", _c(e, 1 / math.sqrt(2 * math.pi), x),
                    e.op("Exp", e.op("Mul", _c(e, -0.5, x), e.op("Mul", x, x))))
         d = e.op("Add", cdf, e.op("Mul", x, pdf))

@@ -1,0 +1,154 @@
+"""W4: gradient of sum(h_T) through the RNN ``h = tanh(x_t W^T + h U^T)`` over ``t < T``
+(T a run-time value) w.r.t. W, U and h0.
+
+Nexus graph mode (the gradient graph built once, run on the interpreter) and tape mode
+against PyTorch eager autograd and JAX ``grad`` through ``lax.scan`` (jitted).  Also
+tries JAX ``grad`` through ``lax.while_loop`` and prints its error.  All in float32;
+gradients are checked against PyTorch first.  Prints median, min and max per variant and
+the ratio of medians to PyTorch eager.
+
+    python bench/w4_grad.py [--size small|large|both] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+import nexus as nx  # noqa: E402
+from nexus.autodiff.examples import rnn  # noqa: E402
+
+SIZES = {"small": dict(T=1000, D=32, H=32, B=1), "large": dict(T=100, D=512, H=512, B=64)}
+
+
+def inputs(T: int, D: int, H: int, B: int) -> list[Any]:
+    rng = np.random.default_rng(0)
+    f = np.float32
+    return [rng.normal(size=(T, B, D)).astype(f), (rng.normal(size=(H, D)) / np.sqrt(D)).astype(f),
+            (rng.normal(size=(H, H)) / np.sqrt(H)).astype(f), rng.normal(size=(B, H)).astype(f) * f(0.1), T]
+
+
+def torch_grad() -> Callable[..., Any]:
+    import torch
+
+    def fn(xs: Any, W: Any, U: Any, h0: Any, T: int) -> Any:
+        W, U, h0 = (torch.from_numpy(a).requires_grad_() for a in (W, U, h0))
+        xs_t = torch.from_numpy(xs)
+        h = h0
+        for t in range(T):
+            h = torch.tanh(xs_t[t] @ W.T + h @ U.T)
+        h.sum().backward()
+        return [p.grad.numpy() for p in (W, U, h0)]  # type: ignore[union-attr]
+
+    return fn
+
+
+def jax_scan_grad() -> Callable[..., Any]:
+    import jax
+    import jax.numpy as jnp
+
+    def loss(W: Any, U: Any, h0: Any, xs: Any) -> Any:
+        def cell(h: Any, x: Any) -> Any:
+            h = jnp.tanh(x @ W.T + h @ U.T)
+            return h, None
+
+        h, _ = jax.lax.scan(cell, h0, xs)
+        return h.sum()
+
+    g = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+
+    def fn(xs: Any, W: Any, U: Any, h0: Any, T: int) -> Any:
+        out = g(W, U, h0, xs[:T])
+        return [np.asarray(jax.block_until_ready(o)) for o in out]
+
+    return fn
+
+
+def jax_while_message(args: list[Any]) -> str:
+    """JAX's answer to reverse-mode through lax.while_loop (a run-time trip count)."""
+    import jax
+    import jax.numpy as jnp
+
+    xs, W, U, h0, T = args
+    xs = jnp.asarray(xs)
+
+    def loss(W: Any, U: Any, h0: Any) -> Any:
+        def body(c: Any) -> Any:
+            t, h = c
+            return t + 1, jnp.tanh(xs[t] @ W.T + h @ U.T)
+
+        _, h = jax.lax.while_loop(lambda c: c[0] < T, body, (0, h0))
+        return h.sum()
+
+    try:
+        jax.grad(loss, argnums=(0, 1, 2))(W, U, h0)
+    except Exception as e:  # noqa: BLE001  (the failure is what we report)
+        return f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    return "no error (unexpected)"
+
+
+def timeit(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, list[float]]:
+    """Times each variant ``repeat`` times, interleaved so that load changes on a shared
+    machine hit all variants alike."""
+    for fn in fns.values():
+        fn()  # warm up (builds and caches the gradient graph, jit-compiles JAX)
+    out: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for label, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            out[label].append(time.perf_counter() - t0)
+    return out
+
+
+def run_size(name: str, repeat: int) -> None:
+    p = SIZES[name]
+    args = inputs(p["T"], p["D"], p["H"], p["B"])
+    g = rnn(dtype="f32", batched=True)
+    variants: dict[str, Callable[..., Any]] = {
+        "nexus graph": lambda *a: nx.grad(g, argnums=(1, 2, 3), mode="graph")(*a),
+        "nexus tape": lambda *a: nx.grad(g, argnums=(1, 2, 3), mode="tape")(*a),
+        "torch eager": torch_grad(),
+        "jax scan (jit)": jax_scan_grad(),
+    }
+    want = variants["torch eager"](*args)
+    for label, fn in variants.items():
+        got = fn(*args)
+        for a, b in zip(got, want):
+            err = float(np.max(np.abs(a - b)) / (np.max(np.abs(b)) + 1e-30))
+            if err > 1e-3:
+                raise SystemExit(f"{label}: gradient differs from PyTorch (max rel err {err:.2e})")
+    print(f"\n{name}: T={p['T']} D={p['D']} H={p['H']} batch={p['B']} float32, {repeat} runs")
+    calls: dict[str, Callable[[], Any]] = {}
+    for label, fn in variants.items():
+        calls[label] = lambda fn=fn: fn(*args)  # type: ignore[misc]
+    times = timeit(calls, repeat)
+    base = statistics.median(times["torch eager"])
+    print(f"{'variant':<16}{'median ms':>11}{'min ms':>10}{'max ms':>10}{'vs torch':>10}")
+    for label, ts in times.items():
+        med = statistics.median(ts)
+        print(f"{label:<16}{med * 1e3:>11.2f}{min(ts) * 1e3:>10.2f}{max(ts) * 1e3:>10.2f}{med / base:>9.2f}x")
+    print(f"jax grad through lax.while_loop: {jax_while_message(args)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", choices=["small", "large", "both"], default="both")
+    ap.add_argument("--repeat", type=int, default=7)
+    a = ap.parse_args(argv)
+    for name in (["small", "large"] if a.size == "both" else [a.size]):
+        run_size(name, a.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
