@@ -31,6 +31,7 @@ from nexus.runtime.fastops import fast_expr
 from nexus.runtime.plan import BlockPlan, Edge, Plan, classify, value_inputs
 
 MAX_INLINE_DEPTH = 40  # CPython refuses more than 100 indentation levels
+_GOTO = "@goto "  # placeholder for a state transition, resolved when the states are known
 _serial = itertools.count()
 
 Line = tuple[int, str, "Node | None"]  # (relative indent, text, node run by the line)
@@ -194,7 +195,7 @@ class _Gen:
             self.block(e.target, ind, out)
         else:
             k = self.state(e.target)
-            out.append((ind, "st = " + str(k), None))
+            out.append((ind, f"{_GOTO}{k}", None))
 
     # --- the function --------------------------------------------------------------
     def function(self) -> tuple[str, dict[int, Node]]:
@@ -206,7 +207,7 @@ class _Gen:
             self.block(g.start_block, 1, body)
         else:
             self.state(g.start_block)
-            body.append((1, "st = 0", None))
+            body.append((1, f"{_GOTO}0", None))
         regions: list[list[Line]] = []
         while len(regions) < len(self.pending):
             region: list[Line] = []
@@ -220,7 +221,10 @@ class _Gen:
         header = f"def _nexus_{_ident(g.name)}({params}{', *, ' + consts if consts else ''}):"
         lines = [header]
         line_nodes: dict[int, Node] = {}
+        one_state = len(regions) == 1
         for ind, text, node in body:
+            if text.startswith(_GOTO):  # with one state the loop needs no state variable
+                text = "pass" if one_state else "st = " + text[len(_GOTO):]
             for part in text.split("\n"):
                 lines.append("    " * ind + part)
                 if node is not None:

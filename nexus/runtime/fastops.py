@@ -16,7 +16,7 @@ import numpy as np
 
 from nexus.ir.graph import known_value
 from nexus.ir.node import Node
-from nexus.ir.types import TensorType
+from nexus.ir.types import TensorType, numpy_dtype
 
 BINARY = {
     "Add": "+", "Sub": "-", "Mul": "*", "Pow": "**", "MatMul": "@",
@@ -29,7 +29,7 @@ UNARY = {"Neg": "-", "Not": "~"}
 
 def _dtype_kind(node: Node) -> str | None:
     t = node.type
-    return np.dtype(t.dtype).kind if isinstance(t, TensorType) else None
+    return numpy_dtype(t.dtype).kind if isinstance(t, TensorType) else None
 
 
 def _nonzero_constant(node: Node) -> bool:

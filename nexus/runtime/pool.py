@@ -7,6 +7,7 @@ core.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,9 @@ _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 
 
+@functools.cache
 def cores() -> int:
+    """Cores this process may run on (asked once: run() consults it on every call)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

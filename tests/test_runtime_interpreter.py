@@ -1,0 +1,234 @@
+"""The interpreter against plain Python: seed graphs, Phi edge semantics, parallel copies,
+Call, Proj of tuples, argument conversion, errors and the iteration limit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nexus as nx
+from nexus.ir.graph import Graph
+from nexus.ir.node import Block, Node, SourceLoc
+from nexus.ir.types import TensorType
+from nexus.runtime.interpreter import source
+from nexus.testing import seed_graphs
+
+
+def const(g: Graph, b: Block, value: object, dtype: str = "int64") -> Node:
+    return g.add("Constant", [], b, {"value": np.array(value, dtype=dtype)})
+
+
+def counted_loop(g: Graph, n: Node, carried: list[Node]) -> tuple[Block, Block, list[Node], Node]:
+    """A ``for i in range(n)`` skeleton: returns (body, exit, header phis, i)."""
+    e = g.start_block
+    head = g.new_block("header", [g.add("Jmp", [], e)])
+    i = g.add("Phi", [const(g, e, 0)], head, name="i")
+    phis = [g.add("Phi", [v], head) for v in carried]
+    c = g.add("Cond", [g.add("Less", [i, n], head)], head)
+    body = g.new_block("body", [g.add("Proj", [c], head, {"num": 1})])
+    exit_ = g.new_block("exit", [g.add("Proj", [c], head, {"num": 0})])
+    return body, exit_, phis, i
+
+
+def close_loop(g: Graph, body_end: Block, phis: list[Node], nexts: list[Node]) -> None:
+    head = phis[0].block
+    assert head is not None
+    head.append_input(g.add("Jmp", [], body_end))
+    for p, v in zip(phis, nexts):
+        p.append_input(v)
+
+
+def ret(g: Graph, b: Block, *values: Node) -> None:
+    g.end_block.append_input(g.add("Return", list(values), b))
+
+
+# --- seed graphs ------------------------------------------------------------------------
+def py_first_example(y: float) -> float:
+    x = 5.0
+    while x < 100:
+        s, p = x + y, x * y
+        if s > 50:
+            x = x + 1
+        elif p < 30:
+            break
+    return x * y
+
+
+@pytest.mark.parametrize("parallel", [None, False, True])
+def test_seed_graphs(parallel: bool | None) -> None:
+    a, b = 1.0, 2.0
+    assert nx.run(seed_graphs.ifelse(), parallel=parallel) == ((a + b) if a < b else (a - b)) * 2
+    total, i = 0, 1
+    while i <= 10:
+        if i == 5:
+            i += 1
+            continue
+        total += i
+        i += 1
+        if total > 25:
+            break
+    r = seed_graphs.skip5_loop()(parallel=parallel)
+    assert r == total and type(r) is np.int32  # a NumPy scalar of the declared dtype
+    for y in (50.0, 2.0):
+        assert seed_graphs.first_example(y)(parallel=parallel) == py_first_example(y)
+
+
+def test_endless_loop_hits_the_iteration_limit() -> None:
+    with pytest.raises(nx.NexusRuntimeError, match=r"more than 500 blocks \(max_iterations\).*\^"):
+        nx.run(seed_graphs.first_example(10.0), max_iterations=500)
+    assert nx.run(seed_graphs.first_example(50.0), max_iterations=10_000) == 5000.0
+
+
+def test_iteration_limit_counts_blocks_entered() -> None:
+    g = seed_graphs.ifelse()  # entry, then, join: three blocks
+    assert nx.run(g, max_iterations=3) == 6.0
+    with pytest.raises(nx.NexusRuntimeError, match="max_iterations"):
+        nx.run(g, max_iterations=2)
+
+
+# --- Phis -----------------------------------------------------------------------------
+def test_parallel_copy_swap_and_rotation() -> None:
+    """``a, b = b, a`` and ``x, y, z = y, z, x`` through Phis; a chain ``q = p`` reads the old p."""
+    g = Graph("swap", [TensorType("i64", ())])
+    e = g.start_block
+    init = [const(g, e, v) for v in (1, 2, 10, 20, 30, 7)]
+    body, exit_, (a, b, x, y, z, p, q), i = counted_loop(g, g.args[0], [*init, const(g, e, 0)])
+    one = const(g, body, 1)
+    close_loop(g, body, [i, a, b, x, y, z, p, q], [g.add("Add", [i, one], body), b, a, y, z, x,
+                                                    g.add("Add", [p, one], body), p])
+    ret(g, exit_, a, b, x, y, z, p, q)
+
+    def py(n: int) -> tuple[int, ...]:
+        a, b, x, y, z, p, q = 1, 2, 10, 20, 30, 7, 0
+        for _ in range(n):
+            a, b, x, y, z, p, q = b, a, y, z, x, p + 1, p
+        return a, b, x, y, z, p, q
+
+    for n in range(5):
+        assert nx.run(g, n) == py(n)
+    assert "parallel copy" in source(g)
+
+
+def test_phi_selects_by_edge_not_by_predecessor_block() -> None:
+    """Both exits of one Cond enter the same block: the Phi must follow the edge."""
+    g = Graph("edges", [TensorType("bool", ())])
+    e = g.start_block
+    c = g.add("Cond", [g.args[0]], e)
+    f, t = g.add("Proj", [c], e, {"num": 0}), g.add("Proj", [c], e, {"num": 1})
+    join = g.new_block("join", [t, f])
+    ret(g, join, g.add("Phi", [const(g, e, 1), const(g, e, 0)], join))
+    assert nx.run(g, True) == 1 and nx.run(g, False) == 0
+
+
+# --- Call and Proj ----------------------------------------------------------------------
+def two_results() -> Graph:
+    f = Graph("divmod_like", [TensorType("i64", ()), TensorType("i64", ())])
+    a, b = f.args
+    ret(f, f.start_block, f.add("Add", [a, b], f.start_block), f.add("Mul", [a, b], f.start_block))
+    return f
+
+
+def test_call_and_proj_of_multi_output() -> None:
+    f = two_results()
+    assert nx.run(f, 3, 4) == (7, 12)
+    g = Graph("caller", [TensorType("i64", ()), TensorType("i64", ())])
+    e = g.start_block
+    call = g.add("Call", list(g.args), e, {"callee": f})
+    s, m = g.add("Proj", [call], e, {"num": 0}), g.add("Proj", [call], e, {"num": 1})
+    single = Graph("sq", [TensorType("i64", ())])
+    ret(single, single.start_block, single.add("Mul", [single.args[0], single.args[0]], single.start_block))
+    sq = g.add("Call", [s], e, {"callee": single})
+    ret(g, e, g.add("Sub", [sq, m], e))
+    for a, b in [(3, 4), (-2, 5), (0, 0)]:
+        assert nx.run(g, a, b) == (a + b) ** 2 - a * b
+        assert g(a, b, parallel=True) == (a + b) ** 2 - a * b
+
+
+def test_call_inside_a_loop_and_limit_propagates() -> None:
+    f = two_results()
+    g = Graph("loop_call", [TensorType("i64", ())])
+    e = g.start_block
+    body, exit_, (acc,), i = counted_loop(g, g.args[0], [const(g, e, 0)])
+    call = g.add("Call", [i, i], body, {"callee": f})
+    acc2 = g.add("Add", [acc, g.add("Proj", [call], body, {"num": 1})], body)
+    close_loop(g, body, [i, acc], [g.add("Add", [i, const(g, body, 1)], body), acc2])
+    ret(g, exit_, acc)
+    assert nx.run(g, 10) == sum(k * k for k in range(10))
+    endless = Graph("calls_endless")
+    ret(endless, endless.start_block, endless.add("Call", [], endless.start_block,
+                                                  {"callee": seed_graphs.first_example(10.0)}))
+    with pytest.raises(nx.NexusRuntimeError, match="max_iterations"):
+        nx.run(endless, max_iterations=1000)
+
+
+# --- arguments and results ---------------------------------------------------------------
+def test_arguments_are_converted_to_declared_dtypes() -> None:
+    g = Graph("id", [TensorType("i32", ()), TensorType("f32", (2,))])
+    ret(g, g.start_block, *g.args)
+    a, b = nx.run(g, 3, np.array([1.5, 2.5]))
+    assert type(a) is np.int32 and a == 3
+    assert b.dtype == np.float32 and list(b) == [1.5, 2.5]
+    with pytest.raises(nx.NexusRuntimeError, match="cannot be passed as i32"):
+        nx.run(g, 1.5, np.zeros(2))
+    with pytest.raises(nx.NexusRuntimeError, match="takes 2 arguments, got 1"):
+        nx.run(g, 1)
+
+
+def test_graph_changes_are_seen() -> None:
+    """The prepared code is cached per graph version: an edit takes effect."""
+    g = Graph("edit", [TensorType("i64", ())])
+    e = g.start_block
+    add = g.add("Add", [g.args[0], const(g, e, 1)], e)
+    r = g.add("Return", [add], e)
+    g.end_block.append_input(r)
+    assert nx.run(g, 1) == 2
+    mul = g.add("Mul", [g.args[0], const(g, e, 10)], e)
+    g.set_input(r, 0, mul)
+    assert nx.run(g, 1) == 10
+
+
+# --- errors ----------------------------------------------------------------------------
+def div_loop() -> Graph:
+    """q = 100 / (3 - i) for i in range(n): divides by zero when i reaches 3."""
+    g = Graph("div_loop", [TensorType("i64", ())])
+    e = g.start_block
+    body, exit_, (acc,), i = counted_loop(g, g.args[0], [const(g, e, 0)])
+    den = g.add("Sub", [const(g, body, 3), i], body)
+    q = g.add("Div", [const(g, body, 100), den], body, name="q", loc=SourceLoc("prog.py", 42, 8))
+    close_loop(g, body, [i, acc], [g.add("Add", [i, const(g, body, 1)], body), g.add("Add", [acc, q], body)])
+    ret(g, exit_, acc)
+    return g
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_division_by_zero_names_node_block_and_line(parallel: bool) -> None:
+    g = div_loop()
+    assert nx.run(g, 3, parallel=parallel) == 100 // 3 + 100 // 2 + 100
+    with pytest.raises(nx.NexusRuntimeError) as info:
+        nx.run(g, 5, parallel=parallel)
+    msg = str(info.value)
+    assert msg.startswith("Div %q in ^body (created at prog.py:42:8): ZeroDivisionError")
+    assert "division by zero" in msg
+    assert info.value.node is not None and info.value.node.name == "q"
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_kernel_error_in_a_parallel_group_names_the_node(parallel: bool) -> None:
+    g = Graph("gather", [TensorType("f32", (4,)), TensorType("i64", ())])
+    e = g.start_block
+    x, k = g.args
+    a = g.add("Gather", [x, k], e, name="pick", loc=SourceLoc("m.py", 7))
+    b = g.add("Tanh", [x], e)
+    ret(g, e, a, b)
+    assert nx.run(g, np.arange(4.0), 2, parallel=parallel)[0] == 2.0
+    with pytest.raises(nx.NexusRuntimeError, match=r"^Gather %pick in \^entry \(created at m.py:7:0\): IndexError"):
+        nx.run(g, np.arange(4.0), 9, parallel=parallel)
+
+
+def test_missing_terminator_is_reported() -> None:
+    g = Graph("open")
+    e = g.start_block
+    b = g.new_block("dangling", [g.add("Jmp", [], e)])
+    const(g, b, 1)
+    with pytest.raises(nx.NexusRuntimeError, match=r"block \^dangling has no terminator"):
+        nx.run(g)
