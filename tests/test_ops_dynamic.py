@@ -221,3 +221,13 @@ def test_topk_k_from_shape_is_symbolic() -> None:
 def test_topk_static_k_out_of_range() -> None:
     with pytest.raises(OpTypeError, match="k = 9 is out of range"):
         apply_op("TopK", np.zeros((3, 4), np.float32), np.int64(9), const=(1,))
+
+
+def test_nms_example_prints_and_parses_with_symbols() -> None:
+    from nexus.ir import parse, print_graph, structurally_equal, verify
+
+    g, _ = nms_example()
+    infer_shapes(g)
+    verify(g)
+    text = print_graph(g)
+    assert "f32[4*nb" in text and structurally_equal(g, parse(text))

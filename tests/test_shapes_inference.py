@@ -271,3 +271,24 @@ def test_bad_dtype_in_graph_is_a_clear_error() -> None:
     s.set_input(1, b)
     with pytest.raises(ShapeInferenceError, match=r"Add %s in \^entry: .*dtype mismatch.*f32.*f64"):
         infer_shapes(g)
+
+
+@pytest.mark.parametrize("make", [rnn_graph, append_rows_graph, lambda: branch_graph("Equal")],
+                         ids=["rnn", "append", "branch"])
+def test_inferred_graphs_verify_and_round_trip(make) -> None:  # type: ignore[no-untyped-def]
+    from nexus.ir import parse, print_graph, structurally_equal, verify
+
+    g, _ = make()
+    infer_shapes(g)
+    verify(g)
+    text = print_graph(g)
+    assert structurally_equal(g, parse(text)), text
+
+
+def test_seed_graphs_keep_their_scalar_types() -> None:
+    from nexus.testing import seed_graphs
+
+    want = {"ifelse": "f32", "skip5_loop": "i32", "first_example": "f32"}
+    for name, make in seed_graphs.ALL.items():
+        g = infer_shapes(make())
+        assert g.result_types == (TensorType(want[name], ()),)
