@@ -1,0 +1,70 @@
+"""Parallel execution of Kahn groups gives the sequential results; the cost model sends
+only heavy groups to the pool."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nexus as nx
+from bench.graphs import w2_count, w3_rnn, w6_chains
+from nexus.runtime.interpreter import source
+from nexus.testing import seed_graphs
+
+
+def w6_numpy(x: np.ndarray, ws: list[np.ndarray], chains: int, depth: int) -> np.ndarray:
+    outs = []
+    for c in range(chains):
+        v = x
+        for k in range(depth):
+            v = np.maximum(v @ ws[c * depth + k], 0)
+        outs.append(v)
+    return sum(outs[1:], outs[0])
+
+
+@pytest.mark.parametrize("n,chains,depth", [(8, 4, 3), (64, 4, 3), (32, 3, 2)])
+def test_w6_like_parallel_equals_sequential(n: int, chains: int, depth: int) -> None:
+    rng = np.random.default_rng(n)
+    x = rng.normal(size=(n, n)).astype(np.float32)
+    ws = [(rng.normal(size=(n, n)) / np.sqrt(n)).astype(np.float32) for _ in range(chains * depth)]
+    g = w6_chains(n, chains, depth)
+    want = w6_numpy(x, ws, chains, depth)
+    seq = nx.run(g, x, *ws, parallel=False)
+    np.testing.assert_allclose(seq, want, rtol=1e-5, atol=1e-5)
+    for parallel in (True, None):
+        np.testing.assert_array_equal(nx.run(g, x, *ws, parallel=parallel), seq)
+
+
+def test_rnn_parallel_equals_sequential_and_numpy() -> None:
+    rng = np.random.default_rng(1)
+    T, B, D, H = 7, 3, 5, 4
+    xs = rng.normal(size=(T, B, D)).astype(np.float32)
+    w, u = rng.normal(size=(D, H)).astype(np.float32), rng.normal(size=(H, H)).astype(np.float32)
+    h = h0 = rng.normal(size=(B, H)).astype(np.float32)
+    for t in range(T):
+        h = np.tanh(xs[t] @ w + h @ u)
+    g = w3_rnn(D, H, B)
+    for parallel in (False, True, None):
+        np.testing.assert_allclose(nx.run(g, xs, w, u, h0, T, parallel=parallel), h, rtol=1e-5)
+    np.testing.assert_array_equal(nx.run(g, xs, w, u, h0, 0), h0)
+
+
+def test_seed_and_count_graphs_parallel() -> None:
+    for make in seed_graphs.ALL.values():
+        g = make()
+        assert nx.run(g, parallel=True) == nx.run(g, parallel=False)
+    s = 0
+    for i in range(1000):
+        s = (s + i * i) % 1000003
+    assert nx.run(w2_count(), 1000, parallel=True) == s == nx.run(w2_count(), 1000)
+
+
+def test_cost_model_decides_what_goes_to_the_pool() -> None:
+    big, small = w6_chains(512), w6_chains(8)
+    assert "_submit" in source(big, parallel=None)
+    assert "_submit" not in source(small, parallel=None)
+    assert "_submit" in source(small, parallel=True)
+    assert "_submit" not in source(big, parallel=False)
+    # Scalar code never goes to the pool unless forced.
+    assert "_submit" not in source(w2_count(), parallel=None)
+    assert "_submit" in source(w2_count(), parallel=True)
