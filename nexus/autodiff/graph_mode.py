@@ -63,6 +63,18 @@ def vjp_graph(g: Graph, argnums: Sequence[int] = (0,), seed: str = "args") -> Gr
     return _Builder(g, tuple(argnums), seed).build()
 
 
+def _inline_calls(g: Graph) -> None:
+    """Inline every Call (scripts calling scripts), so the reverse sees one CFG; a
+    recursive call stays and is reported if a gradient must flow through it."""
+    from nexus.passes.inline import can_inline, inline_call
+
+    for _ in range(1000):
+        calls = [n for n in g.nodes() if n.op.name == "Call" and can_inline(g, n)]
+        if not calls:
+            return
+        inline_call(g, calls[0])
+
+
 class _Builder:
     def __init__(self, g: Graph, argnums: tuple[int, ...], seed: str):
         if seed not in ("args", "ones"):
@@ -73,6 +85,7 @@ class _Builder:
         self.argnums = argnums
         self.seed = seed
         self.g, _ = g.clone(f"{g.name}_vjp")
+        _inline_calls(self.g)
         self.entry = self.g.start_block
         self.em = GraphEmitter(self.g, self.entry, self.entry)
 
