@@ -32,6 +32,8 @@ _EXPORTS: dict[str, str] = {
     "to_dot": "nexus.viz",
     "render": "nexus.viz",
     "optimize": "nexus.passes",
+    "infer_shapes": "nexus.passes.shapes",
+    "bind_shapes": "nexus.passes.shapes",
     "grad": "nexus.autodiff",
     "value_and_grad": "nexus.autodiff",
     "vjp": "nexus.autodiff",

@@ -307,7 +307,7 @@ def _topk(x: Any, k: Any, axis: int = -1, largest: bool = True, sorted: bool = T
     return vals, idx.astype(np.int64), _size(kk)
 
 
-define("TopK", FAMILY, ("x", "k"), _topk_rule, _topk,
+define("TopK", FAMILY, ("x", "k"), _topk_rule, _topk, differentiable=True,
        attrs={
            "axis": Attr("int", -1, "the axis searched"),
            "largest": Attr("bool", True, "the largest (else the smallest) k"),
