@@ -110,6 +110,8 @@ def test_seed_graphs_and_arguments_round_trip(tmp_path) -> None:
     h = load(tmp_path / "args.nx")
     assert structurally_equal(g, h) and [a.name for a in h.args] == ["x", "n"]
     assert h.arg_types == (TensorType("f32", (2, 3)), TensorType("i64", ()))
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(h(x, 3)[0], x @ np.arange(24, dtype=np.float32).reshape(3, 8))
 
 
 def test_load_errors_are_clear(tmp_path) -> None:

@@ -1,0 +1,1 @@
+"""The ``nexus`` command line (``nexus.cli.main:main``)."""

@@ -1,0 +1,218 @@
+"""The ``nexus`` command: show, verify, draw, run (and optimise) graphs saved as text.
+
+Every subcommand registers itself with ``parser.set_defaults(func=handler)``; a handler
+takes the parsed arguments and returns the exit status.  Errors users meet (a missing
+file, malformed text, an invalid graph, a failing run) print one message to stderr and
+exit with status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nexus.cli.values import InputError, parse_inputs
+from nexus.ir.graph import Graph
+from nexus.ir.parser import ParseError
+from nexus.ir.printer import print_graph
+from nexus.ir.tensorio import LoadError
+from nexus.ir.verify import VerifyError, verify
+
+FILE_HELP = ("a graph saved with nx.save (text, with its tensors in FILE.safetensors), "
+             "or seed:NAME for a built-in seed graph (seed:ifelse, seed:skip5_loop, seed:first_example)")
+
+
+class CliError(Exception):
+    """An error reported as one line on stderr, exit status 1."""
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def load_graph(path: str) -> Graph:
+    """Load a graph file, or build a seed graph for ``seed:NAME``."""
+    if path.startswith("seed:"):
+        from nexus.testing.seed_graphs import ALL
+
+        build = ALL.get(path[5:])
+        if build is None:
+            raise CliError(f"unknown seed graph {path[5:]!r}; known: {', '.join(ALL)}")
+        return build()
+    from nexus.io import load
+
+    if os.path.isdir(path):
+        raise CliError(f"{path}: is a directory, not a graph file")
+    return load(path)
+
+
+# --- show ----------------------------------------------------------------------------------
+def cmd_show(args: argparse.Namespace) -> int:
+    g = load_graph(args.file)
+    if args.types:
+        arg_text = ", ".join(f"%{a.name or i}: {t}" for i, (a, t) in enumerate(zip(g.args, g.arg_types)))
+        res_text = ", ".join(str(t) for t in g.result_types)
+        print(f"# @{g.name}({arg_text}) -> ({res_text})")
+        print(f"# {len(g.blocks)} blocks, {g.num_nodes()} nodes")
+    print(print_graph(g, locs=not args.no_locs), end="")
+    return 0
+
+
+# --- verify --------------------------------------------------------------------------------
+def cmd_verify(args: argparse.Namespace) -> int:
+    g = load_graph(args.file)
+    verify(g)
+    print(f"ok: graph @{g.name} is valid ({len(g.blocks)} blocks, {g.num_nodes()} nodes)")
+    return 0
+
+
+# --- viz -----------------------------------------------------------------------------------
+def cmd_viz(args: argparse.Namespace) -> int:
+    from nexus.viz import GraphvizMissing, render
+
+    g = load_graph(args.file)
+    out = args.output or (os.path.splitext(os.path.basename(args.file.replace("seed:", "")))[0] + ".svg")
+    try:
+        written = render(g, out, types=not args.no_types)
+    except GraphvizMissing as e:
+        print(f"nexus viz: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {written}")
+    return 0
+
+
+# --- run -----------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    from nexus.runtime import run
+
+    g = load_graph(args.file)
+    verify(g)
+    values = parse_inputs(g, args.input or [])
+    result = run(g, *values, max_iterations=args.max_iterations)
+    results = result if isinstance(result, tuple) else (result,)
+    for i, (value, t) in enumerate(zip(results, g.result_types)):
+        print(f"result {i}: {t} = {format_value(value)}")
+    return 0
+
+
+def format_value(value: Any) -> str:
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        return str(arr[()])
+    return np.array2string(arr, separator=", ", threshold=200)
+
+
+# --- the parser ----------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nexus", formatter_class=_formatter,
+        description="Nexus: one graph IR for deep-learning programs.  Work with graphs saved as text.",
+        epilog="examples:\n"
+               "  nexus show seed:skip5_loop          print a built-in seed graph\n"
+               "  nexus verify model.nx               check every invariant of the IR\n"
+               "  nexus viz model.nx -o model.svg     draw it (needs Graphviz's dot)\n"
+               "  nexus run model.nx --input x=[1,2]  run it with the reference interpreter\n"
+               "run 'nexus COMMAND --help' for each command's options.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("show", help="print a graph's text form", formatter_class=_formatter,
+                       description="Print the canonical text form of a graph.",
+                       epilog="examples:\n  nexus show model.nx\n  nexus show --types seed:ifelse")
+    p.add_argument("file", metavar="FILE", help=FILE_HELP)
+    p.add_argument("--types", action="store_true", help="first print the signature: argument and result types")
+    p.add_argument("--no-locs", action="store_true", help="leave out source locations")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("verify", help="check a graph's invariants", formatter_class=_formatter,
+                       description="Check structure, SSA dominance and every op's type rule.\n"
+                                   "Exit status 0 when valid; otherwise each problem is printed and the status is 1.",
+                       epilog="example:\n  nexus verify model.nx\n  ok: graph @model is valid (4 blocks, 21 nodes)")
+    p.add_argument("file", metavar="FILE", help=FILE_HELP)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("viz", help="draw a graph (SVG, PNG, PDF or DOT)", formatter_class=_formatter,
+                       description="Draw a graph: blocks are light-blue clusters, dataflow nodes orange,\n"
+                                   "control nodes red, Phis green.  The output suffix picks the format;\n"
+                                   "SVG/PNG/PDF need Graphviz's dot program (Debian package graphviz).",
+                       epilog="examples:\n  nexus viz model.nx -o model.svg\n  nexus viz seed:skip5_loop -o loop.png")
+    p.add_argument("file", metavar="FILE", help=FILE_HELP)
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="output file (.svg, .png, .pdf, .dot); default: FILE's stem + .svg")
+    p.add_argument("--no-types", action="store_true", help="leave the types out of the node labels")
+    p.set_defaults(func=cmd_viz)
+
+    p = sub.add_parser("run", help="run a graph with the reference interpreter", formatter_class=_formatter,
+                       description="Run a graph.  Each --input gives one argument by name (or position),\n"
+                                   "as a number or nested list in JSON syntax (also inf, -inf, nan, true,\n"
+                                   "false); it takes the argument's dtype.  Nothing is evaluated as Python.",
+                       epilog="examples:\n"
+                              "  nexus run seed:skip5_loop\n"
+                              "  result 0: i32 = 31\n"
+                              "  nexus run model.nx --input x=[[1,2],[3,4]] --input n=3")
+    p.add_argument("file", metavar="FILE", help=FILE_HELP)
+    p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="an argument value (repeatable)")
+    p.add_argument("--max-iterations", type=int, default=10_000_000, metavar="N",
+                   help="stop after entering N blocks (guards against endless loops; default %(default)s)")
+    p.set_defaults(func=cmd_run)
+
+    _add_opt(sub)
+    return parser
+
+
+def _add_opt(sub: Any) -> None:
+    # `nexus opt` lives with the passes; the CLI must work before (and without) it.
+    try:
+        from nexus.cli import opt
+    except ImportError as e:
+        reason = str(e)
+        p = sub.add_parser("opt", help="optimise a graph (unavailable)", formatter_class=_formatter,
+                           description=f"The optimiser is not available: {reason}")
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+
+        def unavailable(args: argparse.Namespace) -> int:
+            raise CliError(f"nexus opt is not available: {reason}")
+
+        p.set_defaults(func=unavailable)
+        return
+    opt.add_parser(sub)
+
+
+ERRORS = (CliError, ParseError, VerifyError, LoadError, InputError, FileNotFoundError, PermissionError,
+          IsADirectoryError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``nexus`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    file = getattr(args, "file", None)
+    try:
+        return int(args.func(args))
+    except ERRORS as e:
+        return _fail(e, file)
+    except Exception as e:  # noqa: BLE001  (runtime and type errors name their node; no traceback)
+        from nexus.ir.opdef import OpTypeError
+        from nexus.runtime import NexusRuntimeError
+
+        if isinstance(e, (NexusRuntimeError, OpTypeError, ValueError, RecursionError)):
+            return _fail(e, file)
+        raise
+
+
+def _fail(e: BaseException, file: str | None) -> int:
+    kind = {VerifyError: "invalid graph", ParseError: "parse error"}.get(type(e), "error")
+    text = str(e)
+    if isinstance(e, ParseError) and file:
+        text = f"{file}: {text}"
+    print(f"nexus: {kind}: {text}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
