@@ -259,4 +259,5 @@ def _gather(e: Emitter, n: Node, ins: Sequence[Any], out: Any, g: Any, wants: Se
     return [e.op("GatherGrad", g, data, idx, axis=n.attrs.get("axis", 0)), None]
 
 
-from nexus.autodiff import vjp_extra  # noqa: E402,F401  (the second batch registers itself)
+# The other batches register themselves into VJPS.
+from nexus.autodiff import vjp_extra, vjp_nn  # noqa: E402,F401,I001
