@@ -476,3 +476,29 @@ def _range(start: Any, limit: Any, delta: Any) -> np.ndarray:
 define("Range", FAMILY, ("start", "limit", "delta"), _range_rule, _range,
        doc="start, start + delta, ... below limit (above for delta < 0): max(ceil((limit - start) / delta), 0) "
            "elements of the inputs' dtype.")
+
+
+# --- run-time shape checks ---------------------------------------------------------------
+def _check_dims_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    for i, t in enumerate(ins):
+        tt = tensor(op, t, i)
+        if tt.dtype != "i64" or tt.shape not in ((), None):
+            raise OpTypeError(f"{op}: input {i} must be an i64 scalar (a DimSize), got {t}")
+    return TensorType("bool", ())
+
+
+def _check_dims(a: Any, b: Any, broadcast: bool = False, message: str = "") -> np.bool_:
+    a, b = int(a), int(b)
+    if a == b or (broadcast and 1 in (a, b)):
+        return np.bool_(True)
+    rule = "equal or 1" if broadcast else "equal"
+    raise ValueError(f"{message}: sizes {a} and {b} must be {rule}")
+
+
+define("CheckDims", FAMILY, ("a", "b"), _check_dims_rule, _check_dims, pure=False,
+       attrs={
+           "broadcast": Attr("bool", False, "also accept a size of 1 on either side"),
+           "message": Attr("str", "", "what was assumed (named in the error)"),
+       },
+       doc="Fails at run time unless two sizes agree; inserted by insert_shape_checks where shape inference "
+           "had to assume it. The op it guards depends on it (deps).")

@@ -462,4 +462,75 @@ def _bindings_text(d: Any, env: Mapping[Any, int]) -> str:
     return ", ".join(f"{s} = {env[s]}" for s in sorted(d.free_symbols, key=str) if s in env)
 
 
-__all__ = ["BindingError", "ShapeInferenceError", "bind_shapes", "infer_shapes", "shape_str"]
+
+# --- run-time checks for what inference assumed -------------------------------------------
+_BROADCASTING = frozenset({
+    "Add", "Sub", "Mul", "Div", "FloorDiv", "Mod", "Pow", "Maximum", "Minimum", "Less", "LessEqual", "Greater",
+    "GreaterEqual", "Equal", "NotEqual", "And", "Or", "Xor", "Where", "Clip", "PRelu",
+})
+
+
+def assumed_equal_dims(n: Node) -> list[tuple[int, int, int, int, bool]]:
+    """Dims of ``n``'s inputs that its type rule took to be equal without proof:
+    ``(input i, axis, input j, axis, broadcast)`` where neither dim is known to be 1."""
+    shapes: list[tuple[Any, ...]] = []
+    for v in n.inputs:
+        if not isinstance(v.type, TensorType) or v.type.shape is None:
+            return []
+        shapes.append(v.type.shape)
+    out: list[tuple[int, int, int, int, bool]] = []
+
+    def need(a: Any, b: Any) -> bool:
+        return not _dim_eq(a, b) and not (isinstance(a, int) and isinstance(b, int)) and 1 not in (a, b)
+
+    name = n.op.name
+    if name in _BROADCASTING:
+        for i in range(len(shapes)):
+            for j in range(i + 1, len(shapes)):
+                si, sj = shapes[i], shapes[j]
+                for k in range(1, min(len(si), len(sj)) + 1):
+                    if need(si[-k], sj[-k]):
+                        out.append((i, len(si) - k, j, len(sj) - k, True))
+    elif name in ("MatMul", "Gemm") and len(shapes) >= 2 and shapes[0] and shapes[1]:
+        a, b = shapes[0], shapes[1]
+        ka = len(a) - 2 if name == "Gemm" and n.attrs.get("transA") else len(a) - 1
+        kb = (1 if n.attrs.get("transB") else 0) if name == "Gemm" else max(len(b) - 2, 0)
+        if need(a[ka], b[kb]):
+            out.append((0, ka, 1, kb, False))
+    elif name == "Concat" and shapes and shapes[0]:
+        axis = n.attrs["axis"] % len(shapes[0])
+        for j in range(1, len(shapes)):
+            for k, (x, y) in enumerate(zip(shapes[0], shapes[j])):
+                if k != axis and need(x, y):
+                    out.append((0, k, j, k, False))
+    return out
+
+
+def _shape(v: Node) -> tuple[Any, ...]:
+    t = v.type
+    assert isinstance(t, TensorType) and t.shape is not None
+    return t.shape
+
+
+def insert_shape_checks(g: Graph) -> Graph:
+    """Infer shapes, then guard every assumption the rules made (two symbolic dims taken
+    to be equal, e.g. ``Add(f32[N], f32[M])``) with a CheckDims node that the op depends
+    on, so a violation fails there with a message naming the op, its line and the dims.
+    Facts inference proved need no check.  Edits ``g`` in place and returns it."""
+    infer_shapes(g)
+    sizes: dict[tuple[Node, int], Node] = {}
+    for n in [m for b in reverse_postorder(g) for m in node_order(b)]:
+        for i, ai, j, aj, bcast in assumed_equal_dims(n):
+            block = n.block
+            assert block is not None
+            da, db = (sizes.setdefault((n.input(x), ax), g.add("DimSize", [n.input(x)], block, {"axis": ax}))
+                      for x, ax in ((i, ai), (j, aj)))
+            dim_i, dim_j = (format_dim(_shape(n.input(x))[ax]) for x, ax in ((i, ai), (j, aj)))
+            msg = f"{_where(n)} assumes dim {ai} of input {i} ({dim_i}) and dim {aj} of input {j} ({dim_j}) agree"
+            check = g.add("CheckDims", [da, db], block, {"broadcast": bcast, "message": msg}, loc=n.loc)
+            n.add_dep(check)
+    g.touch()
+    return g
+
+
+__all__ = ["BindingError", "ShapeInferenceError", "bind_shapes", "infer_shapes", "insert_shape_checks", "shape_str"]
