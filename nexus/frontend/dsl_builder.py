@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from nexus.frontend.dsl_frames import frame_locals, set_frame_locals, user_loc
-from nexus.frontend.dsl_ssa import PhiTypeError, SSABuilder, Stale, Undefined, Var
+from nexus.frontend.dsl_ssa import PhiTypeError, PyScalar, SSABuilder, Stale, Undefined, Var
 from nexus.frontend.dsl_value import Value
 from nexus.frontend.values import is_python_scalar, to_array, weak_dtype
 from nexus.ir.graph import Graph, GraphError
@@ -97,7 +97,7 @@ class Builder:
     def __init__(self, name: str, arg_types: Sequence[Type], arg_names: Sequence[str], frame: FrameType | None,
                  loc: SourceLoc):
         self.g = Graph(name, arg_types, list(arg_names))
-        self.ssa = SSABuilder(self.g)
+        self.ssa = SSABuilder(self.g, lambda v: self.const_node(v, None))
         self.ssa.sealed.add(self.g.start_block)
         self.block: Block = self.g.start_block
         self.regions: list[Region] = [Region("function", frame, loc)]
@@ -107,6 +107,10 @@ class Builder:
         self._frames: dict[int, tuple[int, FrameType]] = {}  # id -> (token, frame kept alive)
         self._consts: dict[tuple[str, tuple, bytes], Node] = {}
         self.merge_info: dict[Block, Region] = {}
+        # Per frame: names that are graph variables although they may hold a Python number
+        # (they held a graph value once, or different numbers on different paths).
+        self._rebound: dict[int, set[str]] = {}
+        self._numbers: dict[Var, set[tuple[type, Any]]] = {}
         for n in self.g.args:
             n.loc = loc
 
@@ -146,11 +150,20 @@ class Builder:
         """Record, at the end of the current block, what each tracked variable holds."""
         for frame in self._tracked_frames():
             tok = self._token(frame)
-            for name, v in self._own_values(frame):
+            rebound = self._rebound.setdefault(tok, set())
+            for name, v in frame_locals(frame).items():
                 var = (tok, name)
-                if v._node is None and v._var == var and v._epoch == self.epoch:
-                    continue  # not reassigned since this block began
-                self.ssa.write(var, self.block, self._binding(name, v))
+                if isinstance(v, Value) and v._builder is self:
+                    if v._node is None and v._var == var and v._epoch == self.epoch:
+                        continue  # not reassigned since this block began
+                    self.ssa.write(var, self.block, self._binding(name, v))
+                elif _is_number(v):
+                    # A Python number becomes a Constant only if a graph value needs it.
+                    self.ssa.write(var, self.block, PyScalar(v))
+                    seen = self._numbers.setdefault(var, set())
+                    seen.add((type(v), v))
+                    if len(seen) > 1:
+                        rebound.add(name)  # different numbers on different paths: a graph variable
 
     def _binding(self, name: str, v: Value) -> Node | Stale:
         if v._region.closed:
@@ -170,8 +183,12 @@ class Builder:
         self.epoch += 1
         for frame in self._tracked_frames():
             tok = self._token(frame)
+            rebound = self._rebound.setdefault(tok, set())
             updates = {name: Value(self, self.region, var=(tok, name), block=block, epoch=self.epoch)
-                       for name, _ in self._own_values(frame)}
+                       for name, v in frame_locals(frame).items()
+                       if (isinstance(v, Value) and v._builder is self)
+                       or (name in rebound and _is_number(v))}
+            rebound.update(updates)
             set_frame_locals(frame, updates)
 
     def _read(self, var: Var, block: Block) -> Node:
@@ -472,6 +489,10 @@ class Builder:
             self.regions.pop().closed = True
         if self.regions:
             self._pop(region)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating))
 
 
 def _weak_like(opdef: OpDef, inputs: Sequence[Any]) -> TensorType | None:

@@ -11,7 +11,7 @@ the user's Python objects may still point at them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from nexus.ir.graph import Graph, infer_type, known_value
@@ -27,6 +27,13 @@ class Stale:
     """A variable bound to a value that is invalid here (created in a closed region)."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class PyScalar:
+    """A variable holding a Python number: a Constant is made only if a read needs it."""
+
+    value: object
 
 
 @dataclass(frozen=True)
@@ -48,9 +55,10 @@ class PhiTypeError(TypeError):
 class SSABuilder:
     """Per-block variable maps over a Graph under construction."""
 
-    def __init__(self, g: Graph):
+    def __init__(self, g: Graph, materialize: Callable[[object], Node]):
         self.g = g
-        self.defs: dict[Block, dict[Var, Node | Stale]] = {}
+        self.materialize = materialize
+        self.defs: dict[Block, dict[Var, Node | Stale | PyScalar]] = {}
         self.sealed: set[Block] = set()
         self.incomplete: dict[Block, dict[Var, Node]] = {}
         self.forward: dict[Node, Node] = {}
@@ -58,7 +66,7 @@ class SSABuilder:
         self._pending: set[Node] = set()
 
     # --- variables -----------------------------------------------------------------
-    def write(self, var: Var, block: Block, value: Node | Stale) -> None:
+    def write(self, var: Var, block: Block, value: Node | Stale | PyScalar) -> None:
         self.defs.setdefault(block, {})[var] = value
 
     def resolve(self, node: Node) -> Node:
@@ -72,6 +80,10 @@ class SSABuilder:
         d = self.defs.get(block, {}).get(var)
         if isinstance(d, Node):
             return self.resolve(d)
+        if isinstance(d, PyScalar):
+            node = self.materialize(d.value)
+            self.write(var, block, node)
+            return node
         if isinstance(d, Stale):
             raise AssertionError(f"read of a stale variable: {d.reason}")
         return self._read_recursive(var, block)
@@ -192,7 +204,7 @@ class SSABuilder:
         if block in state:
             return state[block]  # a cycle: the loop itself adds no undefined path
         d = self.defs.get(block, {}).get(var)
-        if isinstance(d, Node):
+        if isinstance(d, (Node, PyScalar)):
             return None
         if isinstance(d, Stale):
             return Undefined(None, d)
