@@ -292,3 +292,26 @@ def test_seed_graphs_keep_their_scalar_types() -> None:
     for name, make in seed_graphs.ALL.items():
         g = infer_shapes(make())
         assert g.result_types == (TensorType(want[name], ()),)
+
+
+def test_script_rnn_with_named_dims_infers_h() -> None:
+    """The same acceptance through the @nx.script frontend (seed 001's annotations)."""
+    import nexus as nx
+
+    script = getattr(nx, "script", None)
+    if script is None:
+        pytest.skip("the @nx.script frontend is not available")
+
+    def rnn(x_sequence: nx.Tensor["T", "D"], h0: nx.Tensor["H"],  # noqa: UP037
+            W: nx.Tensor["H", "D"], U: nx.Tensor["H", "H"]):  # type: ignore[no-untyped-def]  # noqa: UP037
+        h = h0
+        t = 0
+        while t < x_sequence.shape[0]:
+            h = nx.tanh(W @ x_sequence[t] + U @ h)
+            t = t + 1
+        return h
+
+    g = script(rnn).graph
+    forget_types(g)
+    infer_shapes(g)
+    assert g.result_types == (TensorType("f32", (H,)),)
