@@ -75,6 +75,7 @@ class LoopRegion(Region):
     exit_proj: Node | None = None
     breaks: list[Node] = field(default_factory=list)
     aliases: list[list[Var]] = field(default_factory=list)
+    numbers: dict[tuple[FrameType, str], Any] = field(default_factory=dict)  # Python numbers at entry
 
 
 @dataclass(eq=False)
@@ -177,11 +178,15 @@ class Builder:
             return Stale(self._undefined_message(v._var[1], und))
         return self._read(v._var, v._block)
 
-    def enter(self, block: Block) -> None:
-        """Make ``block`` current and rebind every tracked variable to a read there."""
+    def enter(self, block: Block, closed: Region | None = None) -> None:
+        """Make ``block`` current and rebind every tracked variable to a read there
+        (including those of the frame of the region ``closed`` just now)."""
         self.block = block
         self.epoch += 1
-        for frame in self._tracked_frames():
+        frames = self._tracked_frames()
+        if closed is not None and closed.frame is not None and all(f is not closed.frame for f in frames):
+            frames.append(closed.frame)
+        for frame in frames:
             tok = self._token(frame)
             rebound = self._rebound.setdefault(tok, set())
             updates = {name: Value(self, self.region, var=(tok, name), block=block, epoch=self.epoch)
@@ -299,6 +304,11 @@ class Builder:
         region = LoopRegion("while_loop", frame, loc)
         self.regions.append(region)
         self.sync()
+        for frame in self._tracked_frames():
+            rebound = self._rebound.get(self._token(frame), set())
+            for name, v in frame_locals(frame).items():
+                if _is_number(v) and name not in rebound:
+                    region.numbers[(frame, name)] = v
         pre = self.block
         entry = self._entry_values(pre) if isinstance(cond, Value) else {}
         header = self.g.new_block(f"while_L{loc.line}", [self.add("Jmp", [])])
@@ -311,11 +321,17 @@ class Builder:
             t = node.type
             if not (isinstance(t, TensorType) and t.dtype == "bool" and t.shape == ()):
                 self.fail(f"nx.while_loop: the condition must be a bool scalar, got {t}")
+        elif cond is True:  # `while True`: left only by break/return, no Cond
+            node = None
         else:
             node = self.condition(cond, "nx.while_loop")
-        c = self.add("Cond", [node])
-        region.exit_proj = self.add("Proj", [c], {"num": 0})
-        body = self.g.new_block(f"body_L{loc.line}", [self.add("Proj", [c], {"num": 1})])
+        if node is None:
+            into_body = self.add("Jmp", [])
+        else:
+            c = self.add("Cond", [node])
+            region.exit_proj = self.add("Proj", [c], {"num": 0})
+            into_body = self.add("Proj", [c], {"num": 1})
+        body = self.g.new_block(f"body_L{loc.line}", [into_body])
         self.ssa.sealed.add(body)
         self.enter(body)
         return region
@@ -359,8 +375,9 @@ class Builder:
         return walk(root, True)
 
     def loop_exit(self, region: LoopRegion, reachable: bool) -> None:
-        assert region.header is not None and region.exit_proj is not None
+        assert region.header is not None
         if reachable:
+            self._check_numbers(region)
             self.sync()
             region.header.append_input(self.add("Jmp", []))
         try:
@@ -374,11 +391,26 @@ class Builder:
                 self.fail(f"the condition of {region.describe()} uses a value held by several variables "
                           f"({names}) that the loop updates differently; pass a callable instead, "
                           "e.g. nx.while_loop(lambda: x < limit)")
-        exit_block = self.g.new_block(f"after_L{region.loc.line}", [region.exit_proj, *region.breaks])
+        exits = [region.exit_proj] if region.exit_proj is not None else []
+        if not exits and not region.breaks:
+            self._pop(region)
+            raise Unreachable()  # `while True` without break: nothing after it runs
+        exit_block = self.g.new_block(f"after_L{region.loc.line}", [*exits, *region.breaks])
         self.ssa.sealed.add(exit_block)
         self.merge_info[exit_block] = region
         self._pop(region)
-        self.enter(exit_block)
+        self.enter(exit_block, closed=region)
+
+    def _check_numbers(self, region: LoopRegion) -> None:
+        """A Python number cannot be loop-carried: the body already ran with its value."""
+        for (frame, name), before in region.numbers.items():
+            now = frame_locals(frame).get(name, before)
+            if now is before or (_is_number(now) and type(now) is type(before) and now == before):
+                continue
+            shown = "a graph value" if isinstance(now, Value) else repr(now)
+            self.fail(f"variable {name!r} holds the Python number {before!r} when {region.describe()} starts "
+                      f"and {shown} at the end of an iteration; a Python number is not loop-carried: "
+                      f"make it a graph value before the loop, e.g. {name} = nx.constant({before!r})")
 
     def innermost_loop(self, what: str) -> LoopRegion:
         if isinstance(self.region, IfRegion):
@@ -390,6 +422,8 @@ class Builder:
 
     def jump_out(self, what: str, to_header: bool) -> NoReturn:
         loop = self.innermost_loop(what)
+        if to_header:
+            self._check_numbers(loop)
         self.sync()
         jmp = self.add("Jmp", [])
         if to_header:
@@ -450,7 +484,7 @@ class Builder:
         join = self.g.new_block(f"join_L{region.loc.line}", preds)
         self.ssa.sealed.add(join)
         self.merge_info[join] = region
-        self.enter(join)
+        self.enter(join, closed=region)
 
     # --- function ------------------------------------------------------------------
     def emit_return(self, values: Sequence[Any]) -> None:
