@@ -231,3 +231,31 @@ def test_nms_example_prints_and_parses_with_symbols() -> None:
     verify(g)
     text = print_graph(g)
     assert "f32[4*nb" in text and structurally_equal(g, parse(text))
+
+
+def test_nms_adversarial_ties_touching_and_empty_boxes_match_onnxruntime() -> None:
+    """Integer corners: equal scores, touching edges, zero-area and flipped boxes."""
+    onnx = require("onnx", "onnx")
+    from onnx import TensorProto, helper
+
+    sess = ort_session(
+        [helper.make_node("NonMaxSuppression", ["b", "s", "m", "i", "t"], ["sel"])],
+        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, None, 4]),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, None]),
+         helper.make_tensor_value_info("m", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("i", TensorProto.FLOAT, [1]),
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [1])],
+        [onnx.ValueInfoProto(name="sel")])
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        n = int(rng.integers(0, 200))
+        a = rng.integers(0, 20, (n, 2)).astype(np.float32)
+        boxes = np.concatenate([a, a + rng.integers(-5, 6, (n, 2)).astype(np.float32)], 1)
+        scores = (rng.integers(0, 10, n) / 10).astype(np.float32)
+        mo = np.int64(rng.integers(0, 50))
+        iou, thr = np.float32(rng.choice([0.0, 0.3, 0.5, 1.0])), np.float32(rng.choice([0.0, 0.2]))
+        got, nb = apply_op("NonMaxSuppression", boxes, scores, mo, iou, thr)
+        (want,) = sess.run(None, {"b": boxes[None], "s": scores[None, None], "m": np.array([mo]),
+                                  "i": np.array([iou]), "t": np.array([thr])})
+        np.testing.assert_array_equal(got, want[:, 2])
+        assert int(nb) == len(want)

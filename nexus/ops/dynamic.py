@@ -102,24 +102,27 @@ def nms_single(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr: flo
         return np.zeros(0, np.int64)
     y0, x0, y1, x1 = _corners(boxes[order], center)
     area = (y1 - y0) * (x1 - x0)
-    # Pairs (i, j) where box j starts inside box i's x-range: every x-overlapping pair once.
+    # Pairs (i, j) where box j starts inside box i's x-range: every x-overlapping pair
+    # once.  Work in x-sorted order, so that max(x_min_i, x_min_j) is x_min_j.
     xs = np.argsort(x0, kind="stable")
-    ends = np.searchsorted(x0[xs], x1[xs], side="left")
-    counts = np.maximum(ends - np.arange(1, m + 1), 0)
+    X0, X1, Y0, Y1, A = x0[xs], x1[xs], y0[xs], y1[xs], area[xs]
+    starts = np.arange(1, m + 1)
+    counts = np.maximum(np.searchsorted(X0, X1, side="left") - starts, 0)
     total = int(counts.sum())
     if total > 4 * 10**6:
         return order[_nms_rows(y0, x0, y1, x1, area, max_out, iou_thr)]
-    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    a = np.repeat(xs, counts)
-    b = xs[np.repeat(np.arange(1, m + 1), counts) + offsets]
-    ih = np.minimum(y1[a], y1[b]) - np.maximum(y0[a], y0[b])
-    iw = np.minimum(x1[a], x1[b]) - np.maximum(x0[a], x0[b])
-    inter = np.maximum(ih, 0) * np.maximum(iw, 0)
-    union = area[a] + area[b] - inter
+    a = np.repeat(np.arange(m), counts)
+    b = np.arange(total) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    ih = np.minimum(Y1[a], Y1[b]) - np.maximum(Y0[a], Y0[b])
+    near = ih > 0  # most x-overlapping pairs do not overlap in y: drop them first
+    a, b, ih = a[near], b[near], ih[near]
+    inter = ih * np.maximum(np.minimum(X1[a], X1[b]) - X0[b], 0)
+    union = A[a] + A[b] - inter
     with np.errstate(divide="ignore", invalid="ignore"):
-        hit = (inter > 0) & (area[a] > 0) & (area[b] > 0) & (union > 0) & (inter / union > iou_thr)
+        hit = (inter > 0) & (A[a] > 0) & (A[b] > 0) & (union > 0) & (inter / union > iou_thr)
+    a, b = xs[a[hit]], xs[b[hit]]
     # The higher-scored box of a pair (smaller position) suppresses the other, if kept.
-    hi, lo = np.minimum(a[hit], b[hit]), np.maximum(a[hit], b[hit])
+    hi, lo = np.minimum(a, b), np.maximum(a, b)
     by = np.argsort(hi, kind="stable")
     hi, lo = hi[by], lo[by]
     ptr = np.searchsorted(hi, np.arange(m + 1)).tolist()
