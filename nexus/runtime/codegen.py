@@ -29,6 +29,7 @@ from nexus.ir.types import TensorType
 from nexus.runtime.cost import is_heavy
 from nexus.runtime.fastops import fast_expr
 from nexus.runtime.plan import BlockPlan, Edge, Plan, classify, value_inputs
+from nexus.runtime.pool import blas_threads
 
 MAX_INLINE_DEPTH = 40  # CPython refuses more than 100 indentation levels
 _GOTO = "@goto "  # placeholder for a state transition, resolved when the states are known
@@ -55,6 +56,7 @@ class _Gen:
         self.plan = plan
         self.count = count
         self.parallel = parallel  # "on", "off" or "auto"
+        self.blas_parallel: bool | None = None  # asked on first need (threadpoolctl is slow)
         self.ns: dict[str, Any] = dict(hooks)
         self.names: dict[Node, str] = {}
         self.states: dict[Block, int] = {}
@@ -139,13 +141,17 @@ class _Gen:
         if self.parallel == "off" or len(grp) < 2:
             return []
         ok = [n for n in grp if n.op.pure and n.op.kernel is not None and n.op.name != "Call"]
-        return ok if self.parallel == "on" else [n for n in ok if is_heavy(n)]
+        if self.parallel == "on":
+            return ok
+        if self.blas_parallel is None:
+            self.blas_parallel = blas_threads() > 1
+        return [n for n in ok if is_heavy(n, self.blas_parallel)]
 
     def step(self, nodes: list[Node], ind: int, out: list[Line]) -> None:
         pooled = self.pooled(nodes) if len(nodes) > 1 else []
         for n in pooled:
             call = ", ".join([self.kernel(n, pooled=True), *(self.var(v) for v in n.inputs)])
-            out.append((ind, f"_p{self.var(n)} = _submit({call})", n))
+            out.append((ind, f"_p{self.var(n)} = _submit({call})  # {n.op.name} %{n.name or '?'}", n))
         for n in nodes:
             if n not in pooled:
                 out.append((ind, self.inline(n), n))

@@ -31,3 +31,21 @@ def get_pool() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=max(2, cores()), thread_name_prefix="nexus")
         return _pool
+
+
+def blas_threads() -> int:
+    """Threads the BLAS behind NumPy uses: from threadpoolctl when installed, else from
+    the usual environment variables, else (BLAS libraries default to it) every core."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
+        if blas:
+            return max(blas)
+    except ImportError:
+        pass
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+        value = os.environ.get(var, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return cores()

@@ -1,0 +1,105 @@
+"""Timing and reporting shared by the workloads: interleaved repeats (so that a burst of
+load on a shared machine hits every implementation alike), median with min and max, and
+ratios to Nexus computed within the same run."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class Row:
+    """One implementation of one workload: time per ``unit`` (seconds), and whether its
+    answer matched the reference."""
+
+    workload: str
+    impl: str
+    median: float
+    low: float
+    high: float
+    unit: str  # "call" or "iter"
+    ok: bool = True
+    note: str = ""
+    ratio: float | None = None  # Nexus median / this median, filled by ``with_ratios``
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Skip(Exception):
+    """A peer that cannot run here (missing package, unsupported op): reported, not fatal."""
+
+
+def measure(impls: dict[str, Callable[[], Any]], repeats: int, number: int = 1,
+            warmup: int = 1) -> dict[str, list[float]]:
+    """Seconds per call of each implementation; repeats interleaved round-robin."""
+    for fn in impls.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in impls}
+    for _ in range(repeats):
+        for name, fn in impls.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times[name].append((time.perf_counter() - t0) / number)
+    return times
+
+
+def rows_from(workload: str, times: dict[str, list[float]], unit: str, per: int = 1,
+              ok: dict[str, bool] | None = None, notes: dict[str, str] | None = None) -> list[Row]:
+    """Rows of a workload; ``per`` divides the times (iterations per call for ``iter``)."""
+    out = []
+    for name, ts in times.items():
+        ts = [t / per for t in ts]
+        out.append(Row(workload, name, statistics.median(ts), min(ts), max(ts), unit,
+                       (ok or {}).get(name, True), (notes or {}).get(name, "")))
+    return with_ratios(out)
+
+
+def with_ratios(rows: list[Row], base: str | None = None) -> list[Row]:
+    """Fill ``ratio`` = base median / row median (base: the first row whose name starts
+    with 'nexus' unless given)."""
+    ref = next((r for r in rows if (r.impl == base if base else r.impl.startswith("nexus"))), None)
+    for r in rows:
+        r.ratio = ref.median / r.median if ref and r.median > 0 else None
+    return rows
+
+
+def fmt_time(seconds: float) -> str:
+    for scale, unit in ((1e-6, "ns"), (1e-3, "us"), (1.0, "ms")):
+        if seconds < scale:
+            return f"{seconds / scale * 1e3:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def table(rows: list[Row]) -> str:
+    """A Markdown table of the rows."""
+    head = "| workload | implementation | median | min | max | per | Nexus / this | check |"
+    lines = [head, "|" + "---|" * 8]
+    for r in rows:
+        ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
+        check = "ok" if r.ok else "**MISMATCH**"
+        note = f" ({r.note})" if r.note else ""
+        lines.append(f"| {r.workload} | {r.impl}{note} | {fmt_time(r.median)} | {fmt_time(r.low)} | "
+                     f"{fmt_time(r.high)} | {r.unit} | {ratio} | {check} |")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    """What the numbers were measured on, and under what load."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    return f"{cpu}, {cores} cores, Python {platform.python_version()}, load average (1/5/15 min) {load}"

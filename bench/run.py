@@ -1,0 +1,100 @@
+"""Run the benchmark suite and print one table of medians, spreads and ratios to Nexus.
+
+    python -m bench                      # every workload
+    python -m bench --only W2,W3 -r 9    # some workloads, 9 repeats
+    python -m bench --write-readme       # also replace the table in bench/README.md
+
+Targets (ratios, from issue #3) are checked at the end: W2 per iteration at most ONNX
+Runtime's Loop and within 3x of TorchScript; W3-small at most 1.5x the NumPy loop; W3-large
+within 1.1x of NumPy; W6 parallel at least 1.6x faster than sequential with BLAS pinned
+to one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import w1_seed, w2_count, w3_rnn, w6_parallel
+from bench.common import Row, machine, table
+
+WORKLOADS: dict[str, Callable[[int], list[Row]]] = {
+    "W1": w1_seed.run, "W2": w2_count.run, "W3": w3_rnn.run, "W6": w6_parallel.run,
+}
+README = Path(__file__).with_name("README.md")
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def _median(rows: list[Row], workload: str, impl: str, field: str = "median") -> float | None:
+    for r in rows:
+        if r.workload.startswith(workload) and r.impl == impl:
+            return float(getattr(r, field))
+    return None
+
+
+def targets(rows: list[Row]) -> list[str]:
+    """The issue's targets, each with the measured ratio (medians; mins in brackets)."""
+    out = []
+
+    def check(label: str, wl: str, a: str, b: str, limit: float, speedup: bool = False) -> None:
+        vals = []
+        for field in ("median", "low"):
+            x, y = _median(rows, wl, a, field), _median(rows, wl, b, field)
+            if x is None or y is None:
+                return
+            vals.append(y / x if speedup else x / y)
+        good = vals[0] >= limit if speedup else vals[0] <= limit
+        op = ">=" if speedup else "<="
+        out.append(f"- {label}: {vals[0]:.2f} (mins: {vals[1]:.2f}), target {op} {limit}: "
+                   f"{'met' if good else 'NOT met'}")
+
+    check("W2 Nexus / ONNX Runtime Loop per iteration", "W2", "nexus", "onnxruntime Loop", 1.0)
+    check("W2 Nexus / TorchScript per iteration", "W2", "nexus", "torchscript", 3.0)
+    check("W3-small Nexus / NumPy loop", "W3 RNN small", "nexus", "numpy loop", 1.5)
+    check("W3-large Nexus / NumPy loop", "W3 RNN large", "nexus", "numpy loop", 1.1)
+    check("W6 speedup parallel vs sequential, BLAS 1 thread", "W6 4 chains x 3 (512 matmul+relu), BLAS 1",
+          "nexus parallel", "nexus sequential", 1.6, speedup=True)
+    return out
+
+
+def write_readme(text: str) -> None:
+    old = README.read_text() if README.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in old:
+        old += f"\n{BEGIN}\n{END}\n"
+    new = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: f"{BEGIN}\n{text}\n{END}", old, flags=re.S)
+    README.write_text(new)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads (W1,W2,W3,W6)")
+    ap.add_argument("-r", "--repeats", type=int, default=7, help="interleaved repeats per implementation")
+    ap.add_argument("--write-readme", action="store_true", help="replace the table in bench/README.md")
+    a = ap.parse_args(argv)
+    before = machine()
+    rows: list[Row] = []
+    t0 = time.perf_counter()
+    for name in a.only.split(","):
+        print(f"running {name} ...", flush=True)
+        rows += WORKLOADS[name.strip().upper()](a.repeats)
+    after = machine()
+    text = "\n".join([
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with `python -m bench -r {a.repeats}` "
+        f"({time.perf_counter() - t0:.0f} s).",
+        f"Machine at start: {before}.", f"Machine at end: {after}.", "",
+        "Median, min and max over interleaved repeats; *Nexus / this* is Nexus's median over this "
+        "row's median (below 1: Nexus is faster).  W6 rows compare with *nexus sequential*.", "",
+        table(rows), "", "Targets:", *targets(rows),
+    ])
+    print(text)
+    if a.write_readme:
+        write_readme(text)
+        print(f"wrote {README}")
+    return 0 if all(r.ok for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
