@@ -274,7 +274,7 @@ class Builder:
             other = f"graph @{cur.g.name} is being built" if cur is not None else "no graph is being built"
             self.fail(f"{what}: a value of graph @{self.g.name} is used, but {other}")
         self.check_can_emit(what)
-        like = _weak_like(opdef, inputs)
+        like = _weak_like(self, opdef, inputs)
         nodes = []
         for i, x in enumerate(inputs):
             in_name = opdef.inputs[min(i, len(opdef.inputs) - 1)] if opdef.inputs else ""
@@ -529,12 +529,12 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating))
 
 
-def _weak_like(opdef: OpDef, inputs: Sequence[Any]) -> TensorType | None:
+def _weak_like(b: Builder, opdef: OpDef, inputs: Sequence[Any]) -> TensorType | None:
     """The tensor type Python scalars among ``inputs`` take their dtype from."""
     first: TensorType | None = None
     for i, x in enumerate(inputs):
         in_name = opdef.inputs[min(i, len(opdef.inputs) - 1)] if opdef.inputs else ""
-        if not isinstance(x, Value) or in_name in _INDEX_INPUTS:
+        if not isinstance(x, Value) or x._builder is not b or in_name in _INDEX_INPUTS:
             continue
         t = x.type
         if isinstance(t, TensorType):
