@@ -315,3 +315,24 @@ def test_script_rnn_with_named_dims_infers_h() -> None:
     forget_types(g)
     infer_shapes(g)
     assert g.result_types == (TensorType("f32", (H,)),)
+
+
+def test_call_results_use_the_callers_dims() -> None:
+    callee = Graph("double", [TensorType("f32", (N,))], ["x"])
+    (x,) = callee.args
+    cat = callee.add("Concat", [x, x], callee.start_block, {"axis": 0})
+    ret(callee, callee.start_block, cat)
+    # The caller's own dim is also called N elsewhere: substitution must not chain.
+    g = Graph("caller", [TensorType("f32", (T,)), TensorType("f32", (N,))], ["a", "b"])
+    a, b = g.args
+    c1 = g.add("Call", [a], g.start_block, {"callee": callee}, name="c1")
+    c2 = g.add("Call", [b], g.start_block, {"callee": callee}, name="c2")
+    ret(g, g.start_block, c1, c2)
+    forget_types(callee)
+    forget_types(g)
+    infer_shapes(g)
+    assert c1.type == TensorType("f32", (2 * T,))
+    assert c2.type == TensorType("f32", (2 * N,))
+    assert cat.type == TensorType("f32", (2 * N,))
+    out1, out2 = g(np.ones(3, np.float32), np.ones(2, np.float32))
+    assert out1.shape == (6,) and out2.shape == (4,)

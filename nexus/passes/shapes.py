@@ -8,6 +8,9 @@ iteration ends).  Integer values built from shapes (ShapeOf, DimSize, the size o
 NonMaxSuppression and friends, and small arithmetic on them) are tracked symbolically and
 handed to the rules, so ``Slice(x, 0, nb)`` and ``Reshape(x, [nb, 4])`` get exact dims.
 
+A Call's result types are the callee's inferred ones with the callee's argument symbols
+replaced by the caller's dims.
+
 Path sensitivity: a block entered only through the true exit of ``Cond(Equal(a, b))``
 (or the false exit of ``NotEqual``), where ``a`` is a dim symbol, learns ``a = b`` for
 itself and the blocks it dominates; the fact is applied there and nowhere else (not in
@@ -177,6 +180,8 @@ class _Inference:
                 ins = [_subs_type(self._type(v), facts) for v in n.inputs]
                 vals = [_subs_value(self.values.get(v), facts) for v in n.inputs]
                 new = infer_type(n.op, ins, n.attrs, vals)
+                if name == "Call":
+                    new = _call_type(n.attrs["callee"], ins, new)
                 new = self._stabilize(n, new, ins, vals)
         except OpTypeError as e:
             msg = str(e)
@@ -326,6 +331,41 @@ class _Inference:
             elif isinstance(c, sympy.Symbol) and a is not None and c not in _free(a):
                 base[c] = a
         return base
+
+
+# --- calls -----------------------------------------------------------------------------
+_IN_PROGRESS: set[int] = set()  # graphs being inferred (recursive calls keep their types)
+
+
+def _call_type(callee: Graph, ins: Sequence[Type], declared: Type) -> Type:
+    """The callee's inferred result types with its argument symbols replaced by the
+    caller's dims (``f(x: f32[N]) -> f32[2*N]`` called on ``f32[T]`` gives ``f32[2*T]``)."""
+    if id(callee) not in _IN_PROGRESS:
+        _IN_PROGRESS.add(id(callee))
+        try:
+            infer_shapes(callee)
+        finally:
+            _IN_PROGRESS.discard(id(callee))
+    env: dict[Any, Any] = {}
+    for want, got in zip(callee.arg_types, ins):
+        if isinstance(want, TensorType) and isinstance(got, TensorType) and want.shape is not None \
+                and got.shape is not None and len(want.shape) == len(got.shape):
+            for dw, dg in zip(want.shape, got.shape):
+                if isinstance(dw, sympy.Symbol):
+                    env.setdefault(dw, dg)
+    results = tuple(_xreplace_type(t, env) for t in callee.result_types)
+    if not results:
+        return declared
+    return results[0] if len(results) == 1 else TupleType(results)
+
+
+def _xreplace_type(t: Type, env: Mapping[Any, Any]) -> Type:
+    """Substitute all symbols at once (caller and callee may both use ``N``)."""
+    if isinstance(t, TupleType):
+        return TupleType(tuple(_xreplace_type(e, env) for e in t.elems))
+    if isinstance(t, TensorType) and t.shape is not None and env:
+        return t.with_shape(tuple(d if isinstance(d, int) else simplify_dim(d.xreplace(env)) for d in t.shape))
+    return t
 
 
 # --- helpers ---------------------------------------------------------------------------
