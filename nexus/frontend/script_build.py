@@ -343,6 +343,7 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
     ssa.sealed.add(g.start_block)
     scope = Scope(parsed, fn_globals, closure)
     low = Lowering(g, ssa, scope, build_callee)
+    ssa.current_loc = lambda: low._loc  # type: ignore[method-assign]
     for p, arg in zip(params, g.args):
         ssa.write(p, g.start_block, arg)
     low.body(fdef.body)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nexus.ir.graph import Graph
-from nexus.ir.node import Block, Node
+from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.types import TensorType, Type, fresh_dim
 
 
@@ -84,6 +84,8 @@ class SSABuilder:
     pending: set[Node] = field(default_factory=set)
     incomplete_phis: set[Node] = field(default_factory=set)
     display_name: Callable[[str], str] = staticmethod(lambda v: v)  # type: ignore[assignment]
+    # The source position Phis are attributed to (the statement being lowered).
+    current_loc: Callable[[], SourceLoc | None] = staticmethod(lambda: None)  # type: ignore[assignment]
 
     # --- variables ----------------------------------------------------------------------
     def write(self, var: str, block: Block, value: Value) -> None:
@@ -133,12 +135,13 @@ class SSABuilder:
             self.pending.add(phi)
             self.write(var, block, phi)
             value = self._add_operands(var, phi)
+        value = self.resolve(value)
         self.write(var, block, value)
         return value
 
     # --- Phis -----------------------------------------------------------------------------
     def _new_phi(self, var: str, block: Block, t: Type) -> Node:
-        return self.g.add("Phi", [], block, type=t, name=self.display_name(var))
+        return self.g.add("Phi", [], block, type=t, name=self.display_name(var), loc=self.current_loc())
 
     def _add_operands(self, var: str, phi: Node) -> Value:
         block = phi.block
@@ -156,7 +159,7 @@ class SSABuilder:
 
     def _placeholder(self, var: str, phi: Node, ctrl: Node) -> Node:
         value = self.g.add("Constant", [], self.g.start_block, {"value": np.zeros((), np.bool_)},
-                           name=f"undef_{self.display_name(var)}")
+                           name=f"undef_{self.display_name(var)}", loc=self.current_loc())
         self.placeholders[value] = (var, ctrl)
         return value
 
@@ -219,7 +222,8 @@ class SSABuilder:
         for u in users:
             if u.op.name == "Phi" and u.graph is self.g and u not in self.incomplete_phis:
                 self.try_remove_trivial(u)
-        return same
+        # A cascade may have removed `same` too (Braun et al. note this).
+        return self.resolve(same)
 
     # --- sealing --------------------------------------------------------------------------
     def seal(self, block: Block) -> None:

@@ -1,0 +1,515 @@
+"""Differential fuzzer for ``@nx.script``: random Python functions run as plain Python
+and as scripts must agree.
+
+Programs have nested ``if``/``elif``/``else``, ``while`` and ``for`` loops (bounded),
+``break``/``continue`` at any depth, early returns, ``and``/``or`` (with Python's value
+semantics on ints), chained comparisons, conditional expressions, tuple assignment,
+``+=``, inlined helpers with several returns, over ints, floats and small float arrays.
+The generator tracks which variables are definitely assigned and keeps every variable at
+one type, so each program is valid Python that a script must accept.  Values stay small
+(loop-carried ints are wrapped with ``%``), so int64 never overflows.
+
+CLI: ``python -m nexus.testing.py_gen --count 20000 [--seed S] [--optimize]`` prints each
+disagreement (the program, the inputs, both results) and a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+INT, FLOAT, ARR, BOOL = "int", "float", "arr", "bool"
+
+HELPERS = '''
+def _absdiff(p, q):
+    if p > q:
+        return p - q
+    return q - p
+
+
+def _clamp(p, lo, hi):
+    if p < lo:
+        return lo
+    elif p > hi:
+        return hi
+    return p
+
+
+def _steps(n):
+    s = 0
+    k = n % 4
+    while k > 0:
+        s = s + k
+        k = k - 1
+    return s, k
+'''
+
+
+@dataclass
+class Env:
+    """Variables definitely assigned here, by name -> type."""
+
+    vars: dict[str, str]
+
+    def of(self, t: str) -> list[str]:
+        return [n for n, ty in self.vars.items() if ty == t]
+
+    def targets(self, t: str) -> list[str]:
+        # Loop counters (w_*) are never reassigned: the loops stay bounded.
+        return [n for n in self.of(t) if not n.startswith("w_")]
+
+    def copy(self) -> Env:
+        return Env(dict(self.vars))
+
+
+@dataclass
+class Gen:
+    rng: random.Random
+    arrays: bool = True
+    max_depth: int = 3
+    counter: int = 0
+    lines: list[str] = field(default_factory=list)
+
+    # --- expressions ----------------------------------------------------------------------
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def int_expr(self, env: Env, d: int = 2) -> str:
+        r = self.rng
+        names = env.of(INT)
+        if d <= 0 or r.random() < 0.3:
+            if names and r.random() < 0.7:
+                return r.choice(names)
+            return str(r.randint(-4, 9))
+        k = r.randrange(14)
+        a = lambda: self.int_expr(env, d - 1)  # noqa: E731
+        if k == 0:
+            return f"({a()} + {a()})"
+        if k == 1:
+            return f"({a()} - {a()})"
+        if k == 2:
+            return f"({self.int_expr(env, 0)} * {self.int_expr(env, 0)})"
+        if k == 3:
+            return f"({a()} // {r.choice([2, 3, -2, 5, 7])})"
+        if k == 4:
+            return f"({a()} % {r.choice([2, 3, 5, -3, 7])})"
+        if k == 5:
+            return f"(-{a()})"
+        if k == 6:
+            return f"abs({a()})"
+        if k == 7:
+            return f"{r.choice(['min', 'max'])}({a()}, {a()})"
+        if k == 8:
+            return f"({a()} if {self.cond(env, d - 1)} else {a()})"
+        if k == 9:
+            return f"({a()} {r.choice(['and', 'or'])} {a()})"
+        if k == 10:
+            return f"_absdiff({a()}, {a()})"
+        if k == 11:
+            return f"_clamp({a()}, -3, 5)"
+        if k == 12 and self.arrays and env.of(ARR):
+            return f"len({r.choice(env.of(ARR))})"
+        if k == 13:
+            return f"int({self.float_expr(env, 0)} // 1.0)"
+        return a()
+
+    def float_expr(self, env: Env, d: int = 2) -> str:
+        r = self.rng
+        names = env.of(FLOAT)
+        if d <= 0 or r.random() < 0.3:
+            if names and r.random() < 0.7:
+                return r.choice(names)
+            return r.choice(["0.5", "-1.25", "2.0", "0.0", "3.75", "-0.5"])
+        k = r.randrange(13)
+        a = lambda: self.float_expr(env, d - 1)  # noqa: E731
+        if k == 0:
+            return f"({a()} + {a()})"
+        if k == 1:
+            return f"({a()} - {self.int_expr(env, d - 1)})"
+        if k == 2:
+            return f"({a()} * {r.choice(['0.5', '-1.5', '1.25', '2.0'])})"
+        if k == 3:
+            return f"({a()} / {r.choice(['2.0', '-4.0', '0.25', '3'])})"
+        if k == 4:
+            return f"({self.int_expr(env, d - 1)} / {r.choice([2, 3, -5])})"
+        if k == 5:
+            return f"abs({a()})"
+        if k == 6:
+            return f"{r.choice(['min', 'max'])}({a()}, {a()})"
+        if k == 7:
+            return f"({a()} if {self.cond(env, d - 1)} else {a()})"
+        if k == 8:
+            return f"float({self.int_expr(env, d - 1)})"
+        if k == 9 and self.arrays and env.of(ARR):
+            return f"{r.choice(env.of(ARR))}[{self.int_expr(env, 0)} % 3]"
+        if k == 10:
+            return f"({a()} // {r.choice(['2.0', '0.5', '3.0'])})"
+        if k == 11:
+            return f"math.tanh({a()})"
+        return f"({a()} * {a()})"
+
+    def arr_expr(self, env: Env, d: int = 2) -> str:
+        r = self.rng
+        names = env.of(ARR)
+        if d <= 0 or r.random() < 0.3 or not names:
+            return r.choice(names) if names else "v"
+        k = r.randrange(5)
+        a = lambda: self.arr_expr(env, d - 1)  # noqa: E731
+        if k == 0:
+            return f"({a()} + {self.float_expr(env, 0)})"
+        if k == 1:
+            return f"({a()} * {r.choice(['0.5', '-1.0', '2'])})"
+        if k == 2:
+            return f"({a()} - {a()})"
+        if k == 3:
+            return f"np.tanh({a()})"
+        return f"({a()} + {self.int_expr(env, 0)})"
+
+    def cond(self, env: Env, d: int = 2) -> str:
+        r = self.rng
+        k = r.randrange(8)
+        if d <= 0 or k < 3:
+            return f"{self.int_expr(env, 1)} {r.choice(['<', '<=', '>', '>=', '==', '!='])} {self.int_expr(env, 1)}"
+        if k == 3:
+            return f"{self.float_expr(env, 1)} {r.choice(['<', '>', '<=', '>='])} {self.float_expr(env, 1)}"
+        if k == 4:
+            return f"({self.cond(env, d - 1)} {r.choice(['and', 'or'])} {self.cond(env, d - 1)})"
+        if k == 5:
+            return f"not {self.cond(env, d - 1)}"
+        if k == 6:
+            return f"{self.int_expr(env, 0)} < {self.int_expr(env, 1)} <= {self.int_expr(env, 0)}"
+        return f"{self.int_expr(env, 1)} % 2 == 0"
+
+    def expr(self, t: str, env: Env) -> str:
+        return {INT: self.int_expr, FLOAT: self.float_expr, ARR: self.arr_expr}[t](env)
+
+    def wrap(self, t: str, e: str, in_loop: bool) -> str:
+        if not in_loop:
+            return e
+        if t == INT:
+            return f"({e}) % 211 - 100"
+        if t == FLOAT:
+            return f"({e}) % 97.5 - 40.0"
+        return f"np.tanh({e})"
+
+    # --- statements -------------------------------------------------------------------------
+    def block(self, env: Env, ind: str, depth: int, loops: int, n: int) -> bool:
+        """Emit ``n`` statements; returns True when the block always leaves (return/break)."""
+        for _ in range(n):
+            if self.stmt(env, ind, depth, loops):
+                return True
+        return False
+
+    def stmt(self, env: Env, ind: str, depth: int, loops: int) -> bool:
+        r = self.rng
+        k = r.randrange(12 if depth < self.max_depth else 5)
+        types = [INT, FLOAT] + ([ARR] if self.arrays else [])
+        if k <= 1:
+            t = r.choice(types)
+            names = env.targets(t)
+            name = r.choice(names) if names and r.random() < 0.6 else self.fresh({INT: "i", FLOAT: "f", ARR: "w"}[t])
+            self.lines.append(f"{ind}{name} = {self.wrap(t, self.expr(t, env), loops > 0)}")
+            env.vars[name] = t
+            return False
+        if k == 2:
+            t = r.choice([INT, FLOAT])
+            names = env.targets(t)
+            if names and loops == 0:
+                self.lines.append(f"{ind}{r.choice(names)} += {self.expr(t, env)}")
+            return False
+        if k == 3:
+            ta, tb = r.choice(types), r.choice(types)
+            na = self.pick_or_new(env, ta)
+            nb = self.pick_or_new(env, tb)
+            if na == nb:
+                return False
+            if r.random() < 0.3 and na in env.vars and nb in env.vars and ta == tb:
+                self.lines.append(f"{ind}{na}, {nb} = {nb}, {na}")
+                env.vars[na], env.vars[nb] = env.vars[nb], env.vars[na]
+                return False
+            self.lines.append(f"{ind}{na}, {nb} = {self.wrap(ta, self.expr(ta, env), loops > 0)}, "
+                              f"{self.wrap(tb, self.expr(tb, env), loops > 0)}")
+            env.vars[na], env.vars[nb] = ta, tb
+            return False
+        if k == 4:
+            if loops and r.random() < 0.5:
+                word = r.choice(["break", "continue"])
+                self.lines.append(f"{ind}if {self.cond(env)}:")
+                self.lines.append(f"{ind}    {word}")
+                return False
+            if r.random() < 0.3:
+                self.lines.append(f"{ind}if {self.cond(env)}:")
+                self.lines.append(f"{ind}    return {self.ret(env)}")
+            return False
+        if k <= 7:
+            return self.if_stmt(env, ind, depth, loops)
+        if k <= 9:
+            self.for_stmt(env, ind, depth, loops)
+            return False
+        if k == 10:
+            self.while_stmt(env, ind, depth, loops)
+            return False
+        if k == 11 and loops:
+            self.lines.append(f"{ind}{r.choice(['break', 'continue'])}")
+            return True
+        return False
+
+    def pick_or_new(self, env: Env, t: str) -> str:
+        names = env.targets(t)
+        if names and self.rng.random() < 0.6:
+            return self.rng.choice(names)
+        return self.fresh({INT: "i", FLOAT: "f", ARR: "w"}[t])
+
+    def if_stmt(self, env: Env, ind: str, depth: int, loops: int) -> bool:
+        r = self.rng
+        branches: list[Env] = []
+        left_all = True
+        kw = "if"
+        n_elif = r.choice([0, 0, 1, 2])
+        for _ in range(1 + n_elif):
+            self.lines.append(f"{ind}{kw} {self.cond(env)}:")
+            b = env.copy()
+            mark = len(self.lines)
+            left = self.block(b, ind + "    ", depth + 1, loops, r.randint(1, 3))
+            if len(self.lines) == mark:
+                self.lines.append(f"{ind}    pass")
+            if not left:
+                branches.append(b)
+            left_all = left_all and left
+            kw = "elif"
+        if r.random() < 0.6:
+            self.lines.append(f"{ind}else:")
+            b = env.copy()
+            mark = len(self.lines)
+            left = self.block(b, ind + "    ", depth + 1, loops, r.randint(1, 3))
+            if len(self.lines) == mark:
+                self.lines.append(f"{ind}    pass")
+            if not left:
+                branches.append(b)
+            left_all = left_all and left
+        else:
+            branches.append(env.copy())
+            left_all = False
+        if left_all:
+            return True
+        common = {n: t for n, t in branches[0].vars.items() if all(b.vars.get(n) == t for b in branches)}
+        # Variables assigned with a new type on some path must not be read afterwards.
+        env.vars = {n: t for n, t in common.items()}
+        return False
+
+    def loop_body(self, env: Env, ind: str, depth: int, loops: int) -> None:
+        b = env.copy()
+        mark = len(self.lines)
+        self.block(b, ind, depth + 1, loops + 1, self.rng.randint(1, 4))
+        if len(self.lines) == mark:
+            self.lines.append(f"{ind}pass")
+        # Types must not change across iterations: drop names retyped inside.
+        for n, t in b.vars.items():
+            if n in env.vars and env.vars[n] != t:
+                del env.vars[n]
+
+    def for_stmt(self, env: Env, ind: str, depth: int, loops: int) -> None:
+        r = self.rng
+        var = self.fresh("k")
+        if self.arrays and env.of(ARR) and r.random() < 0.2:
+            src = r.choice(env.of(ARR))
+            self.lines.append(f"{ind}for {var} in {src}:")
+            inner = env.copy()
+            inner.vars[var] = FLOAT
+        else:
+            args = r.choice([
+                f"{r.randint(0, 4)}",
+                f"{self.int_expr(env, 1)} % 5",
+                f"{r.randint(-2, 2)}, {r.randint(0, 5)}",
+                f"{r.randint(3, 6)}, {r.randint(-2, 1)}, -{r.randint(1, 2)}",
+                f"0, {self.int_expr(env, 0)} % 6, {r.randint(1, 3)}",
+            ])
+            self.lines.append(f"{ind}for {var} in range({args}):")
+            inner = env.copy()
+            inner.vars[var] = INT
+        self.loop_body(inner, ind + "    ", depth, loops)
+        for n in list(env.vars):
+            if n not in inner.vars:
+                del env.vars[n]
+        if r.random() < 0.15:
+            self.lines.append(f"{ind}else:")
+            self.lines.append(f"{ind}    {self.pick_int_target(env)} = {self.int_expr(env, 1)}")
+
+    def pick_int_target(self, env: Env) -> str:
+        names = env.targets(INT)
+        return self.rng.choice(names) if names else "a"
+
+    def while_stmt(self, env: Env, ind: str, depth: int, loops: int) -> None:
+        r = self.rng
+        w = self.fresh("w_")
+        self.lines.append(f"{ind}{w} = 0")
+        env.vars[w] = INT
+        extra = f" and {self.cond(env, 1)}" if r.random() < 0.6 else ""
+        self.lines.append(f"{ind}while {w} < {r.randint(0, 5)}{extra}:")
+        inner = env.copy()
+        self.lines.append(f"{ind}    {w} = {w} + 1")
+        self.loop_body(inner, ind + "    ", depth, loops)
+        for n in list(env.vars):
+            if n not in inner.vars:
+                del env.vars[n]
+        if r.random() < 0.15:
+            self.lines.append(f"{ind}else:")
+            self.lines.append(f"{ind}    {self.pick_int_target(env)} = {self.int_expr(env, 1)}")
+
+    def ret(self, env: Env) -> str:
+        out = f"{self.int_expr(env)}, {self.float_expr(env)}"
+        if self.arrays:
+            out += f", {self.arr_expr(env)}"
+        return out
+
+    def program(self, name: str = "f") -> str:
+        self.lines = []
+        annotate = self.rng.random() < 0.5
+        params = ["a: int", "b: int", "x: float", "y: float"] if annotate else ["a", "b", "x", "y"]
+        env = Env({"a": INT, "b": INT, "x": FLOAT, "y": FLOAT})
+        if self.arrays:
+            params.append("v")
+            env.vars["v"] = ARR
+        self.lines.append(f"def {name}({', '.join(params)}):")
+        left = self.block(env, "    ", 0, 0, self.rng.randint(2, 6))
+        if not left:
+            self.lines.append(f"    return {self.ret(env)}")
+        return "import math\nimport numpy as np\n" + HELPERS + "\n\n" + "\n".join(self.lines) + "\n"
+
+
+# --- running and comparing ----------------------------------------------------------------------
+def random_inputs(rng: random.Random, arrays: bool) -> tuple[Any, ...]:
+    args: list[Any] = [rng.randint(-20, 20), rng.randint(-20, 20),
+                       rng.choice([0.0, -2.5, 1.5, rng.uniform(-10, 10)]), rng.uniform(-10, 10)]
+    if arrays:
+        args.append(np.array([rng.uniform(-3, 3) for _ in range(3)]))
+    return tuple(args)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Exact for ints and bools, close for floats and arrays (nan equals nan)."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(
+            same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a2, b2 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        return a2.shape == b2.shape and bool(np.allclose(a2, b2, rtol=1e-9, atol=1e-9, equal_nan=True))
+    if isinstance(a, bool) or isinstance(a, int):
+        return type(a) is type(b) and a == b
+    if isinstance(a, float):
+        if not isinstance(b, float):
+            return False
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    return bool(a == b)
+
+
+@dataclass
+class Failure:
+    program: str
+    inputs: tuple[Any, ...]
+    expected: Any
+    got: Any
+
+    def __str__(self) -> str:
+        return (f"--- program ---\n{self.program}--- inputs: {self.inputs!r}\n"
+                f"--- python: {self.expected!r}\n--- script: {self.got!r}\n")
+
+
+def _outcome(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+    try:
+        return True, fn(*args)
+    except Exception as e:  # noqa: BLE001  (an exception is an outcome to compare)
+        return False, e
+
+
+def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
+                  optimize: bool = False) -> Failure | None:
+    """Script ``src`` and compare it with plain Python on ``runs`` random inputs."""
+    from nexus.frontend.script import script_source
+
+    try:
+        sf = script_source(src, "f")
+    except Exception:  # noqa: BLE001
+        return Failure(src, (), "a script", traceback.format_exc(limit=3))
+    for _ in range(runs):
+        args = random_inputs(rng, arrays)
+        ok_py, want = _outcome(sf.fn, tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
+        ok_nx, got = _outcome(sf, args)
+        if ok_py and ok_nx and same(want, got):
+            if optimize:
+                failure = _check_optimized(sf, args, want, src)
+                if failure is not None:
+                    return failure
+            continue
+        if not ok_py and not ok_nx:
+            continue  # both raised (e.g. an index out of range)
+        if not ok_nx:
+            got = "".join(traceback.format_exception(got, limit=4))
+        return Failure(src, args, want, got)
+    return None
+
+
+def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Failure | None:
+    from nexus.frontend.script_types import to_python
+    from nexus.passes import optimize
+    from nexus.runtime import run
+
+    g = sf.graph_for(*args)
+    try:
+        opt = optimize(g.clone()[0])
+        out = run(opt, *args)
+        types = opt.result_types
+        got = tuple(to_python(v, t) for v, t in zip(out, types)) if len(types) > 1 else to_python(out, types[0])
+    except Exception:  # noqa: BLE001
+        return Failure(src, args, want, "optimized graph: " + traceback.format_exc(limit=4))
+    if not same(want, got):
+        return Failure(src, args, want, f"optimized graph: {got!r}")
+    return None
+
+
+def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = False,
+         stop_after: int | None = None, verbose: bool = False) -> list[Failure]:
+    """Generate and check ``count`` programs; returns the failures."""
+    failures: list[Failure] = []
+    for k in range(count):
+        rng = random.Random(seed * 1_000_003 + k)
+        arrays = k % arrays_every == 0
+        src = Gen(rng, arrays=arrays).program()
+        failure = check_program(src, rng, arrays, optimize=optimize)
+        if failure is not None:
+            failures.append(failure)
+            if verbose:
+                print(f"=== failure {len(failures)} (program {k}) ===\n{failure}", flush=True)
+            if stop_after is not None and len(failures) >= stop_after:
+                break
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Differential fuzzer: random Python functions vs @nx.script")
+    p.add_argument("--count", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--optimize", action="store_true", help="also run nx.optimize on each graph")
+    p.add_argument("--stop-after", type=int, default=None, help="stop after this many failures")
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    failures = fuzz(args.count, args.seed, optimize=args.optimize, stop_after=args.stop_after, verbose=True)
+    dt = time.perf_counter() - t0
+    print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
