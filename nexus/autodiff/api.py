@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from nexus.autodiff import tape as tape_mode
+from nexus.autodiff.checkpoint import checkpointed_vjp
 from nexus.autodiff.graph_mode import GradError, vjp_graph
 from nexus.ir.graph import Graph
 from nexus.runtime import run
@@ -68,11 +69,15 @@ def gradient_graph(g: Graph, argnums: Sequence[int], seed: str = "args") -> Grap
 
 
 def _vjp_values(f: Any, args: Sequence[Any], argnums: tuple[int, ...], cts: Sequence[Any] | None,
-                mode: str, max_iterations: int | None) -> tuple[list[Any], list[Any]]:
+                mode: str, max_iterations: int | None, checkpoint: int | None = None) -> tuple[list[Any], list[Any]]:
     """Results of ``f(*args)`` and the cotangents of ``args[argnums]``; ``cts=None`` seeds
     every result with ones."""
     _check_mode(mode)
     g = graph_of(f, args)
+    if checkpoint is not None:
+        if mode != "tape":
+            raise ValueError("checkpoint= is implemented for mode='tape' (graph mode stores every iteration)")
+        return checkpointed_vjp(g, args, argnums, cts, checkpoint, max_iterations)
     if mode == "tape":
         tape, arg_ids, out_ids = tape_mode.record(g, args, argnums, max_iterations=max_iterations)
         outs = [tape.values[i] for i in out_ids]
@@ -91,14 +96,15 @@ def _vjp_values(f: Any, args: Sequence[Any], argnums: tuple[int, ...], cts: Sequ
 
 
 def value_and_grad(f: Any, argnums: int | Sequence[int] = 0, mode: str = "graph",
-                   max_iterations: int | None = None) -> Callable[..., tuple[Any, Any]]:
+                   max_iterations: int | None = None, checkpoint: int | None = None) -> Callable[..., tuple[Any, Any]]:
     """A function returning ``(f(*args), gradient)``; ``f`` must return one scalar.  With
-    a sequence ``argnums`` the gradient is a tuple."""
+    a sequence ``argnums`` the gradient is a tuple.  ``checkpoint=k`` (tape mode) keeps a
+    checkpoint every k block entries and recomputes the rest (memory O(T/k + k))."""
     nums, single = _argnums(argnums)
     _check_mode(mode)
 
     def fn(*args: Any) -> tuple[Any, Any]:
-        outs, grads = _vjp_values(f, args, nums, None, mode, max_iterations)
+        outs, grads = _vjp_values(f, args, nums, None, mode, max_iterations, checkpoint)
         if len(outs) != 1 or np.ndim(outs[0]) != 0:
             shapes = ", ".join(str(np.shape(o)) for o in outs)
             raise GradError(f"grad needs a function with one scalar result, got results of shapes {shapes}; "
@@ -109,9 +115,9 @@ def value_and_grad(f: Any, argnums: int | Sequence[int] = 0, mode: str = "graph"
 
 
 def grad(f: Any, argnums: int | Sequence[int] = 0, mode: str = "graph",
-         max_iterations: int | None = None) -> Callable[..., Any]:
+         max_iterations: int | None = None, checkpoint: int | None = None) -> Callable[..., Any]:
     """The gradient of a scalar-valued ``f`` with respect to ``args[argnums]``."""
-    vg = value_and_grad(f, argnums, mode, max_iterations)
+    vg = value_and_grad(f, argnums, mode, max_iterations, checkpoint)
     return lambda *args: vg(*args)[1]
 
 

@@ -70,13 +70,31 @@ def record(g: Graph, args: Sequence[Any], argnums: Sequence[int], *,
     return tape, arg_ids, out
 
 
+@dataclass
+class Paused:
+    """Where a run stopped after its step budget: the block about to be entered, the
+    edge it is entered by, and the value ids of every node computed so far."""
+
+    block: Block
+    edge: int
+    env: dict[Node, int]
+
+
 def _run(tape: Tape, g: Graph, arg_ids: list[int], max_iterations: int | None) -> list[int]:
-    env: dict[Node, int] = dict(zip(g.args, arg_ids))
-    block: Block = g.start_block
-    edge = -1
+    out = run_from(tape, g, dict(zip(g.args, arg_ids)), g.start_block, -1, None, max_iterations)
+    assert not isinstance(out, Paused)
+    return out
+
+
+def run_from(tape: Tape, g: Graph, env: dict[Node, int], block: Block, edge: int, max_steps: int | None,
+             max_iterations: int | None) -> list[int] | Paused:
+    """Run ``g`` from entering ``block`` by ``edge`` with the values ``env``, recording on
+    ``tape``; the result ids, or where it paused after entering ``max_steps`` blocks."""
     steps = 0
     orders: dict[Block, list[Node]] = {}
     while True:
+        if max_steps is not None and steps >= max_steps:
+            return Paused(block, edge, env)
         steps += 1
         if max_iterations is not None and steps > max_iterations:
             raise NexusRuntimeError(f"graph @{g.name} entered more than {max_iterations} blocks (max_iterations)")
@@ -135,8 +153,10 @@ def _apply(tape: Tape, n: Node, env: dict[Node, int]) -> int:
     return out
 
 
-def backward(tape: Tape, outs: Sequence[int], cotangents: Sequence[Any], wrt: Sequence[int]) -> list[Any]:
-    """Reverse mode over the tape: the cotangents of the values ``wrt`` given those of ``outs``."""
+def backward(tape: Tape, outs: Sequence[int], cotangents: Sequence[Any], wrt: Sequence[int],
+             zeros: bool = True) -> list[Any]:
+    """Reverse mode over the tape: the cotangents of the values ``wrt`` given those of
+    ``outs`` (those that got none: zeros, or None when ``zeros`` is false)."""
     e = EagerEmitter()
     ct: dict[int, Any] = {}
     for o, c in zip(outs, cotangents):
@@ -165,11 +185,14 @@ def backward(tape: Tape, outs: Sequence[int], cotangents: Sequence[Any], wrt: Se
             if gi is None or not tape.active[i]:
                 continue
             ct[i] = ct[i] + gi if i in ct else gi
-    out = []
+    out: list[Any] = []
     for i in wrt:
         v = tape.values[i]
         c = ct.get(i)
         if c is None:
+            if not zeros:
+                out.append(None)
+                continue
             c = np.zeros_like(v)
         out.append(np.asarray(c, dtype=np.asarray(v).dtype)[()] if np.ndim(v) == 0 else np.asarray(c))
     return out

@@ -1,0 +1,87 @@
+"""Checkpointed tape mode: memory for long loops.
+
+The forward run keeps no tape.  Every ``every`` block entries it stores a *checkpoint*:
+the block about to be entered, the edge, and the current value of every node (one value
+per node, so a checkpoint is the size of the live state, not of the history).  The
+reverse pass re-runs one segment at a time from its checkpoint, records it, and
+differentiates it; cotangents cross segment boundaries keyed by node, because a later
+segment only ever reads the current value of a node.  With ``every`` about sqrt(steps),
+peak memory is O(sqrt(T)) states instead of O(T), for one extra forward run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nexus.autodiff.tape import Paused, Tape, _is_float, backward, run_from
+from nexus.ir.graph import Graph
+from nexus.ir.node import Block, Node
+from nexus.ir.types import TensorType
+from nexus.runtime.interpreter import NexusRuntimeError, to_value
+
+State = dict[Node, tuple[Any, bool]]  # node -> (current value, active)
+
+
+def _load(tape: Tape, state: State) -> dict[Node, int]:
+    return {n: tape.new_value(v, a) for n, (v, a) in state.items()}
+
+
+def checkpointed_vjp(g: Graph, args: Sequence[Any], argnums: Sequence[int], cotangents: Sequence[Any] | None,
+                     every: int, max_iterations: int | None = None) -> tuple[list[Any], list[Any]]:
+    """Results of ``g(*args)`` and the cotangents of ``args[argnums]`` (``cotangents=None``:
+    ones for every result), keeping a checkpoint every ``every`` block entries."""
+    if every < 1:
+        raise ValueError(f"checkpoint must be a positive number of block entries, got {every}")
+    if len(args) != len(g.args):
+        raise NexusRuntimeError(f"graph @{g.name} takes {len(g.args)} arguments, got {len(args)}")
+    state: State = {}
+    for i, (a, t) in enumerate(zip(args, g.arg_types)):
+        v = to_value(a, t if isinstance(t, TensorType) else None)
+        state[g.args[i]] = (v, i in argnums and _is_float(v))
+    start = dict(state)
+
+    # Forward: segment by segment, keeping only the checkpoints.
+    checkpoints: list[tuple[Block, int, State]] = []
+    block, edge = g.start_block, -1
+    while True:
+        checkpoints.append((block, edge, state))
+        tape = Tape()
+        res = run_from(tape, g, _load(tape, state), block, edge, every, max_iterations)
+        if not isinstance(res, Paused):
+            outs = [tape.values[i] for i in res]
+            break
+        block, edge = res.block, res.edge
+        state = {n: (tape.values[i], tape.active[i]) for n, i in res.env.items()}
+        del tape
+    seeds = list(cotangents) if cotangents is not None else [np.ones_like(o) for o in outs]
+
+    # Reverse: re-run each segment from its checkpoint, last first.
+    ct_by_node: dict[Node, Any] = {}
+    n_segments = len(checkpoints)
+    for k in range(n_segments - 1, -1, -1):
+        block, edge, state = checkpoints.pop()
+        tape = Tape()
+        env = _load(tape, state)
+        leaves = dict(env)
+        last = k == n_segments - 1
+        res = run_from(tape, g, env, block, edge, None if last else every, max_iterations)
+        if last:
+            assert not isinstance(res, Paused)
+            seed_ids, seed_cts = list(res), seeds
+        else:
+            assert isinstance(res, Paused)
+            pairs = [(res.env[n], c) for n, c in ct_by_node.items()]
+            seed_ids, seed_cts = [i for i, _ in pairs], [c for _, c in pairs]
+        wrt = [(n, i) for n, i in leaves.items() if tape.active[i]]
+        grads = backward(tape, seed_ids, seed_cts, [i for _, i in wrt], zeros=False)
+        ct_by_node = {n: c for (n, _), c in zip(wrt, grads) if c is not None}
+        del tape, state
+    grads_out = []
+    for i in argnums:
+        v = start[g.args[i]][0]
+        c = ct_by_node.get(g.args[i])
+        grads_out.append(np.zeros_like(v) if c is None else c)
+    return outs, grads_out
