@@ -127,7 +127,8 @@ def rnn_cell(x, h, W, U):
 
 
 @nx.script
-def rnn(x_sequence: Tensor["T", "D"], h0: Tensor["H"], W: Tensor["H", "D"], U: Tensor["H", "H"], T: int) -> Tensor:
+def rnn(x_sequence: Tensor["T", "D"], h0: Tensor["H"], W: Tensor["H", "D"],  # noqa: F821, UP037
+        U: Tensor["H", "H"], T: int) -> Tensor:  # noqa: F821, UP037  (dim names, not forward references)
     h = h0
     t = 0
     while t < T:
