@@ -16,8 +16,8 @@ import numpy as np
 
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
-from nexus.ir.opdef import OpTypeError, check_attr, get_op
-from nexus.ir.types import DTYPES, X, DimSyntaxError, TensorType, TupleType, Type, numpy_dtype, parse_dim
+from nexus.ir.opdef import UNIVERSAL_ATTRS, OpTypeError, check_attr, get_op
+from nexus.ir.types import DTYPES, DimSyntaxError, TensorType, TupleType, Type, X, numpy_dtype, parse_dim
 
 
 class ParseError(ValueError):
@@ -299,8 +299,11 @@ def parse_module(text: str, payload: dict[str, np.ndarray] | None = None) -> lis
             raise ParseError(f"graph @{name} is defined twice", i, 1)
         try:
             g = _build(name, blocks, by_name, payload or {}, i)
-        except ParseError:
-            raise
+        except ParseError as e:
+            if "\n" in str(e) or not 1 <= e.line <= len(lines):
+                raise
+            # Errors found after a line was read: show that line too.
+            raise ParseError(e.msg, e.line, e.col, lines[e.line - 1]) from None
         except (OpTypeError, KeyError, ValueError, TypeError, IndexError) as e:
             msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
             raise ParseError(f"in graph @{name}: {msg}", i, 1) from None
@@ -453,6 +456,10 @@ def _make_node(ln: _Line, graphs: dict[str, Graph], payload: dict) -> Node:
     if opdef.name == "Block":
         raise ParseError("blocks are written as '^label(preds):' headers", ln.line, ln.col)
     attrs: dict[str, Any] = {}
+    for key in ln.attrs:
+        if key not in opdef.attrs and key not in UNIVERSAL_ATTRS:
+            known = ", ".join(sorted(opdef.attrs)) or "none"
+            raise ParseError(f"{ln.op}: unknown attribute {key!r} (known: {known})", ln.line, ln.col)
     for key, raw in ln.attrs.items():
         spec = opdef.attrs.get(key)
         try:

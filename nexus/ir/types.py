@@ -188,11 +188,23 @@ def parse_dim(text: str) -> Dim:
     return simplify_dim(result)
 
 
+_MAX_DIM_DEPTH = 50  # nesting of parentheses, unary minus and powers in one dim
+_MAX_POW_BITS = 4096  # a constant power larger than this is refused, not computed
+
+
 class _DimParser:
     def __init__(self, tokens: list[tuple[str, str, int]], end: int):
         self.tokens = tokens
         self.i = 0
         self.end = end
+        self.depth = 0
+
+    def nest(self) -> None:
+        # Untrusted text must not exhaust the Python stack.
+        self.depth += 1
+        if self.depth > _MAX_DIM_DEPTH:
+            pos = self.tokens[self.i][2] if self.i < len(self.tokens) else self.end
+            raise DimSyntaxError("dim expression nests too deeply", pos)
 
     def peek(self) -> str | None:
         return self.tokens[self.i][1] if self.i < len(self.tokens) else None
@@ -228,13 +240,16 @@ class _DimParser:
         return value
 
     def unary(self) -> sympy.Expr:
+        self.nest()
         if self.peek() == "-":
             self.take()
             return -self.unary()
         base = self.atom()
         if self.peek() == "**":
-            self.take()
-            return base ** self.unary()
+            pos = self.take()[2]
+            exponent = self.unary()
+            _check_power(base, exponent, pos)
+            return base ** exponent
         return base
 
     def atom(self) -> sympy.Expr:
@@ -264,6 +279,23 @@ class _DimParser:
         kind, got, pos = self.take()
         if got != text:
             raise DimSyntaxError(f"expected {text!r} but found {got!r}", pos)
+
+
+def _check_power(base: sympy.Expr, exponent: sympy.Expr, pos: int) -> None:
+    """Refuse powers whose value would be huge (sympy computes constant powers eagerly)."""
+    if not isinstance(exponent, sympy.Integer):
+        if exponent.is_number:
+            raise DimSyntaxError("a constant exponent in a dim must be an integer", pos)
+        return
+    e = int(exponent)
+    if e < 0:
+        raise DimSyntaxError("a dim cannot have a negative exponent", pos)
+    if isinstance(base, sympy.Integer):
+        bits = abs(int(base)).bit_length()
+        if bits > 1 and (bits - 1) * e > _MAX_POW_BITS:
+            raise DimSyntaxError(f"the power {base}**{e} is too large for a dim", pos)
+    elif e > 64:
+        raise DimSyntaxError(f"the exponent {e} is too large for a dim", pos)
 
 
 def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
