@@ -189,12 +189,18 @@ class Builder:
         for frame in frames:
             tok = self._token(frame)
             rebound = self._rebound.setdefault(tok, set())
-            updates = {name: Value(self, self.region, var=(tok, name), block=block, epoch=self.epoch)
-                       for name, v in frame_locals(frame).items()
-                       if (isinstance(v, Value) and v._builder is self)
-                       or (name in rebound and _is_number(v))}
+            names = [name for name, v in frame_locals(frame).items()
+                     if (isinstance(v, Value) and v._builder is self) or (name in rebound and _is_number(v))]
+            updates = {name: self._entry_value((tok, name), block) for name in names}
             rebound.update(updates)
             set_frame_locals(frame, updates)
+
+    def _entry_value(self, var: Var, block: Block) -> Value:
+        """The variable's value on entering ``block`` (read now: later writes to the block
+        must not change it); a variable without one errors when used."""
+        if self.ssa.undefined(var, block) is None:
+            return Value(self, self.region, self._read(var, block))
+        return Value(self, self.region, var=var, block=block, epoch=self.epoch)
 
     def _read(self, var: Var, block: Block) -> Node:
         try:
