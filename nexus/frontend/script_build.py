@@ -59,7 +59,7 @@ class Lowering(CallLowering):
             try:
                 method(node)
             except MergeTypeError as e:
-                raise self.merge_error(e, node) from None
+                raise self.merge_error_at(e, node) from None
         finally:
             self.restore(prev)
 
@@ -112,7 +112,8 @@ class Lowering(CallLowering):
     def unpack(self, value: Val, n: int, target: ast.AST) -> list[Val]:
         if isinstance(value, TupleVal):
             if len(value.items) != n:
-                raise self.error(target, f"cannot unpack {len(value.items)} values into {n} names")
+                raise self.error(target, f"cannot unpack {len(value.items)} values into {n} names",
+                                 "give as many names as there are values")
             return list(value.items)
         x = self.as_node(value)
         t = x.type
@@ -120,6 +121,17 @@ class Lowering(CallLowering):
             return [self.emit("Gather", [x, self.const(i, "i64")], {"axis": 0}) for i in range(n)]
         raise self.error(target, f"cannot unpack a value of type {t} into {n} names",
                          "unpack tuples, or tensors whose first dim is a known constant")
+
+    def merge_error_at(self, e: MergeTypeError, node: ast.stmt) -> ScriptError:
+        # A loop variable retyped inside the loop: point at the assignment that retypes it.
+        err = self.merge_error(e, node)
+        loc = e.where.loc if e.where is not None else None
+        src = self.sources.get(loc.file) if loc is not None else None
+        if loc is None or src is None:
+            return err
+        rel = loc.line - src.line_offset
+        text = " " * src.col_offset + src.lines[rel - 1] if 0 < rel <= len(src.lines) else ""
+        return ScriptError(err.reason, loc.file, loc.line, loc.col, text, err.hint, src.func_name)
 
     # --- if ------------------------------------------------------------------------------
     def stmt_If(self, node: ast.If) -> None:

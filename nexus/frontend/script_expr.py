@@ -328,6 +328,9 @@ class ExprLowering:
             folded = _fold(fn, a.value, b.value)
             if folded is not None:
                 return folded
+            if _fits_not(fn, a.value, b.value):
+                raise self.error(node, f"the integer result of `{a.value!r} {_OP_SYMBOL[type(op)]} {b.value!r}` "
+                                       "does not fit in int64", "scripts compute with 64-bit integers; use a float")
         sym = _OP_SYMBOL[type(op)]
         if not name:
             raise self.error(node, f"the shift operator `{sym}` is not supported", "multiply or floor-divide by 2**k")
@@ -519,7 +522,8 @@ class ExprLowering:
                              "annotate the argument with its dims, e.g. Tensor['T', 'D']")
         items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
         if len(items) > len(t.shape):
-            raise self.error(node, f"too many indices ({len(items)}) for a tensor of rank {len(t.shape)}")
+            raise self.error(node, f"too many indices ({len(items)}) for a tensor of rank {len(t.shape)}",
+                             "index each axis at most once")
         axis = 0
         for item in items:
             if isinstance(item, ast.Slice):
@@ -645,6 +649,14 @@ def _fold(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Static | None:
     if isinstance(out, int) and I64_MIN <= out <= I64_MAX:
         return Static(out)
     return None
+
+
+def _fits_not(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> bool:
+    try:
+        out = fn(a, b)
+    except Exception:  # noqa: BLE001
+        return False
+    return isinstance(out, int) and not I64_MIN <= out <= I64_MAX
 
 
 def _describe(value: Any) -> str:

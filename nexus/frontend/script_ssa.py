@@ -53,8 +53,9 @@ class LoopTypeRetry(Exception):
 class MergeTypeError(Exception):
     """Two paths give a variable different dtypes (or kinds); the frontend words it."""
 
-    def __init__(self, var: str, phi: Node, types: list[tuple[Type, str]]):
+    def __init__(self, var: str, phi: Node, types: list[tuple[Type, str]], where: Node | None = None):
         super().__init__(var)
+        self.where = where
         self.var = var
         self.phi = phi
         self.types = types
@@ -254,8 +255,9 @@ class SSABuilder:
                 continue
             general = generalize(phi.type, t)
             if general is None:
+                where = next((v for t2, v in known if t2 == t), None)
                 raise MergeTypeError(var, phi, [(phi.type, self.edge_desc.get(block.input(0), "entry"))]
-                                     + [(t2, self._edge_of(phi, v)) for t2, v in known if t2 != phi.type])
+                                     + [(t2, self._edge_of(phi, v)) for t2, v in known if t2 != phi.type], where)
             raise LoopTypeRetry((self.loop_keys.get(block), var), general)
 
     # --- the end ----------------------------------------------------------------------------
