@@ -37,6 +37,7 @@ def _rich_graph() -> str:
     return print_graph(g)
 
 
+HEAD = "graph @g {\n^entry:\n  %0 = Start : ()\n"
 CORPUS = [print_graph(b()) for b in seed_graphs.ALL.values()] + [_rich_graph()]
 TOKENS = ["%", "^", "@", "{", "}", "[", "]", "(", ")", "<", ">", ":", ",", "=", '"', " ", "\n", "#", ".", "-",
           "0", "1", "9", "x", "X", "nan", "inf", "Phi", "Jmp", "Cond", "Return", "Add", "Proj", "Start", "End",
@@ -111,6 +112,9 @@ def mutated(draw: st.DrawFn) -> str:
 @example("graph @g {\n^entry:\n  %0 = Start : (f32[" + "(" * 3000 + "N" + ")" * 3000 + "])\n}")
 @example("graph @g {\n^entry:\n  %0 = Start : (f32[N**99999999])\n}")
 @example("graph @g {\n^entry:\n  %0 = Start : (f32[2**2**2**2**2**2**2])\n}")
+@example(HEAD + "  %k = Constant {value = tensor<f32[0, 99999999999999999999]: []>} : f32\n}")
+@example(HEAD + "  %k = Constant {value = tensor<f32[4294967296, 4294967296]: [1]>} : f32\n}")
+@example(HEAD + "  %k = Constant {value = tensor<f32[-1]: [1]>} : f32\n}")
 def test_mutated_text_parses_or_raises_parse_error(text: str) -> None:
     parse_or_parse_error(text)
 

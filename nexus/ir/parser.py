@@ -8,6 +8,7 @@ is evaluated: numbers, strings and dim expressions have parsers of their own.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -172,7 +173,10 @@ class _Cursor:
             self.pos += 1
         text = self.text[start:self.pos]
         try:
-            return parse_dim(text)
+            dim = parse_dim(text)
+            if isinstance(dim, int) and dim < 0:
+                raise DimSyntaxError("a dim cannot be negative", 0)
+            return dim
         except DimSyntaxError as e:
             raise self.error(f"bad dim {text.strip()!r}: {e}", start + e.pos) from None
         except (TypeError, ValueError, ZeroDivisionError) as e:
@@ -239,7 +243,7 @@ class _Cursor:
 
     def make_array(self, items: list[str], t: TensorType, start: int) -> np.ndarray:
         shape = tuple(int(d) for d in t.shape or ())  # type: ignore[arg-type]
-        count = int(np.prod(shape)) if shape else 1
+        count = math.prod(shape)  # exact: np.prod would wrap around on huge shapes
         if len(items) != count:
             raise self.error(f"{t} holds {count} values, found {len(items)}", start)
         dt = numpy_dtype(t.dtype)
@@ -258,7 +262,10 @@ class _Cursor:
                 flat = np.array([float(s) for s in items], dtype=np.float64).astype(dt)
         except ValueError as e:
             raise self.error(f"bad tensor value: {e}", start) from None
-        return flat.reshape(shape)
+        try:
+            return flat.reshape(shape)
+        except ValueError as e:  # an empty tensor with an impossibly large dim
+            raise self.error(f"bad tensor shape {t}: {e}", start) from None
 
 
 @dataclass
