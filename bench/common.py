@@ -4,9 +4,12 @@ ratios to Nexus computed within the same run."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -103,3 +106,18 @@ def machine() -> str:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return f"{cpu}, {cores} cores, Python {platform.python_version()}, load average (1/5/15 min) {load}"
+
+
+# BLAS reads its thread count from the environment when it loads: pinning needs a new process.
+PIN_BLAS = {k: "1" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                             "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")}
+
+
+def subprocess_rows(module: str, args: list[str], env: dict[str, str]) -> list[Row]:
+    """Run ``python -m module --json ARGS`` with ``env`` added; its last line is a JSON list of rows."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-m", module, "--json", *args], env={**os.environ, **env},
+                         capture_output=True, text=True, cwd=root)
+    if out.returncode != 0:
+        raise RuntimeError(f"{module} failed:\n{out.stderr[-2000:]}")
+    return [Row(**d) for d in json.loads(out.stdout.strip().splitlines()[-1])]

@@ -54,7 +54,10 @@ def targets(rows: list[Row]) -> list[str]:
     check("W2 Nexus / ONNX Runtime Loop per iteration", "W2", "nexus", "onnxruntime Loop", 1.0)
     check("W2 Nexus / TorchScript per iteration", "W2", "nexus", "torchscript", 3.0)
     check("W3-small Nexus / NumPy loop", "W3 RNN small", "nexus", "numpy loop", 1.5)
-    check("W3-large Nexus / NumPy loop", "W3 RNN large", "nexus", "numpy loop", 1.1)
+    check("W3-large Nexus / NumPy loop, BLAS 1 thread", "W3 RNN large (T=100, D=H=512, batch 64), BLAS 1",
+          "nexus", "numpy loop", 1.1)
+    check("W3-large Nexus / NumPy loop, BLAS default threads", "W3 RNN large (T=100, D=H=512, batch 64), BLAS d",
+          "nexus", "numpy loop", 1.1)
     check("W6 speedup parallel vs sequential, BLAS 1 thread", "W6 4 chains x 3 (512 matmul+relu), BLAS 1",
           "nexus parallel", "nexus sequential", 1.6, speedup=True)
     return out

@@ -3,7 +3,9 @@ float32: small (T=1000, D=H=32, batch 1) and large (T=100, D=H=512, batch 64).""
 
 from __future__ import annotations
 
+import argparse
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +13,7 @@ import numpy as np
 
 import nexus as nx
 from bench import onnx_models
-from bench.common import Row, Skip, measure, rows_from
+from bench.common import PIN_BLAS, Row, Skip, measure, rows_from, subprocess_rows, table
 from bench.graphs import w3_rnn
 
 SIZES = {"small": (1000, 32, 32, 1), "large": (100, 512, 512, 64)}  # T, D, H, batch
@@ -66,7 +68,17 @@ def jax_fn() -> Callable[..., Any]:
     return call
 
 
-def run(repeats: int, sizes: tuple[str, ...] = ("small", "large")) -> list[Row]:
+def run(repeats: int) -> list[Row]:
+    """Small in this process; large twice in subprocesses, BLAS pinned to one thread and
+    with its default threads (on a loaded machine, default threads swing wildly)."""
+    rows = local(repeats, ("small",), "")
+    for label, env in [("BLAS 1 thread", PIN_BLAS), ("BLAS default threads", {})]:
+        rows += subprocess_rows("bench.w3_rnn", ["--repeats", str(repeats), "--sizes", "large",
+                                                 "--label", label], env)
+    return rows
+
+
+def local(repeats: int, sizes: tuple[str, ...], label: str) -> list[Row]:
     rows: list[Row] = []
     for size in sizes:
         T, D, H, B = SIZES[size]
@@ -84,5 +96,22 @@ def run(repeats: int, sizes: tuple[str, ...] = ("small", "large")) -> list[Row]:
         want = numpy_loop(*args)
         ok = {name: bool(np.allclose(fn(*args), want, rtol=1e-3, atol=1e-4)) for name, fn in impls.items()}
         times = measure({k: functools.partial(f, *args) for k, f in impls.items()}, repeats)
-        rows += rows_from(f"W3 RNN {size} (T={T}, D=H={D}, batch {B})", times, "call", ok=ok)
+        title = f"W3 RNN {size} (T={T}, D=H={D}, batch {B}){', ' + label if label else ''}"
+        rows += rows_from(title, times, "call", ok=ok)
     return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--sizes", default="small,large")
+    ap.add_argument("--label", default="")
+    a = ap.parse_args(argv)
+    rows = local(a.repeats, tuple(a.sizes.split(",")), a.label)
+    print(json.dumps([r.as_dict() for r in rows]) if a.json else table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -10,19 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from bench.common import Row, measure, rows_from
+from bench.common import PIN_BLAS, Row, measure, rows_from, subprocess_rows
 
 N, CHAINS, DEPTH = 512, 4, 3
-PIN = {k: "1" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                        "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")}
 
 
 def numpy_chains(x: Any, *ws: Any) -> Any:
@@ -59,11 +54,8 @@ def local(repeats: int, label: str) -> list[Row]:
 
 def run(repeats: int) -> list[Row]:
     rows = []
-    for label, env in [("BLAS 1 thread", PIN), ("BLAS default threads", {})]:
-        cmd = [sys.executable, "-m", "bench.w6_parallel", "--json", "--repeats", str(repeats), "--label", label]
-        out = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, check=True,
-                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        rows += [Row(**d) for d in json.loads(out.stdout.strip().splitlines()[-1])]
+    for label, env in [("BLAS 1 thread", PIN_BLAS), ("BLAS default threads", {})]:
+        rows += subprocess_rows("bench.w6_parallel", ["--repeats", str(repeats), "--label", label], env)
     return rows
 
 

@@ -1,0 +1,75 @@
+"""Where Nexus's time goes: the fixed cost of one call (W1) split into ``run``'s wrapper
+and the generated code, and cProfile of W2 and W3-small.
+
+    python -m bench.profile
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import nexus as nx
+from bench import w1_seed, w2_count, w3_rnn
+from bench.graphs import w1_seed as seed_graph
+from bench.graphs import w2_count as count_graph
+from bench.graphs import w3_rnn as rnn_graph
+from nexus.runtime.interpreter import prepare
+
+
+def per_call(fn: Callable[[], Any], number: int = 2000, repeats: int = 7) -> float:
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        ts.append((time.perf_counter() - t0) / number)
+    return statistics.median(ts)
+
+
+def profile(fn: Callable[[], Any], top: int = 8) -> str:
+    pr = cProfile.Profile()
+    pr.enable()
+    fn()
+    pr.disable()
+    out = io.StringIO()
+    pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(top)
+    lines = out.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if "ncalls" in line)
+    return "\n".join(lines[start:start + top + 1])
+
+
+def main() -> int:
+    g = seed_graph()
+    nx.run(g)
+    gen = prepare(g).variant(False, "auto")
+    fn = gen.fn
+    print("W1 one call, split:")
+    print(f"  nx.run(g)                 {per_call(lambda: nx.run(g)) * 1e9:8.0f} ns")
+    print(f"  generated function alone  {per_call(lambda: fn(None)) * 1e9:8.0f} ns")
+    print(f"  plain Python              {per_call(w1_seed.python) * 1e9:8.0f} ns")
+    g2 = count_graph()
+    n = w2_count.N
+    print("\nW2 per iteration:")
+    print(f"  nexus                     {per_call(lambda: nx.run(g2, n), 1, 5) / n * 1e9:8.1f} ns")
+    print(f"  Python, NumPy scalars     {per_call(lambda: w2_count.numpy_scalars(n), 1, 5) / n * 1e9:8.1f} ns")
+    print(f"  Python, Python ints       {per_call(lambda: w2_count.python(n), 1, 5) / n * 1e9:8.1f} ns")
+    print("\nW2 cProfile (NumPy scalar operators are inlined bytecode: all time is in the generated function):")
+    print(profile(lambda: nx.run(g2, n)))
+    args = w3_rnn.inputs(*w3_rnn.SIZES["small"])
+    g3 = rnn_graph(32, 32, 1)
+    nx.run(g3, *args)
+    print("\nW3-small cProfile (ufunc and @ calls are C slots, inside the generated function):")
+    print(profile(lambda: nx.run(g3, *args)))
+    print("\nW3-small generated code:")
+    print(prepare(g3).variant(False, "auto").source)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
