@@ -1,11 +1,13 @@
 """W4: gradient of sum(h_T) through the RNN ``h = tanh(x_t W^T + h U^T)`` over ``t < T``
 (T a run-time value) w.r.t. W, U and h0.
 
-Nexus graph mode (the gradient graph built once, run on the interpreter) and tape mode
-against PyTorch eager autograd and JAX ``grad`` through ``lax.scan`` (jitted).  Also
+Nexus graph mode (the gradient graph built once, run on the interpreter; "seq" runs it
+with ``parallel=False``: NumPy's BLAS already uses the cores) and tape mode against
+PyTorch eager autograd and JAX ``grad`` through ``lax.scan`` (jitted).  Also
 tries JAX ``grad`` through ``lax.while_loop`` and prints its error.  All in float32;
 gradients are checked against PyTorch first.  Prints median, min and max per variant and
-the ratio of medians to PyTorch eager.
+the ratio of medians to PyTorch eager, then the peak memory (tracemalloc) of graph mode,
+tape mode and checkpointed tape mode.
 
     python bench/w4_grad.py [--size small|large|both] [--repeat N]
 """
@@ -13,10 +15,12 @@ the ratio of medians to PyTorch eager.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 
 import nexus as nx  # noqa: E402
+from nexus.autodiff.api import gradient_graph  # noqa: E402
 from nexus.autodiff.examples import rnn  # noqa: E402
 
 SIZES = {"small": dict(T=1000, D=32, H=32, B=1), "large": dict(T=100, D=512, H=512, B=64)}
@@ -110,12 +115,23 @@ def timeit(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, list[flo
     return out
 
 
-def run_size(name: str, repeat: int) -> None:
+def peak(fn: Callable[[], Any]) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def run_size(name: str, repeat: int, memory: bool) -> None:
     p = SIZES[name]
     args = inputs(p["T"], p["D"], p["H"], p["B"])
     g = rnn(dtype="f32", batched=True)
+    gg = gradient_graph(g, (1, 2, 3), "ones")
     variants: dict[str, Callable[..., Any]] = {
         "nexus graph": lambda *a: nx.grad(g, argnums=(1, 2, 3), mode="graph")(*a),
+        "nexus graph seq": lambda *a: list(nx.run(gg, *a, parallel=False))[1:],
         "nexus tape": lambda *a: nx.grad(g, argnums=(1, 2, 3), mode="tape")(*a),
         "torch eager": torch_grad(),
         "jax scan (jit)": jax_scan_grad(),
@@ -138,15 +154,28 @@ def run_size(name: str, repeat: int) -> None:
         med = statistics.median(ts)
         print(f"{label:<16}{med * 1e3:>11.2f}{min(ts) * 1e3:>10.2f}{max(ts) * 1e3:>10.2f}{med / base:>9.2f}x")
     print(f"jax grad through lax.while_loop: {jax_while_message(args)}")
+    if memory:
+        every = int(math.sqrt(2 * p["T"]))  # two block entries per iteration
+        peaks = {
+            "nexus graph (stack)": peak(lambda: variants["nexus graph seq"](*args)),
+            "nexus tape": peak(lambda: variants["nexus tape"](*args)),
+            f"tape checkpoint={every}": peak(lambda: nx.grad(g, argnums=(1, 2, 3), mode="tape",
+                                                             checkpoint=every)(*args)),
+        }
+        print(f"peak memory (tracemalloc, NumPy buffers included; 1/sqrt(T) = {1 / math.sqrt(p['T']):.3f})")
+        full = peaks["nexus tape"]
+        for label, b in peaks.items():
+            print(f"  {label:<24}{b / 1e6:>9.2f} MB {b / full:>7.3f} of tape")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=["small", "large", "both"], default="both")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc peak-memory table")
     a = ap.parse_args(argv)
     for name in (["small", "large"] if a.size == "both" else [a.size]):
-        run_size(name, a.repeat)
+        run_size(name, a.repeat, memory=not a.no_memory)
     return 0
 
 

@@ -59,6 +59,10 @@ class GraphEmitter:
 class EagerEmitter:
     """Runs ops at once with their reference kernels (tape mode)."""
 
+    def __init__(self) -> None:
+        # type_of is asked for on every rule call; TensorType construction is not free
+        self._types: dict[tuple[Any, tuple[int, ...]], TensorType] = {}
+
     def op(self, name: str, *inputs: Any, **attrs: Any) -> Any:
         opdef = get_op(name)
         full = opdef.complete_attrs(attrs)
@@ -71,4 +75,8 @@ class EagerEmitter:
 
     def type_of(self, value: Any) -> TensorType:
         arr = np.asarray(value)
-        return TensorType(dtype_of(arr.dtype), arr.shape)
+        key = (arr.dtype, arr.shape)
+        t = self._types.get(key)
+        if t is None:
+            t = self._types[key] = TensorType(dtype_of(arr.dtype), arr.shape)
+        return t
