@@ -173,7 +173,7 @@ def test_condition_built_before_the_loop_is_reevaluated() -> None:
 
 def test_callable_condition_and_graph_arguments() -> None:
     @nx.graph
-    def collatz(x: "i64"):  # noqa: F722 - a dtype as annotation
+    def collatz(x: nx.TensorType("i64", ())):  # the argument type as an annotation
         steps = nx.constant(0)
         with nx.while_loop(lambda: x != 1):
             with nx.if_cond(x % 2 == 0):

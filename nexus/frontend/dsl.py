@@ -287,13 +287,12 @@ class if_cond:  # noqa: N801
         self._region = b.if_enter(self.cond, user_frame(), user_loc())
         return self
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> bool:
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         assert self._builder is not None and self._region is not None
         if et is not None:
             self._builder.abandon(self._region)
-            return False
+            return
         self._builder.if_exit(self._region)
-        return False
 
 
 class _Branch:

@@ -393,7 +393,7 @@ class Builder:
         for holders in region.aliases:
             values = {self._read(v, region.header) for v in holders}
             if len(values) > 1:
-                names = ", ".join(repr(v[1]) for v in holders)
+                names = ", ".join(repr(v[1]) for v in holders if isinstance(v, tuple))
                 self.fail(f"the condition of {region.describe()} uses a value held by several variables "
                           f"({names}) that the loop updates differently; pass a callable instead, "
                           "e.g. nx.while_loop(lambda: x < limit)")

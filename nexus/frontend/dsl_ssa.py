@@ -188,7 +188,7 @@ class SSABuilder:
         # Sealed only now, so that a trivial-Phi cascade cannot reach a Phi of this
         # block that still lacks operands.
         self.sealed.add(block)
-        for var, phi in phis.items():
+        for phi in phis.values():
             phi = self.resolve(phi)
             if phi.graph is self.g and phi.op.kind == "phi" and phi.block is block:
                 self._try_remove_trivial(phi)
