@@ -146,6 +146,14 @@ def dangling_cond_exit() -> Graph:
     return g
 
 
+def cond_missing_an_exit() -> Graph:
+    g = Graph("g")
+    a = _const(g, g.start_block, 1.0, np.bool_, "a")
+    c = g.add("Cond", [a], g.start_block, name="c")
+    _ret(g, g.new_block("yes", [g.add("Proj", [c], g.start_block, {"num": 1})]))
+    return g
+
+
 def jmp_entering_two_blocks() -> Graph:
     g = Graph("g")
     j = g.add("Jmp", [], g.start_block, name="j")
@@ -268,6 +276,9 @@ CASES: dict[str, tuple[Callable[[], Graph], str]] = {
     "data in end block": (data_node_in_end_block, "Constant %stray in ^exit: the end block holds only End"),
     "dangling exit": (dangling_cond_exit,
                       "Proj %false in ^entry: this control value enters no block (a dangling exit)"),
+    "cond missing exit": (cond_missing_an_exit,
+                          "Cond %c in ^entry: a Cond needs exactly one Proj per exit (num 0 = false, 1 = true); "
+                          "has [1]"),
     "jmp into two blocks": (jmp_entering_two_blocks,
                             "Jmp %j in ^entry: this control value enters 2 block inputs; exactly one allowed"),
     "return elsewhere": (return_entering_a_non_exit_block, "block ^wrong: Return must enter the end block"),

@@ -12,7 +12,7 @@ from nexus.ir.graph import Graph, infer_type, known_value
 from nexus.ir.node import TERMINATORS, Block, Node
 from nexus.ir.opdef import OpTypeError
 from nexus.ir.printer import _name_graph, _node_line, block_order
-from nexus.ir.types import X, TupleType, compatible
+from nexus.ir.types import TupleType, X, compatible
 
 
 class VerifyError(ValueError):
@@ -146,6 +146,10 @@ class _Checker:
             self.exits(n, b)
         if name == "Proj" and n.inputs and n.input(0).op.name == "Cond" and n.input(0).block is not b:
             self.fail(n, "a Proj of a Cond must be in the Cond's block")
+        if name == "Cond":
+            nums = sorted(u.attrs.get("num") for u, i in n.uses if i >= 0 and u.op.name == "Proj")
+            if nums != [0, 1]:
+                self.fail(n, f"a Cond needs exactly one Proj per exit (num 0 = false, 1 = true); has {nums}")
 
     def exits(self, n: Node, b: Block) -> None:
         targets = [(u, i) for u, i in n.uses if isinstance(u, Block) and i >= 0]
