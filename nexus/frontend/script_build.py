@@ -16,6 +16,8 @@ import builtins
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+import numpy as np
+
 from nexus.frontend import script_ops  # noqa: F401  (registers Assert)
 from nexus.frontend.script_calls import CallLowering
 from nexus.frontend.script_errors import ScriptError, SourceText
@@ -93,7 +95,8 @@ class Lowering(CallLowering):
             if isinstance(value, TupleVal):
                 raise self.error(target, "a tuple cannot be stored in a variable",
                                  f"unpack it: `{target.id}_a, {target.id}_b = ...`")
-            if isinstance(value, Static) and not is_number(value.value):
+            if isinstance(value, Static) and not is_number(value.value) \
+                    and not isinstance(value.value, (np.ndarray, np.generic)):
                 raise self.error(target, f"cannot store {type(value.value).__name__} `{target.id}` in a variable",
                                  "use the function or module directly where it is called")
             node = self.as_node(value)

@@ -304,7 +304,7 @@ class ExprLowering:
                 raise self.error(None, "a tuple cannot be used in arithmetic", "unpack it first: `a, b = ...`")
             if isinstance(v, Static) and not is_number(v.value) and not isinstance(v.value, (np.ndarray, np.generic)):
                 raise self.error(None, f"{_describe(v.value)} cannot be used in arithmetic")
-            w = weak_dtype_of(v) if not isinstance(v, Static) or is_number(v.value) else None
+            w = weak_dtype_of(v.value if isinstance(v, Static) else v)
             if w is not None:
                 weak.append(w)
             elif isinstance(v, Static):
