@@ -300,7 +300,7 @@ def test_graph_before_first_call_from_annotations() -> None:
     from nexus import Tensor
 
     @nx.script
-    def g(x: Tensor["N", 3], k: int):  # noqa: F821
+    def g(x: Tensor["N", 3], k: int):  # noqa: F821, UP037
         return x * k
 
     assert str(g.graph.args[0].type) == "f32[N, 3]"
