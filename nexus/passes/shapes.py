@@ -184,8 +184,9 @@ class _Inference:
                     new = _call_type(n.attrs["callee"], ins, new)
                 new = self._stabilize(n, new, ins, vals)
         except OpTypeError as e:
-            msg = str(e)
-            raise ShapeInferenceError(f"{_where(n)}: {msg}") from None
+            raise ShapeInferenceError(f"{_where(n)}: {e}") from None
+        except Exception as e:  # noqa: BLE001  (a rule that crashed: still name the node)
+            raise ShapeInferenceError(f"{_where(n)}: the type rule failed: {type(e).__name__}: {e}") from e
         old = self.types.get(n)
         self.types[n] = new
         self.values[n] = self._value(n, new, facts)
