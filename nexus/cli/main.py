@@ -192,8 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     file = getattr(args, "file", None)
+    func = getattr(args, "func", None)
+    if func is None:  # a subcommand that did not set_defaults(func=...)
+        parser.print_help(sys.stderr)
+        return 2
     try:
-        return int(args.func(args))
+        return int(func(args))
     except ERRORS as e:
         return _fail(e, file)
     except Exception as e:  # noqa: BLE001  (runtime and type errors name their node; no traceback)

@@ -147,7 +147,7 @@ class _Checker:
         if name == "Proj" and n.inputs and n.input(0).op.name == "Cond" and n.input(0).block is not b:
             self.fail(n, "a Proj of a Cond must be in the Cond's block")
         if name == "Cond":
-            nums = sorted(u.attrs.get("num") for u, i in n.uses if i >= 0 and u.op.name == "Proj")
+            nums = sorted((u.attrs.get("num") for u, i in n.uses if i >= 0 and u.op.name == "Proj"), key=str)
             if nums != [0, 1]:
                 self.fail(n, f"a Cond needs exactly one Proj per exit (num 0 = false, 1 = true); has {nums}")
 
