@@ -75,6 +75,9 @@ class Env:
 class Gen:
     rng: random.Random
     arrays: bool = True
+    # With float32 arrays, array elements are np.float32 (a different type from the
+    # Python floats), so elements and row loops are only generated for float64 arrays.
+    f32: bool = False
     max_depth: int = 3
     counter: int = 0
     lines: list[str] = field(default_factory=list)
@@ -150,7 +153,7 @@ class Gen:
             return f"({a()} if {self.cond(env, d - 1)} else {a()})"
         if k == 8:
             return f"float({self.int_expr(env, d - 1)})"
-        if k == 9 and self.arrays and env.of(ARR):
+        if k == 9 and self.arrays and not self.f32 and env.of(ARR):
             return f"{r.choice(env.of(ARR))}[{self.int_expr(env, 0)} % 3]"
         if k == 10:
             return f"({a()} // {r.choice(['2.0', '0.5', '3.0'])})"
@@ -321,7 +324,7 @@ class Gen:
     def for_stmt(self, env: Env, ind: str, depth: int, loops: int) -> None:
         r = self.rng
         var = self.fresh("k")
-        if self.arrays and env.of(ARR) and r.random() < 0.2:
+        if self.arrays and not self.f32 and env.of(ARR) and r.random() < 0.2:
             src = r.choice(env.of(ARR))
             self.lines.append(f"{ind}for {var} in {src}:")
             inner = env.copy()
@@ -388,11 +391,11 @@ class Gen:
 
 
 # --- running and comparing ----------------------------------------------------------------------
-def random_inputs(rng: random.Random, arrays: bool) -> tuple[Any, ...]:
+def random_inputs(rng: random.Random, arrays: bool, f32: bool = False) -> tuple[Any, ...]:
     args: list[Any] = [rng.randint(-20, 20), rng.randint(-20, 20),
                        rng.choice([0.0, -2.5, 1.5, rng.uniform(-10, 10)]), rng.uniform(-10, 10)]
     if arrays:
-        args.append(np.array([rng.uniform(-3, 3) for _ in range(3)]))
+        args.append(np.array([rng.uniform(-3, 3) for _ in range(3)], dtype=np.float32 if f32 else np.float64))
     return tuple(args)
 
 
@@ -401,9 +404,13 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, tuple) or isinstance(b, tuple):
         return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(
             same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+    if isinstance(a, (np.ndarray, np.floating)) or isinstance(b, (np.ndarray, np.floating)):
+        # NumPy values keep their dtype: float32 results compare at float32 precision.
+        if np.asarray(a).dtype != np.asarray(b).dtype:
+            return False
+        tol = 1e-5 if np.asarray(a).dtype == np.float32 else 1e-9
         a2, b2 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-        return a2.shape == b2.shape and bool(np.allclose(a2, b2, rtol=1e-9, atol=1e-9, equal_nan=True))
+        return a2.shape == b2.shape and bool(np.allclose(a2, b2, rtol=tol, atol=tol, equal_nan=True))
     if isinstance(a, bool) or isinstance(a, int):
         return type(a) is type(b) and a == b
     if isinstance(a, float):
@@ -435,7 +442,7 @@ def _outcome(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
 
 
 def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
-                  optimize: bool = False) -> Failure | None:
+                  optimize: bool = False, f32: bool = False) -> Failure | None:
     """Script ``src`` and compare it with plain Python on ``runs`` random inputs."""
     from nexus.frontend.script import script_source
 
@@ -444,7 +451,7 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
     except Exception:  # noqa: BLE001
         return Failure(src, (), "a script", traceback.format_exc(limit=3))
     for _ in range(runs):
-        args = random_inputs(rng, arrays)
+        args = random_inputs(rng, arrays, f32)
         ok_py, want = _outcome(sf.fn, tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
         ok_nx, got = _outcome(sf, args)
         if ok_py and ok_nx and same(want, got):
@@ -480,14 +487,17 @@ def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Fai
 
 
 def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = False,
-         stop_after: int | None = None, verbose: bool = False) -> list[Failure]:
-    """Generate and check ``count`` programs; returns the failures."""
+         stop_after: int | None = None, verbose: bool = False, max_depth: int = 3,
+         runs: int = 3) -> list[Failure]:
+    """Generate and check ``count`` programs; returns the failures.  ``max_depth``
+    bounds the nesting of statements (2 gives programs of about 15 lines)."""
     failures: list[Failure] = []
     for k in range(count):
         rng = random.Random(seed * 1_000_003 + k)
         arrays = k % arrays_every == 0
-        src = Gen(rng, arrays=arrays).program()
-        failure = check_program(src, rng, arrays, optimize=optimize)
+        f32 = arrays and k % 4 == 2
+        src = Gen(rng, arrays=arrays, f32=f32, max_depth=max_depth).program()
+        failure = check_program(src, rng, arrays, runs=runs, optimize=optimize, f32=f32)
         if failure is not None:
             failures.append(failure)
             if verbose:
