@@ -232,3 +232,16 @@ def test_missing_terminator_is_reported() -> None:
     const(g, b, 1)
     with pytest.raises(nx.NexusRuntimeError, match=r"block \^dangling has no terminator"):
         nx.run(g)
+
+
+def test_odd_names_do_not_break_the_generated_code() -> None:
+    g = Graph("odd name's \"graph\"", [TensorType("i64", ())])
+    e = g.start_block
+    b = g.new_block("blk'\n\"x", [g.add("Jmp", [], e)])
+    v = g.add("Add", [g.args[0], const(g, b, 1)], b, name="v'\n#1")
+    ret(g, b, v)
+    assert nx.run(g, 1) == 2 and nx.run(g, 1, max_iterations=5) == 2
+    h = Graph("no'term")
+    h.new_block("open'\n", [h.add("Jmp", [], h.start_block)])
+    with pytest.raises(nx.NexusRuntimeError, match="has no terminator"):
+        nx.run(h)

@@ -151,7 +151,7 @@ class _Gen:
         pooled = self.pooled(nodes) if len(nodes) > 1 else []
         for n in pooled:
             call = ", ".join([self.kernel(n, pooled=True), *(self.var(v) for v in n.inputs)])
-            out.append((ind, f"_p{self.var(n)} = _submit({call})  # {n.op.name} %{n.name or '?'}", n))
+            out.append((ind, f"_p{self.var(n)} = _submit({call})  # {_label(n)}", n))
         for n in nodes:
             if n not in pooled:
                 out.append((ind, self.inline(n), n))
@@ -167,12 +167,12 @@ class _Gen:
                 expr = f"{self.kernel(n)}(_lim, _par, {', '.join(args)})"
             else:
                 expr = f"{self.kernel(n)}({', '.join(args)})"
-        return f"{self.var(n)} = {expr}  # {n.op.name} %{n.name or '?'}"
+        return f"{self.var(n)} = {expr}  # {_label(n)}"
 
     def terminator(self, bp: BlockPlan, ind: int, out: list[Line]) -> None:
         term = bp.term
         if term is None:
-            out.append((ind, f"raise _error('block ^{bp.block.name} has no terminator')", None))
+            out.append((ind, f"raise _error({'block ^' + str(bp.block.name) + ' has no terminator'!r})", None))
         elif term.op.name == "Return":
             vals = [self.var(v) for v in term.inputs]
             text = vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ("," if not vals else "") + ")"
@@ -270,9 +270,14 @@ def _parallel_copy(pairs: list[tuple[str, str, Node]]) -> list[tuple[str, Node]]
             srcs = ", ".join(s for _, s, _ in todo)
             out.append((f"{dsts} = {srcs}  # parallel copy", todo[0][2]))
             break
-        out.extend((f"{d} = {s}  # Phi %{n.name or '?'}", n) for d, s, n in ready)
+        out.extend((f"{d} = {s}  # {_label(n)}", n) for d, s, n in ready)
         todo = [p for p in todo if p not in ready]
     return out
+
+
+def _label(n: Node) -> str:
+    """``Op %name`` for a comment in the generated code (names may hold any character)."""
+    return f"{n.op.name} %{n.name or '?'}".replace("\n", " ").replace("\r", " ")
 
 
 def _const_value(c: Node) -> Any:
