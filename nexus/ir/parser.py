@@ -115,6 +115,8 @@ class _Cursor:
         self.skip()
         col = self.pos + 1
         self.expect(sigil)
+        if sigil == "@" and self.peek('"'):  # a graph name that is not plain: @"my-model"
+            return _Ref(self.string(), self.lineno, col)
         return _Ref(self.match(_NAME, "a name"), self.lineno, col)
 
     def string(self) -> str:

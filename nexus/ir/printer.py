@@ -147,6 +147,11 @@ def _name_graph(g: Graph, blocks: list[Block]) -> tuple[Namer, Namer]:
     return values, labels
 
 
+def graph_ref(name: str) -> str:
+    """``@name``, or ``@"any text"`` for names that are not plain (imported models')."""
+    return f"@{name}" if re.fullmatch(r"[A-Za-z0-9_.]+", name) else f"@{json.dumps(name)}"
+
+
 # --- values ------------------------------------------------------------------------------
 def format_scalar(x: Any) -> str:
     if isinstance(x, (bool, np.bool_)):
@@ -170,7 +175,7 @@ def format_attr(value: Any, payload: dict[str, np.ndarray] | None, key: str) -> 
     if isinstance(value, np.ndarray):
         return format_tensor(value, payload, key)
     if isinstance(value, Graph):
-        return f"@{value.name}"
+        return graph_ref(value.name)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -197,7 +202,7 @@ def print_graph(
     parts = [print_graph(c, payload, locs=locs, with_callees=False) for c in g.callees()] if with_callees else []
     blocks = block_order(g)
     values, labels = _name_graph(g, blocks)
-    lines = [f"graph @{g.name} {{"]
+    lines = [f"graph {graph_ref(g.name)} {{"]
     for b in blocks:
         preds = ", ".join(_ref(values, p) for p in b.inputs)
         lines.append(f"^{labels[b]}({preds}):" if b.inputs else f"^{labels[b]}:")
