@@ -52,7 +52,10 @@ def _out_dim(d: Any, k: int, s: int, pb: int, pe: int, dil: int, ceil: bool = Fa
         if ceil and (n - 1) * s >= d + pb:  # the last window must start inside the input
             n -= 1
         return n
-    return simplify_dim((sympy.ceiling(span / s) if ceil else sympy.floor(span / s)) + 1)
+    if not ceil:
+        return simplify_dim(sympy.floor(span / s) + 1)
+    # Ceil mode, with the last window starting inside the input (or its begin padding).
+    return simplify_dim(sympy.Min(sympy.ceiling(span / s) + 1, sympy.ceiling((d + pb) / s)))
 
 
 # --- Conv --------------------------------------------------------------------------------
