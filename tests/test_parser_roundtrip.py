@@ -13,7 +13,8 @@ from nexus.ir.printer import structural_diff
 F32 = TensorType("f32", (2, 3))
 UNARY = ["Neg", "Abs", "Exp", "Tanh", "Sigmoid", "Relu"]
 BINARY = ["Add", "Sub", "Mul", "Maximum", "Minimum"]
-names = st.one_of(st.none(), st.text(min_size=1, max_size=6))
+# No control characters: the runtime's generated code quotes names in comments.
+names = st.one_of(st.none(), st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=6))
 # Printable ASCII: the runtime's code generator turns graph names into identifiers.
 graph_names = st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=8)
 
