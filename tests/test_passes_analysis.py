@@ -311,3 +311,15 @@ graph @fx {
     assert names["a2"].deps == (names["a1"],) and names["dead"].deps == (names["a2"],)
     assert names["inv"].block.name == "body"
     assert float(g(np.float32(3.0), 2)) == 18.0
+
+
+def test_default_pipeline_folds_seed_ifelse_completely() -> None:
+    from nexus.testing.seed_graphs import ifelse
+
+    g = ifelse()
+    optimize(g, verify_each=True)
+    a, b = 1.0, 2.0  # the seed's program in plain Python
+    c = a + b if a < b else a - b
+    (ret,) = g.returns
+    assert len(g.blocks) == 2 and ret.input(0).op.name == "Constant"
+    assert float(ret.input(0).attrs["value"]) == c * 2 == float(g())

@@ -128,7 +128,7 @@ def test_cli_opt_round_trip_file(tmp_path) -> None:  # type: ignore[no-untyped-d
     err = io.StringIO()
     with redirect_stderr(err):
         assert main(["opt", str(src), "-o", str(dst), "--print-after-all", "--loops"]) == 0
-    assert "after constfold" in err.getvalue() and "no loops" in err.getvalue()
+    assert "after canonicalize" in err.getvalue() and "no loops" in err.getvalue()
     expected = seed004()
     optimize(expected)
     assert structurally_equal(nx.load(dst), expected)

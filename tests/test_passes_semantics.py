@@ -23,7 +23,7 @@ from nexus.ir.node import Block, Node
 from nexus.passes import DEFAULT_PIPELINE, optimize
 from nexus.testing.seed_graphs import ALL as SEEDS
 
-SINGLE_PASSES = ["constfold", "dce", "cse", "simplifycfg", "licm", "inline"]
+SINGLE_PASSES = ["constfold", "dce", "cse", "simplifycfg", "licm", "inline", "canonicalize"]
 PIPELINES = [*SINGLE_PASSES, None, "licm,constfold,cse,dce,simplifycfg"]
 
 INT_OPS = ["Add", "Sub", "Mul", "Maximum", "Minimum", "FloorDiv", "Mod", "Div"]

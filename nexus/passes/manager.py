@@ -53,9 +53,10 @@ PASSES: dict[str, str] = {
     "licm": "nexus.passes.licm:LICM",
     "inline": "nexus.passes.inline:Inline",
     "shapes": "nexus.passes.shapeinfer:InferShapes",
+    "canonicalize": "nexus.passes.canonicalize:Canonicalize",
 }
 
-DEFAULT_PIPELINE = "inline,simplifycfg,constfold,simplifycfg,cse,licm,dce,simplifycfg"
+DEFAULT_PIPELINE = "inline,canonicalize,licm,canonicalize"
 
 
 def register_pass(name: str, target: str | type[Pass]) -> None:
