@@ -74,6 +74,9 @@ graph @irr {
 }
 """
 
+# Some samples wrap around int32 on purpose; NumPy warns about that.
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+
 
 def _names(blocks: object) -> set[str]:
     return {b.name for b in blocks}  # type: ignore[attr-defined]

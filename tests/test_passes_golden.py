@@ -16,6 +16,9 @@ from nexus.passes import optimize
 
 CASES: dict[str, tuple[str, str, str, list[tuple]]] = {}
 
+# Some samples wrap around int32 on purpose; NumPy warns about that.
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+
 
 def case(name: str, pipeline: str, before: str, after: str, samples: list[tuple]) -> None:
     CASES[name] = (pipeline, before, after, samples)

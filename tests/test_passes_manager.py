@@ -16,6 +16,9 @@ from nexus.passes import PassError, optimize, parse_pipeline
 from nexus.passes.examples import seed004
 from nexus.passes.manager import Pass, register_pass, run_pipeline
 
+# Some samples wrap around int32 on purpose; NumPy warns about that.
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+
 
 def test_parse_pipeline_with_options() -> None:
     passes = parse_pipeline("constfold{max_elements=8 identities=false}, licm{speculate=false},dce")
