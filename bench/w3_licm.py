@@ -6,7 +6,7 @@ pipeline, checks both agree with NumPy, and times both with the interpreter
 (``nx.run``), runs interleaved.  Prints median, min and max per variant and the ratio of
 medians (optimised / unoptimised; below 1 is faster).
 
-    python bench/w3_licm.py [--steps T] [--input I] [--hidden H] [--repeat N]
+    python bench/w3_licm.py [--steps T] [--input I] [--hidden H] [--repeat N] [--serial]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--serial", action="store_true", help="run with parallel=False (no thread pool)")
     args = ap.parse_args(argv)
 
     base = rnn(args.steps, args.input, args.hidden)
@@ -43,16 +44,17 @@ def main(argv: list[str] | None = None) -> int:
         np.testing.assert_allclose(g(*ins), want, rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(opt(*ins), base(*ins))
 
+    parallel = False if args.serial else None
     times: dict[str, list[float]] = {"unoptimised": [], "optimised": []}
     for _ in range(args.repeat):
         for label, g in (("unoptimised", base), ("optimised", opt)):
             t0 = time.perf_counter()
-            g(*ins)
+            g(*ins, parallel=parallel)
             times[label].append(time.perf_counter() - t0)
 
     hoisted = stats.get("licm", {}).get("hoisted", 0)
     print(f"W3 RNN: T={args.steps}, I={args.input}, H={args.hidden}; LICM hoisted {hoisted} nodes; "
-          f"{args.repeat} runs each, interleaved")
+          f"{args.repeat} runs each, interleaved, {'serial' if args.serial else 'default scheduling'}")
     print(f"{'variant':<12} {'median ms':>10} {'min ms':>9} {'max ms':>9} {'us/step':>9}")
     for label, ts in times.items():
         med = statistics.median(ts)
