@@ -336,3 +336,14 @@ def test_call_results_use_the_callers_dims() -> None:
     assert cat.type == TensorType("f32", (2 * N,))
     out1, out2 = g(np.ones(3, np.float32), np.ones(2, np.float32))
     assert out1.shape == (6,) and out2.shape == (4,)
+
+
+def test_float_constants_reach_the_rules() -> None:
+    g = Graph("r", [])
+    e = g.start_block
+    f = [g.add("Constant", [], e, {"value": np.array(v, np.float32)}) for v in (0.0, 1.0, 0.25)]
+    r = g.add("Range", f, e)
+    ret(g, e, r)
+    forget_types(g)
+    infer_shapes(g)
+    assert r.type == TensorType("f32", (4,))

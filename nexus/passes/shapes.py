@@ -29,7 +29,7 @@ import numpy as np
 import sympy
 
 from nexus.ir.analysis import dominators, reverse_postorder
-from nexus.ir.graph import Graph, infer_type
+from nexus.ir.graph import Graph, infer_type, known_value
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import OpTypeError
 from nexus.ir.printer import node_order
@@ -178,7 +178,9 @@ class _Inference:
                     return False
             else:
                 ins = [_subs_type(self._type(v), facts) for v in n.inputs]
-                vals = [_subs_value(self.values.get(v), facts) for v in n.inputs]
+                # Constants of any dtype and size, as Graph.add gives them to rules.
+                vals = [known_value(v) if v.op.name == "Constant" else _subs_value(self.values.get(v), facts)
+                        for v in n.inputs]
                 new = infer_type(n.op, ins, n.attrs, vals)
                 if name == "Call":
                     new = _call_type(n.attrs["callee"], ins, new)
@@ -243,8 +245,8 @@ class _Inference:
         for t in ins:
             known |= _type_syms(t)
         for v in vals:
-            if v is not None:
-                for x in np.asarray(v, dtype=object).reshape(-1):
+            if isinstance(v, np.ndarray) and v.dtype == object:  # only symbolic values hold symbols
+                for x in v.reshape(-1):
                     if isinstance(x, sympy.Basic):
                         known |= x.free_symbols
         made = [s for s in _ordered_syms(new) if s not in known]
