@@ -206,7 +206,13 @@ def optimize(
     and return ``g``.  ``stats``, if given, is filled with ``{pass: {counter: n}}``;
     ``verify_each`` verifies after every pass (raising :class:`PassError` naming it);
     ``print_after_all`` prints the graph after every pass (or calls a function with
-    the pass name and graph).  Clone first (``g.clone()``) to keep the original."""
+    the pass name and graph).  Clone first (``g.clone()``) to keep the original.
+
+    Contract: a run that succeeds gives bit-identical results before and after (NaN and
+    the sign of zero included); effectful ops and ``deps`` edges stay.  A run that failed
+    in a *dead* pure op (say an unused integer division by zero) may succeed afterwards,
+    as dead code is removed; live failures are never folded away or hoisted onto paths
+    that did not run them."""
     passes = parse_pipeline(DEFAULT_PIPELINE if pipeline is None else pipeline)
     printer: Printer | None
     if callable(print_after_all):
