@@ -29,7 +29,7 @@ class Row:
     unit: str  # "call" or "iter"
     ok: bool = True
     note: str = ""
-    ratio: float | None = None  # Nexus median / this median, filled by ``with_ratios``
+    ratio: float | None = None  # base time / this time, median over paired rounds (rows_from)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,23 +56,23 @@ def measure(impls: dict[str, Callable[[], Any]], repeats: int, number: int = 1,
 
 
 def rows_from(workload: str, times: dict[str, list[float]], unit: str, per: int = 1,
-              ok: dict[str, bool] | None = None, notes: dict[str, str] | None = None) -> list[Row]:
-    """Rows of a workload; ``per`` divides the times (iterations per call for ``iter``)."""
+              ok: dict[str, bool] | None = None, base: str | None = None) -> list[Row]:
+    """Rows of a workload; ``per`` divides the times (iterations per call for ``iter``).
+
+    The ratio is the median over rounds of (base time / this time) in the same round:
+    paired like this, a burst of load that slows one round cancels out, which the ratio
+    of two medians does not do.  ``base``: the first implementation named 'nexus...'.
+    """
+    ref = base or next((k for k in times if k.startswith("nexus")), None)
     out = []
     for name, ts in times.items():
         ts = [t / per for t in ts]
+        ratio = None
+        if ref is not None:
+            ratio = statistics.median(b / t for b, t in zip(times[ref], times[name]) if t > 0)
         out.append(Row(workload, name, statistics.median(ts), min(ts), max(ts), unit,
-                       (ok or {}).get(name, True), (notes or {}).get(name, "")))
-    return with_ratios(out)
-
-
-def with_ratios(rows: list[Row], base: str | None = None) -> list[Row]:
-    """Fill ``ratio`` = base median / row median (base: the first row whose name starts
-    with 'nexus' unless given)."""
-    ref = next((r for r in rows if (r.impl == base if base else r.impl.startswith("nexus"))), None)
-    for r in rows:
-        r.ratio = ref.median / r.median if ref and r.median > 0 else None
-    return rows
+                       (ok or {}).get(name, True), ratio=ratio))
+    return out
 
 
 def fmt_time(seconds: float) -> str:
@@ -84,7 +84,7 @@ def fmt_time(seconds: float) -> str:
 
 def table(rows: list[Row]) -> str:
     """A Markdown table of the rows."""
-    head = "| workload | implementation | median | min | max | per | Nexus / this | check |"
+    head = "| workload | implementation | median | min | max | per | Nexus / this (paired) | check |"
     lines = [head, "|" + "---|" * 8]
     for r in rows:
         ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"

@@ -28,11 +28,8 @@ README = Path(__file__).with_name("README.md")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
-def _median(rows: list[Row], workload: str, impl: str, field: str = "median") -> float | None:
-    for r in rows:
-        if r.workload.startswith(workload) and r.impl == impl:
-            return float(getattr(r, field))
-    return None
+def _row(rows: list[Row], workload: str, impl: str) -> Row | None:
+    return next((r for r in rows if r.workload.startswith(workload) and r.impl == impl), None)
 
 
 def targets(rows: list[Row]) -> list[str]:
@@ -40,15 +37,18 @@ def targets(rows: list[Row]) -> list[str]:
     out = []
 
     def check(label: str, wl: str, a: str, b: str, limit: float, speedup: bool = False) -> None:
-        vals = []
-        for field in ("median", "low"):
-            x, y = _median(rows, wl, a, field), _median(rows, wl, b, field)
-            if x is None or y is None:
-                return
-            vals.append(y / x if speedup else x / y)
-        good = vals[0] >= limit if speedup else vals[0] <= limit
+        """a / b, a being the rows' base (or b / a for a speedup, b the base): the median
+        of paired rounds, and the ratio of the mins."""
+        ra, rb = _row(rows, wl, a), _row(rows, wl, b)
+        if ra is None or rb is None:
+            return
+        paired = ra.ratio if speedup else rb.ratio  # a row's ratio is base time / its time
+        if paired is None:
+            return
+        mins = rb.low / ra.low if speedup else ra.low / rb.low
+        good = paired >= limit if speedup else paired <= limit
         op = ">=" if speedup else "<="
-        out.append(f"- {label}: {vals[0]:.2f} (mins: {vals[1]:.2f}), target {op} {limit}: "
+        out.append(f"- {label}: {paired:.2f} (ratio of mins {mins:.2f}), target {op} {limit}: "
                    f"{'met' if good else 'NOT met'}")
 
     check("W2 Nexus / ONNX Runtime Loop per iteration", "W2", "nexus", "onnxruntime Loop", 1.0)
@@ -88,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with `python -m bench -r {a.repeats}` "
         f"({time.perf_counter() - t0:.0f} s).",
         f"Machine at start: {before}.", f"Machine at end: {after}.", "",
-        "Median, min and max over interleaved repeats; *Nexus / this* is Nexus's median over this "
-        "row's median (below 1: Nexus is faster).  W6 rows compare with *nexus sequential*.", "",
+        "Median, min and max over interleaved rounds; *Nexus / this* is the median over rounds of "
+        "Nexus's time over this row's time in the same round (below 1: Nexus is faster).  "
+        "W6 rows compare with *nexus sequential* (above 1: faster than sequential).", "",
         table(rows), "", "Targets:", *targets(rows),
     ])
     print(text)

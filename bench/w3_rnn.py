@@ -95,7 +95,9 @@ def local(repeats: int, sizes: tuple[str, ...], label: str) -> list[Row]:
                 pass
         want = numpy_loop(*args)
         ok = {name: bool(np.allclose(fn(*args), want, rtol=1e-3, atol=1e-4)) for name, fn in impls.items()}
-        times = measure({k: functools.partial(f, *args) for k, f in impls.items()}, repeats)
+        # Small calls take milliseconds: several per round and more rounds steady the medians.
+        number, rounds = (3, 3 * repeats) if size == "small" else (1, repeats)
+        times = measure({k: functools.partial(f, *args) for k, f in impls.items()}, rounds, number)
         title = f"W3 RNN {size} (T={T}, D=H={D}, batch {B}){', ' + label if label else ''}"
         rows += rows_from(title, times, "call", ok=ok)
     return rows

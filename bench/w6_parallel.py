@@ -46,10 +46,8 @@ def local(repeats: int, label: str) -> list[Row]:
     }
     want = numpy_chains(x, *ws)
     ok = {k: bool(np.allclose(f(), want, rtol=1e-4, atol=1e-3)) for k, f in impls.items()}
-    rows = rows_from(f"W6 4 chains x 3 (512 matmul+relu), {label}", measure(impls, repeats), "call", ok=ok)
-    from bench.common import with_ratios
-
-    return with_ratios(rows, base="nexus sequential")
+    return rows_from(f"W6 4 chains x 3 (512 matmul+relu), {label}", measure(impls, repeats), "call", ok=ok,
+                     base="nexus sequential")
 
 
 def run(repeats: int) -> list[Row]:
