@@ -245,3 +245,21 @@ def test_odd_names_do_not_break_the_generated_code() -> None:
     h.new_block("open'\n", [h.add("Jmp", [], h.start_block)])
     with pytest.raises(nx.NexusRuntimeError, match="has no terminator"):
         nx.run(h)
+
+
+def test_deeply_nested_conditions_compile() -> None:
+    """80 nested ifs: inlining stops before CPython's indentation limit."""
+    g = Graph("deep", [TensorType("f64", ())])
+    b = g.start_block
+    for k in range(80):
+        c = g.add("Cond", [g.add("Greater", [g.args[0], const(g, b, float(k), "float64")], b)], b)
+        out = g.new_block(f"ret{k}", [g.add("Proj", [c], b, {"num": 0})])
+        ret(g, out, const(g, out, k))
+        b = g.new_block(f"next{k}", [g.add("Proj", [c], b, {"num": 1})])
+    ret(g, b, const(g, b, 80))
+
+    def py(x: float) -> int:
+        return next((k for k in range(80) if not x > k), 80)
+
+    for x in (-1.0, 0.5, 50.5, 79.0, 1e9):
+        assert nx.run(g, x) == py(x)
