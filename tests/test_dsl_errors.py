@@ -111,17 +111,40 @@ def test_python_truth_value_and_python_number_in_loop() -> None:
     with pytest.raises(nx.DSLError, match="no Python truth value"):
         truthy()
 
-    def counter() -> None:
-        with nx.function("f") as f:
-            x = nx.constant(1.0)
-            n = 0
-            with nx.while_loop(x < 10.0):
-                x = x * 2.0
-                n = n + 1
-            f.returns(x)
 
+
+def test_python_numbers_as_loop_variables() -> None:
+    # the body assigns `n` (seen in the source): it becomes a loop-carried graph value
+    with nx.function("f") as f:
+        x = nx.constant(1.0)
+        n = 0
+        with nx.while_loop(x < 10.0):
+            x = x * 2.0
+            n = n + 1
+        f.returns(x, n)
+    assert tuple(f.graph()) == (16.0, 4)
+
+    # ... but a condition already built from its Python value cannot follow it
+    def literal_condition() -> None:
+        with nx.function("g"):
+            i = 0
+            with nx.while_loop(nx.less(i, 3)):
+                i = i + 1
+
+    with pytest.raises(nx.DSLError, match="built from the Python number i = 0"):
+        literal_condition()
+
+    # without the source, the update is caught after the first iteration
+    source = (
+        "with nx.function('h') as f:\n"
+        "    x = nx.constant(1.0)\n"
+        "    n = 0\n"
+        "    with nx.while_loop(x < 10.0):\n"
+        "        x = x * 2.0\n"
+        "        n = n + 1\n"
+    )
     with pytest.raises(nx.DSLError, match="variable 'n' holds the Python number 0"):
-        counter()
+        exec(compile(source, "<no source>", "exec"), {"nx": nx})
 
 
 def test_value_escaping_its_region_through_a_container() -> None:

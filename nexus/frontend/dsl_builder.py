@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from nexus.frontend.dsl_frames import frame_locals, set_frame_locals, user_loc
+from nexus.frontend.dsl_frames import frame_locals, set_frame_locals, user_loc, with_statement_names
 from nexus.frontend.dsl_ssa import PhiTypeError, PyScalar, SSABuilder, Stale, Undefined, Var
 from nexus.frontend.dsl_value import Value
 from nexus.frontend.values import is_python_scalar, to_array, weak_dtype
@@ -76,6 +76,7 @@ class LoopRegion(Region):
     breaks: list[Node] = field(default_factory=list)
     aliases: list[list[Var]] = field(default_factory=list)
     numbers: dict[tuple[FrameType, str], Any] = field(default_factory=dict)  # Python numbers at entry
+    cond_names: set[str] | None = None  # names the `with` line reads, when the source is known
 
 
 @dataclass(eq=False)
@@ -98,7 +99,10 @@ class Builder:
     def __init__(self, name: str, arg_types: Sequence[Type], arg_names: Sequence[str], frame: FrameType | None,
                  loc: SourceLoc):
         self.g = Graph(name, arg_types, list(arg_names))
-        self.ssa = SSABuilder(self.g, lambda v: self.const_node(v, None))
+        # A Python-number variable read as a graph value gets its own Constant: sharing
+        # the cached literal would make the loop-condition re-emission mistake a literal
+        # for the variable.
+        self.ssa = SSABuilder(self.g, lambda v: self.const_node(v, None, fresh=True))
         self.ssa.sealed.add(self.g.start_block)
         self.block: Block = self.g.start_block
         self.regions: list[Region] = [Region("function", frame, loc)]
@@ -247,18 +251,21 @@ class Builder:
     def wrap(self, node: Node) -> Value:
         return Value(self, self.region, node)
 
-    def const_node(self, value: Any, like: TensorType | None, loc: SourceLoc | None = None) -> Node:
-        """A Constant for a Python/NumPy value, shared per graph, in the entry block."""
+    def const_node(self, value: Any, like: TensorType | None, loc: SourceLoc | None = None,
+                   fresh: bool = False) -> Node:
+        """A Constant for a Python/NumPy value, shared per graph (unless ``fresh``), in the
+        entry block."""
         dtype = weak_dtype(value, like.dtype if like is not None else None) if is_python_scalar(value) else None
         try:
             arr = to_array(value, dtype)
         except (ValueError, TypeError) as e:
             self.fail(f"cannot make a constant of {value!r}: {e}")
-        key = (arr.dtype.str, arr.shape, arr.tobytes())
-        node = self._consts.get(key)
+        key = _array_key(arr)
+        node = None if fresh else self._consts.get(key)
         if node is None:
             node = self.g.add("Constant", [], self.g.start_block, {"value": arr}, loc=loc)
-            self._consts[key] = node
+            if not fresh:
+                self._consts[key] = node
         return node
 
     def input_node(self, x: Any, like: TensorType | None, what: str) -> Node:
@@ -310,11 +317,20 @@ class Builder:
         region = LoopRegion("while_loop", frame, loc)
         self.regions.append(region)
         self.sync()
-        for frame in self._tracked_frames():
-            rebound = self._rebound.get(self._token(frame), set())
-            for name, v in frame_locals(frame).items():
-                if _is_number(v) and name not in rebound:
-                    region.numbers[(frame, name)] = v
+        names = with_statement_names(frame) if frame is not None else None
+        assigned, cond_reads, bare = names if names is not None else (None, set(), True)
+        region.cond_names = cond_reads if names is not None else None
+        for fr in self._tracked_frames():
+            rebound = self._rebound.setdefault(self._token(fr), set())
+            for name, v in frame_locals(fr).items():
+                if not _is_number(v):
+                    continue
+                if fr is frame and assigned is not None and name in assigned:
+                    # a Python number the body updates: loop-carried as a graph value
+                    self._check_literal_condition(cond if bare else None, name, v, loc, name in cond_reads)
+                    rebound.add(name)
+                elif name not in rebound:
+                    region.numbers[(fr, name)] = v
         pre = self.block
         entry = self._entry_values(pre) if isinstance(cond, Value) else {}
         header = self.g.new_block(f"while_L{loc.line}", [self.add("Jmp", [])])
@@ -342,6 +358,34 @@ class Builder:
         self.enter(body)
         return region
 
+    def _check_literal_condition(self, cond: Any, name: str, number: Any, loc: SourceLoc, named: bool) -> None:
+        """A condition built before the loop from a Python-number variable holds its value
+        as a literal, which the loop cannot update: refuse it rather than loop wrongly.
+        Precise when the condition is written in the ``with`` line (``named``); for a
+        condition built earlier (``cond``) any equal literal in it is suspect."""
+        if callable(cond) and not isinstance(cond, Value):
+            return
+        if named:
+            self._literal_condition_error(name, number, loc)
+        if not isinstance(cond, Value):
+            return
+        seen: set[Node] = set()
+        work = [self.use(cond)]
+        while work:
+            n = work.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n.op.name == "Constant" and self._consts.get(_const_key(n)) is n and n.attrs["value"].ndim == 0 \
+                    and n.attrs["value"] == number:
+                self._literal_condition_error(name, number, loc)
+            work.extend(n.inputs)
+
+    def _literal_condition_error(self, name: str, number: Any, loc: SourceLoc) -> NoReturn:
+        self.fail(f"the condition of the while_loop at line {loc.line} was built from the Python number "
+                  f"{name} = {number!r}, which the loop updates; make it a graph value "
+                  f"({name} = nx.constant({number!r})) or pass a callable (nx.while_loop(lambda: ...))")
+
     def _entry_values(self, pre: Block) -> dict[Node, list[Var]]:
         """Node -> the tracked variables holding it at the end of ``pre``."""
         out: dict[Node, list[Var]] = {}
@@ -365,6 +409,10 @@ class Builder:
             if n in memo:
                 return memo[n]
             holders = entry.get(n)
+            if holders and len(holders) > 1 and region.cond_names:
+                # several variables hold this value: prefer those the `with` line names
+                named = [v for v in holders if isinstance(v, tuple) and v[1] in region.cond_names]
+                holders = named or holders
             if holders and not (is_root and cloneable(n)):
                 out = self._read(holders[0], header)
                 if len(holders) > 1:
@@ -529,6 +577,14 @@ class Builder:
             self.regions.pop().closed = True
         if self.regions:
             self._pop(region)
+
+
+def _array_key(arr: np.ndarray) -> tuple[str, tuple, bytes]:
+    return (arr.dtype.str, arr.shape, arr.tobytes())
+
+
+def _const_key(n: Node) -> tuple[str, tuple, bytes]:
+    return _array_key(n.attrs["value"])
 
 
 def _is_number(v: Any) -> bool:

@@ -10,9 +10,14 @@ and the source location of the user's code.
 
 from __future__ import annotations
 
+import ast
 import ctypes
+import functools
+import inspect
+import linecache
 import os
 import sys
+import textwrap
 from collections.abc import Mapping
 from types import FrameType
 from typing import Any
@@ -68,3 +73,48 @@ def user_loc() -> SourceLoc:
     """The source location of the user's line that is running now."""
     frame = user_frame()
     return SourceLoc(frame.f_code.co_filename, frame.f_lineno, 0)
+
+
+def with_statement_names(frame: FrameType) -> tuple[set[str], set[str], bool] | None:
+    """For the ``with`` statement running at ``frame``'s current line: the names its body
+    assigns, the names its header reads, and whether its argument is a bare name (a value
+    built earlier); None if the source is unavailable.  Used to tell which Python-number
+    variables a loop body updates, before the body runs."""
+    if frame.f_code.co_name == "<module>":  # getsourcelines gives only its first block
+        lines, start = linecache.getlines(frame.f_code.co_filename, frame.f_globals), 1
+    else:
+        try:
+            lines, start = inspect.getsourcelines(frame.f_code)
+        except (OSError, TypeError):
+            return None
+    tree = _parse(frame.f_code.co_filename, max(start, 1), "".join(lines))
+    if tree is None:
+        return None
+    line = frame.f_lineno - max(start, 1) + 1
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With) and node.body and node.lineno <= line < node.body[0].lineno:
+            names: set[str] = set()
+            for stmt in node.body:
+                _collect_stores(stmt, names)
+            reads = {n.id for item in node.items for n in ast.walk(item.context_expr) if isinstance(n, ast.Name)}
+            call = node.items[0].context_expr
+            bare = isinstance(call, ast.Call) and len(call.args) == 1 and isinstance(call.args[0], ast.Name)
+            return names, reads, bare
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(filename: str, start: int, source: str) -> ast.Module | None:
+    try:
+        return ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+
+
+def _collect_stores(node: ast.AST, names: set[str]) -> None:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        return  # their own scope
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        names.add(node.id)
+    for child in ast.iter_child_nodes(node):
+        _collect_stores(child, names)

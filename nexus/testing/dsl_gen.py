@@ -12,6 +12,7 @@ op kernels in the graph), so results must agree bit for bit.
 
 from __future__ import annotations
 
+import linecache
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +93,9 @@ def _exec(source: str, filename: str) -> dict[str, Any]:
     import nexus as nx
 
     ns: dict[str, Any] = {"nx": nx, "np": np}
+    # Known to linecache, so that the DSL can read the source like a file's.
+    filename = f"{filename[:-1]} {hash(source) & 0xFFFFFFFF:08x}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), ns)  # noqa: S102 - our own generated test programs
     return ns
 
@@ -130,6 +134,10 @@ def conditions(draw: st.DrawFn) -> Expr:
 @st.composite
 def blocks(draw: st.DrawFn, depth: int, in_loop: bool, counters: list[str]) -> list[Any]:
     out: list[Any] = []
+    # Variables last assigned a Python number in this straight-line run: a loop condition
+    # built from one before the loop cannot follow it (the DSL refuses), so such loops
+    # get a callable condition.  After a region every variable is a graph value again.
+    numbers: set[str] = set()
     for _ in range(draw(st.integers(0 if depth else 1, 4 if depth < 2 else 2))):
         kinds = ["assign", "assign"]
         if depth < MAX_DEPTH:
@@ -140,20 +148,29 @@ def blocks(draw: st.DrawFn, depth: int, in_loop: bool, counters: list[str]) -> l
         if kind == "assign":
             is_float = draw(st.booleans())
             var = draw(st.sampled_from(FLOAT_VARS if is_float else INT_VARS))
-            out.append(Assign(var, draw(expressions(is_float))))
+            value = draw(expressions(is_float))
+            out.append(Assign(var, value))
+            if value.kind == "const":
+                numbers.add(var)
+            else:
+                numbers.discard(var)
         elif kind == "if":
             cond = draw(conditions())
             shape = draw(st.sampled_from(["then", "else", "both"]))
             then = draw(blocks(depth + 1, in_loop, counters)) if shape != "else" else None
             orelse = draw(blocks(depth + 1, in_loop, counters)) if shape != "then" else None
             out.append(If(cond, then, orelse))
+            numbers.clear()
         elif kind == "while":
             counter = f"c{len(counters)}"
             counters.append(counter)
             extra = draw(st.none() | conditions())
             body = draw(blocks(depth + 1, True, counters))
-            out.append(While(counter, draw(st.integers(0, MAX_TRIPS)), extra, body,
-                             draw(st.sampled_from(["value", "function", "lambda"]))))
+            style = draw(st.sampled_from(["value", "function", "lambda"]))
+            if extra is not None and _reads(extra) & numbers:
+                style = "lambda"
+            out.append(While(counter, draw(st.integers(0, MAX_TRIPS)), extra, body, style))
+            numbers.clear()
         else:
             out.append(Jump(kind))
             # sometimes code after the jump: unreachable, must not run
@@ -170,6 +187,12 @@ def programs(draw: st.DrawFn) -> Program:
     counters: list[str] = []
     body = draw(blocks(0, False, counters))
     return Program(inits, body, counters)
+
+
+def _reads(e: Expr) -> set[str]:
+    if e.kind == "var":
+        return {e.args[0]}
+    return set().union(*(_reads(a) for a in e.args if isinstance(a, Expr)))
 
 
 # --- rendering ---------------------------------------------------------------------------
