@@ -60,6 +60,9 @@ def targets(rows: list[Row]) -> list[str]:
           "nexus", "numpy loop", 1.1)
     check("W6 speedup parallel vs sequential, BLAS 1 thread", "W6 4 chains x 3 (512 matmul+relu), BLAS 1",
           "nexus parallel", "nexus sequential", 1.6, speedup=True)
+    check("W6 (machine check) NumPy on 2 threads by hand vs sequential, BLAS 1 thread",
+          "W6 4 chains x 3 (512 matmul+relu), BLAS 1", "numpy, 2 threads by hand", "nexus sequential", 1.6,
+          speedup=True)
     return out
 
 

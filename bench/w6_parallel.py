@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,19 @@ def numpy_chains(x: Any, *ws: Any) -> Any:
     return outs[0] + outs[1] + outs[2] + outs[3]
 
 
+def chain(x: Any, ws: Any, c: int) -> Any:
+    for k in range(DEPTH):
+        x = np.maximum(x @ ws[c * DEPTH + k], 0)
+    return x
+
+
+def numpy_threads(pool: ThreadPoolExecutor, x: Any, *ws: Any) -> Any:
+    """The chains split over two threads by hand: what the machine's cores allow."""
+    futs = [pool.submit(lambda cs: [chain(x, ws, c) for c in cs], cs) for cs in ((0, 1), (2, 3))]
+    (a, b), (c, d) = (f.result() for f in futs)
+    return a + b + c + d
+
+
 def local(repeats: int, label: str) -> list[Row]:
     import nexus as nx
     from bench.graphs import w6_chains
@@ -38,11 +52,13 @@ def local(repeats: int, label: str) -> list[Row]:
     x = rng.normal(size=(N, N)).astype(np.float32)
     ws = [(rng.normal(size=(N, N)) / np.sqrt(N)).astype(np.float32) for _ in range(CHAINS * DEPTH)]
     g = w6_chains(N, CHAINS, DEPTH)
+    pool = ThreadPoolExecutor(2)
     impls: dict[str, Callable[[], Any]] = {
         "nexus sequential": lambda: nx.run(g, x, *ws, parallel=False),
         "nexus parallel": lambda: nx.run(g, x, *ws, parallel=True),
         "nexus auto": lambda: nx.run(g, x, *ws),
         "numpy": lambda: numpy_chains(x, *ws),
+        "numpy, 2 threads by hand": lambda: numpy_threads(pool, x, *ws),
     }
     want = numpy_chains(x, *ws)
     ok = {k: bool(np.allclose(f(), want, rtol=1e-4, atol=1e-3)) for k, f in impls.items()}
