@@ -26,6 +26,23 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+
+def _threads_from_argv() -> str:
+    """``--threads N`` must act before NumPy, PyTorch and JAX start their thread pools."""
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return "1"
+
+
+THREADS = _threads_from_argv()
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = THREADS
+if THREADS == "1":
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+
 import numpy as np  # noqa: E402
 
 import nexus as nx  # noqa: E402
@@ -44,6 +61,8 @@ def inputs(T: int, D: int, H: int, B: int) -> list[Any]:
 
 def torch_grad() -> Callable[..., Any]:
     import torch
+
+    torch.set_num_threads(int(THREADS))
 
     def fn(xs: Any, W: Any, U: Any, h0: Any, T: int) -> Any:
         W, U, h0 = (torch.from_numpy(a).requires_grad_() for a in (W, U, h0))
@@ -143,7 +162,7 @@ def run_size(name: str, repeat: int, memory: bool) -> None:
             err = float(np.max(np.abs(a - b)) / (np.max(np.abs(b)) + 1e-30))
             if err > 1e-3:
                 raise SystemExit(f"{label}: gradient differs from PyTorch (max rel err {err:.2e})")
-    print(f"\n{name}: T={p['T']} D={p['D']} H={p['H']} batch={p['B']} float32, {repeat} runs")
+    print(f"\n{name}: T={p['T']} D={p['D']} H={p['H']} batch={p['B']} float32, {repeat} runs, {THREADS} thread(s)")
     calls: dict[str, Callable[[], Any]] = {}
     for label, fn in variants.items():
         calls[label] = lambda fn=fn: fn(*args)  # type: ignore[misc]
@@ -172,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=["small", "large", "both"], default="both")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--threads", default="1", help="BLAS/PyTorch/XLA threads for every variant (default 1: "
+                    "a shared machine oversubscribed by BLAS threads gives meaningless times)")
     ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc peak-memory table")
     a = ap.parse_args(argv)
     for name in (["small", "large"] if a.size == "both" else [a.size]):

@@ -2,7 +2,8 @@
 
 The forward run keeps no tape.  Every ``every`` block entries it stores a *checkpoint*:
 the block about to be entered, the edge, and the current value of every node (one value
-per node, so a checkpoint is the size of the live state, not of the history).  The
+per node, and only for values used outside their own block, so a checkpoint is the size
+of the loop-carried state, not of the history).  The
 reverse pass re-runs one segment at a time from its checkpoint, records it, and
 differentiates it; cotangents cross segment boundaries keyed by node, because a later
 segment only ever reads the current value of a node.  With ``every`` about sqrt(steps),
@@ -42,6 +43,10 @@ def checkpointed_vjp(g: Graph, args: Sequence[Any], argnums: Sequence[int], cota
         v = to_value(a, t if isinstance(t, TensorType) else None)
         state[g.args[i]] = (v, i in argnums and _is_float(v))
     start = dict(state)
+    # A value used only in its own block (and not by a Phi) is dead at every block entry:
+    # the block recomputes it before any use, so checkpoints need not keep it.
+    live = {n for n in g.nodes() if any(u.block is not n.block or u.op.kind == "phi" for u in n.users)}
+    live.update(g.args)
 
     # Forward: segment by segment, keeping only the checkpoints.
     checkpoints: list[tuple[Block, int, State]] = []
@@ -54,7 +59,7 @@ def checkpointed_vjp(g: Graph, args: Sequence[Any], argnums: Sequence[int], cota
             outs = [tape.values[i] for i in res]
             break
         block, edge = res.block, res.edge
-        state = {n: (tape.values[i], tape.active[i]) for n, i in res.env.items()}
+        state = {n: (tape.values[i], tape.active[i]) for n, i in res.env.items() if n in live}
         del tape
     seeds = list(cotangents) if cotangents is not None else [np.ones_like(o) for o in outs]
 
