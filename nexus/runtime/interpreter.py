@@ -92,6 +92,7 @@ class Prepared:
         except PlanError as e:
             raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
         self.variants: dict[tuple[bool, str], Generated] = {}
+        self.fns: dict[tuple[bool, bool | None], Any] = {}  # (counting, parallel arg) -> function
         self.arg_types = [t if isinstance(t, TensorType) else None for t in g.arg_types]
 
     def variant(self, count: bool, parallel: str) -> Generated:
@@ -101,12 +102,14 @@ class Prepared:
             gen = self.variants[key] = generate(self.plan, count=count, parallel=parallel, hooks=_HOOKS)
         return gen
 
-    def locate(self, gen: Generated, e: BaseException) -> NexusRuntimeError:
+    def locate(self, e: BaseException) -> NexusRuntimeError:
         """Wrap a kernel's exception, naming the node whose generated line raised it."""
         node = None
+        files = {gen.filename: gen for gen in self.variants.values()}
         tb: types.TracebackType | None = e.__traceback__
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == gen.filename:
+            gen = files.get(tb.tb_frame.f_code.co_filename)
+            if gen is not None:
                 node = gen.node_at(tb.tb_lineno)
             tb = tb.tb_next
         if isinstance(e, UnboundLocalError):
@@ -133,19 +136,21 @@ def run(g: Graph, *args: Any, max_iterations: int | None = None, parallel: bool 
     estimated cost is worth a thread hop, on machines with more than one core.
     """
     p = prepare(g)
+    fn = p.fns.get((max_iterations is not None, parallel))
+    if fn is None:
+        mode = "on" if parallel else "off" if parallel is not None or cores() < 2 else "auto"
+        fn = p.fns[(max_iterations is not None, parallel)] = p.variant(max_iterations is not None, mode).fn
     if len(args) != len(p.arg_types):
         raise NexusRuntimeError(f"graph @{g.name} takes {len(p.arg_types)} arguments, got {len(args)}")
-    mode = "on" if parallel else "off" if parallel is not None or cores() < 2 else "auto"
-    gen = p.variant(max_iterations is not None, mode)
-    values = [to_value(x, t) for x, t in zip(args, p.arg_types)]
+    values = [to_value(x, t) for x, t in zip(args, p.arg_types)] if args else ()
     try:
-        return gen.fn(max_iterations, *values)
+        return fn(max_iterations, *values)
     except NexusRuntimeError as e:
         if e.node is None and isinstance(e, _IterationLimit):
             raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
         raise
     except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
-        raise p.locate(gen, e) from e
+        raise p.locate(e) from e
 
 
 def source(g: Graph, *, max_iterations: bool = False, parallel: bool | None = None) -> str:
