@@ -18,6 +18,7 @@ Two sizes: T=1000 (W3 small: the run dominates) and T=1 (the build dominates).
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -181,9 +182,9 @@ def script_versions(repeats: int) -> list[Row]:
         scripted = nx.script(fn)
         want = fn(*args)
         impls: dict[str, Callable[[], Any]] = {
-            "nexus @nx.script": lambda s=scripted, a=args: s(*a),
-            "nexus hand-built graph": lambda g=hand, a=args: nx.run(g, *a),
-            "plain Python": lambda f=fn, a=args: f(*a),
+            "nexus @nx.script": functools.partial(scripted, *args),
+            "nexus hand-built graph": functools.partial(nx.run, hand, *args),
+            "plain Python": functools.partial(fn, *args),
         }
         ok = {k: bool(np.allclose(np.asarray(f(), dtype=np.float64), np.asarray(want, dtype=np.float64),
                                   rtol=1e-4, atol=1e-5)) for k, f in impls.items()}

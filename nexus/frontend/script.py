@@ -116,6 +116,7 @@ class ScriptFunction:
         self._named_dims = any(s is not None and s[1] is not None and any(not isinstance(d, int) for d in s[1])
                                for s in self.specs)
         self._graphs: dict[Hashable, Graph] = {}
+        self._entries: dict[Hashable, tuple[Graph, Any]] = {}  # the call's fast path
         self._hints: dict[Hashable, dict[Hashable, Type]] = {}
         self._building: set[Hashable] = set()
         self._last: Graph | None = None
@@ -161,7 +162,7 @@ class ScriptFunction:
             if spec is not None and spec[0] in _SCALAR_SPECS:
                 key.append((_SCALAR_SPECS[spec[0]], 0))
                 continue
-            k = _value_key(a, p)
+            k = _PY_KEYS.get(type(a)) or _value_key(a, p)
             if spec is not None and spec[1] is not None and k[1] != len(spec[1]):
                 raise ScriptError(f"argument `{p}` is annotated with {len(spec[1])} dims {list(spec[1])} but "
                                   f"the value has rank {k[1]}", self.parsed.src.file, self.parsed.src.line_offset + 1,
@@ -249,25 +250,20 @@ class ScriptFunction:
             raise TypeError(f"{self.fn.__name__}() takes {len(self.params)} arguments, got {len(args)}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from nexus.runtime import run
-
         if kwargs:
             args = self._bind(args, kwargs)
-        self._check_arity(args)
+        if len(args) != len(self.params):
+            self._check_arity(args)
         key = self._key_of(args)
-        g = self._graphs.get(key)
-        if g is None:
-            g = self._build(key)
+        entry = self._entries.get(key)
+        if entry is None:
+            g = self._graphs.get(key) or self._build(key)
+            entry = self._entries[key] = (g, _converter(g))
+        g, convert = entry
         self._last = g
         if self._named_dims:
             self._check_dims(args)
-        out = run(g, *args)
-        types_ = g.result_types
-        if not types_:
-            return None
-        if len(types_) == 1:
-            return to_python(out, types_[0])
-        return tuple(to_python(v, t) for v, t in zip(out, types_))
+        return convert(_run()(g, *args))
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         out = list(args)
@@ -296,6 +292,32 @@ class ScriptFunction:
                     elif prev[0] != n:
                         raise ValueError(f"{self.fn.__name__}(): dim {d} is {prev[0]} in argument `{prev[1]}` "
                                          f"but {n} in argument `{p}`")
+
+
+_PY_KEYS = {bool: ("bool", 0), int: ("i64", 0), float: ("f64", 0)}
+
+
+_RUN: list[Any] = []
+
+
+def _run() -> Any:
+    # nexus.runtime imports the passes; importing it lazily keeps `import nexus` light.
+    if not _RUN:
+        from nexus.runtime import run
+
+        _RUN.append(run)
+    return _RUN[0]
+
+
+def _converter(g: Graph) -> Any:
+    """A function turning the interpreter's result into what the Python function returns."""
+    types_ = g.result_types
+    if not types_:
+        return lambda out: None
+    if len(types_) == 1:
+        t = types_[0]
+        return lambda out: to_python(out, t)
+    return lambda out: tuple(to_python(v, t) for v, t in zip(out, types_))
 
 
 def _value_key(a: Any, param: str) -> tuple[str, int]:

@@ -592,10 +592,23 @@ class ExprLowering:
         """The control value of an edge: a Jmp at the end of a falling-through block."""
         src, desc = edge
         if isinstance(src, Block):
-            ctrl = self.g.add("Jmp", [], src, loc=self._loc)
+            ctrl = self._thread(src) or self.g.add("Jmp", [], src, loc=self._loc)
         else:
             ctrl = src
         self.ssa.edge_desc[ctrl] = desc
+        return ctrl
+
+    def _thread(self, block: Block) -> Node | None:
+        """An empty block with one predecessor that no variable was read or written in
+        (``if c: break``, a loop exit with no ``else``) is dropped: its predecessor's exit
+        goes straight to the target, saving a block per edge at run time."""
+        if block.members or block.num_inputs != 1 or block in self.ssa.touched \
+                or block is self.g.start_block or block in self.ssa.loop_keys:
+            return None
+        ctrl = block.input(0)
+        block.remove_input(0)
+        self.ssa.sealed.discard(block)
+        self.g.erase(block)
         return ctrl
 
     def merge(self, edges: list[Edge], name: str) -> Block | None:

@@ -84,6 +84,7 @@ class SSABuilder:
     placeholders: dict[Node, tuple[str, Node]] = field(default_factory=dict)
     pending: set[Node] = field(default_factory=set)
     incomplete_phis: set[Node] = field(default_factory=set)
+    touched: set[Block] = field(default_factory=set)  # blocks holding a variable's def
     display_name: Callable[[str], str] = staticmethod(lambda v: v)  # type: ignore[assignment]
     # The source position Phis are attributed to (the statement being lowered).
     current_loc: Callable[[], SourceLoc | None] = staticmethod(lambda: None)  # type: ignore[assignment]
@@ -91,6 +92,7 @@ class SSABuilder:
     # --- variables ----------------------------------------------------------------------
     def write(self, var: str, block: Block, value: Value) -> None:
         self.defs.setdefault(var, {})[block] = value
+        self.touched.add(block)
 
     def read(self, var: str, block: Block) -> Value:
         value = self._read(var, block)
