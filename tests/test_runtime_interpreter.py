@@ -263,3 +263,23 @@ def test_deeply_nested_conditions_compile() -> None:
 
     for x in (-1.0, 0.5, 50.5, 79.0, 1e9):
         assert nx.run(g, x) == py(x)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_proj_of_multi_output_ops(parallel: bool) -> None:
+    """Split and TopK return tuples; Proj picks their parts as data."""
+    g = Graph("parts", [TensorType("f32", (6,))])
+    e = g.start_block
+    x = g.args[0]
+    split = g.add("Split", [x], e, {"num_outputs": 3})
+    p0, p1, p2 = (g.add("Proj", [split], e, {"num": k}) for k in range(3))
+    topk = g.add("TopK", [x, const(g, e, 2)], e)
+    vals, idx = g.add("Proj", [topk], e, {"num": 0}), g.add("Proj", [topk], e, {"num": 1})
+    ret(g, e, g.add("Sub", [g.add("Mul", [p0, p2], e), p1], e), vals, idx)
+    xv = np.array([3.0, -1.0, 7.0, 2.0, 5.0, 0.5], np.float32)
+    a, b, c = np.split(xv, 3)
+    got, top_vals, top_idx = nx.run(g, xv, parallel=parallel)
+    np.testing.assert_array_equal(got, a * c - b)
+    order = np.argsort(-xv, kind="stable")[:2]
+    np.testing.assert_array_equal(top_vals, xv[order])
+    np.testing.assert_array_equal(top_idx, order)
