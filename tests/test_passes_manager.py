@@ -87,13 +87,26 @@ class _NeedsReachable(Pass):
         return {"blocks": len(g.blocks)}
 
 
-def test_verify_each_names_the_pass() -> None:
+@pytest.fixture
+def scratch_registry():  # type: ignore[no-untyped-def]
+    """Test passes registered inside a test leave the registry as it was."""
+    from nexus.passes import manager
+
+    saved, loaded = dict(manager.PASSES), dict(manager._LOADED)
+    yield
+    manager.PASSES.clear()
+    manager.PASSES.update(saved)
+    manager._LOADED.clear()
+    manager._LOADED.update(loaded)
+
+
+def test_verify_each_names_the_pass(scratch_registry) -> None:  # type: ignore[no-untyped-def]
     register_pass("test_breaker", _Breaker)
     with pytest.raises(PassError, match="after pass test_breaker"):
         optimize(seed004(), "constfold,test_breaker,dce", verify_each=True)
 
 
-def test_required_property_is_assured() -> None:
+def test_required_property_is_assured(scratch_registry) -> None:  # type: ignore[no-untyped-def]
     register_pass("test_needs_reachable", _NeedsReachable)
     g = parse("""
 graph @u {
