@@ -255,3 +255,20 @@ def test_script_rnn_matches_torch(mode: str) -> None:
     assert value == pytest.approx(want_value, rel=1e-12)
     for got, exp in zip(grads, want):
         np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-12)
+
+
+def test_gradient_graphs_optimise_and_still_agree() -> None:
+    """The gradient graph is an ordinary graph: the default pipeline (verifying after each
+    pass) keeps its results."""
+    passes = require("nexus.passes", "passes")
+    cases = [(rnn(), (1, 2, 3), _rnn_args(np.random.default_rng(5), 4)),
+             (damped_loop(), (0, 1), [np.full(5, 3.0), np.full(5, 0.1), 0.1, 6.0, 40]),
+             (_nested(), (0, 1), [np.array([0.3, -0.8]), 0.9, 4])]
+    for g, argnums, args in cases:
+        gg = vjp_graph(g, argnums, seed="ones")
+        want = nx.run(gg, *args)
+        opt, _ = gg.clone()
+        passes.optimize(opt, verify_each=True)
+        got = nx.run(opt, *args)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
