@@ -1,5 +1,5 @@
 """Execution of graphs.  ``run(graph, *args)`` is the entry point."""
 
-from nexus.runtime.interpreter import NexusRuntimeError, run
+from nexus.runtime.interpreter import NexusRuntimeError, run, source
 
-__all__ = ["NexusRuntimeError", "run"]
+__all__ = ["NexusRuntimeError", "run", "source"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import linecache
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -297,5 +298,7 @@ def generate(plan: Plan, *, count: bool, parallel: str, hooks: dict[str, Any]) -
     filename = f"<nexus @{plan.graph.name} #{next(_serial)}>"
     gen.ns["_par"] = {"on": True, "off": False}.get(parallel)
     exec(compile(source, filename, "exec"), gen.ns)  # noqa: S102  (our own generated code)
+    # Tracebacks through the generated code then show its lines (as torch.fx does).
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     fn = next(v for k, v in gen.ns.items() if k.startswith("_nexus_"))
     return Generated(fn, source, filename, line_nodes)
