@@ -94,7 +94,7 @@ class Gen:
             if names and r.random() < 0.7:
                 return r.choice(names)
             return str(r.randint(-4, 9))
-        k = r.randrange(14)
+        k = r.randrange(15)
         a = lambda: self.int_expr(env, d - 1)  # noqa: E731
         if k == 0:
             return f"({a()} + {a()})"
@@ -124,6 +124,8 @@ class Gen:
             return f"len({r.choice(env.of(ARR))})"
         if k == 13:
             return f"int({self.float_expr(env, 0)} // 1.0)"
+        if k == 14:
+            return f"_steps({a()})[{r.randint(0, 1)}]"
         return a()
 
     def float_expr(self, env: Env, d: int = 2) -> str:
@@ -253,6 +255,8 @@ class Gen:
             if r.random() < 0.3:
                 self.lines.append(f"{ind}if {self.cond(env)}:")
                 self.lines.append(f"{ind}    return {self.ret(env)}")
+            elif r.random() < 0.1:
+                self.lines.append(f"{ind}assert {self.cond(env, 1)}, 'generated check'")
             return False
         if k <= 7:
             return self.if_stmt(env, ind, depth, loops)
