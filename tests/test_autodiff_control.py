@@ -232,11 +232,12 @@ def _script_rnn() -> object:
         return nx.tanh(W @ x + U @ h)  # type: ignore[attr-defined,operator]
 
     @script.script
-    def cell(W: script.Tensor, U: script.Tensor, x: script.Tensor, h: script.Tensor) -> script.Tensor:
+    def cell(W: script.Tensor, U: script.Tensor, x: script.Tensor, h: script.Tensor) -> script.Tensor:  # type: ignore[name-defined]
         return rnn_cell(W, U, x, h)
 
     @script.script
-    def rnn_script(xs: script.Tensor, W: script.Tensor, U: script.Tensor, h0: script.Tensor, T: int) -> script.Tensor:
+    def rnn_script(xs: script.Tensor, W: script.Tensor, U: script.Tensor, h0: script.Tensor,  # type: ignore[name-defined]
+                   T: int) -> script.Tensor:  # type: ignore[name-defined]
         h = h0
         for t in range(T):
             h = cell(W, U, xs[t], h)  # a call to another script: graph mode inlines it
