@@ -315,5 +315,6 @@ def test_every_node_has_a_source_location() -> None:
     skip = {g.start, g.end, *g.args}
     assert all(n.loc is not None and n.loc.line > 0 for n in g.nodes() if n not in skip)
     lines = {n.loc.line for n in g.nodes() if n not in skip}
+    assert set(f.source_map.values()) == {n.loc for n in g.nodes() if n not in skip}
     first = loops.fn.__code__.co_firstlineno
     assert min(lines) > first and max(lines) <= first + 25

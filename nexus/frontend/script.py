@@ -62,6 +62,7 @@ from nexus.frontend.script_source import (
 from nexus.frontend.script_ssa import LoopTypeRetry
 from nexus.frontend.script_types import to_python
 from nexus.ir.graph import Graph
+from nexus.ir.node import Node, SourceLoc
 from nexus.ir.types import Dim, DimSyntaxError, TensorType, Type, dtype_of, parse_dim, sym
 
 __all__ = ["ScriptError", "ScriptFunction", "Tensor", "script", "script_source"]
@@ -238,6 +239,11 @@ class ScriptFunction:
                                   hint=f"call it first, or use {self.fn.__name__}.graph_for(*example_args)")
             key.append((_SCALAR_SPECS.get(spec[0], "f32"), len(spec[1] or ())))
         return self._graph(tuple(key))
+
+    @property
+    def source_map(self) -> dict[Node, SourceLoc]:
+        """Where each node of :attr:`graph` came from (file, line, column)."""
+        return {n: n.loc for n in self.graph.nodes() if n.loc is not None}
 
     @property
     def graphs(self) -> dict[Hashable, Graph]:
