@@ -149,3 +149,29 @@ def test_index_out_of_range_raises() -> None:
     assert f(np.arange(3.0), -1) == 2.0
     with pytest.raises(nx.NexusRuntimeError):
         f(np.arange(3.0), 5)
+
+
+def test_nonlocal_is_rejected_at_decoration() -> None:
+    v = 1
+
+    def make() -> None:
+        @nx.script
+        def f(x):
+            nonlocal v
+            v = x
+            return x
+
+    with pytest.raises(ScriptError, match="`nonlocal` is not supported") as info:
+        make()
+    assert "nonlocal v" in str(info.value) and "instead:" in str(info.value)
+    assert v == 1
+
+
+XS = [1, 2]
+
+
+def test_mutating_a_python_list_is_rejected() -> None:
+    f = script_source("def f(x):\n    XS.append(x)\n    return x\n", "f", {"XS": XS})
+    with pytest.raises(ScriptError, match="global `XS` is a list") as info:
+        f(1)
+    assert info.value.line == 2 and "instead:" in str(info.value)

@@ -29,8 +29,12 @@ i64 and ``float`` is **f64** (Python floats are doubles; DESIGN's weak typing ma
 float f32, which is right for the DSL but would change the results of a Python function);
 ``/`` on ints gives a float, ``//`` and ``%`` floor.  Python numbers next to a tensor take
 its dtype (NumPy's rule).  Known differences from Python: ints are 64-bit (they wrap
-instead of growing), float division by zero gives inf/nan instead of raising, and
-``x += y`` on a tensor rebinds ``x`` (a script never mutates an array).
+instead of growing), float division by zero gives inf/nan instead of raising, ``math``
+functions run as NumPy kernels (``math.tanh`` and ``np.tanh`` may differ in the last
+bit), ``max``/``min`` propagate NaN, and ``x += y`` on a tensor rebinds ``x`` (a script
+never mutates an array).  A variable must keep one dtype (shapes may change: a loop
+whose tensor grows gets a symbolic dim), and must be assigned on every path that can
+reach a use (Python decides that at run time; a script at build time).
 
 Arguments may be annotated ``int``, ``float``, ``bool``, ``Tensor`` or ``Tensor["T", "D"]``
 (named dims become symbols, checked for consistency at each call).  Unannotated ones take
