@@ -131,232 +131,242 @@ class _Builder:
     def build(self) -> Graph:
         g = self.g
         self._order = {n: i for i, n in enumerate(g.nodes())}
-        fwd_blocks = [b for b in g.blocks if b is not g.end_block]
-        returns = [r for r in g.returns]
+        returns = list(g.returns)
         if not returns:
             raise GradError(f"graph @{g.name} never returns")
-        n_results = len(returns[0].inputs)
-        cts: list[Node] = []
-        if self.seed == "args":
-            cts = self._add_cotangent_args(returns[0])
-        active = self._activity()
-        carried = self._carried(active)
-        self._active_set = active
-        self._carried_set = set(carried)
+        self.cts: list[Node] = self._add_cotangent_args(returns[0]) if self.seed == "args" else []
+        self.active = self._activity()
+        self.carried = set(self._carried(self.active))
+        self.ret_blocks = {r.block for r in returns}
+        self.zero = {dt: self.em.const(0.0, dt) for dt in FLOAT_DTYPES}
         self._seed_values: dict[Block, list[Node]] = {}
         self._pushes: dict[Block, dict[Node, Node]] = {}
         self._pairs: list[tuple[Node, Node, Node, Node]] = []
-        ret_blocks = {r.block for r in returns}
+        self._plan([b for b in g.blocks if b is not g.end_block])
+        stack_out = self._instrument_forward()
+        results, s_entry, rev_entry = self._returns_to_reverse(returns, stack_out)
+        self._reverse(results, s_entry, rev_entry)
+        self._drop_unused_saves()
+        return g
 
-        # Which blocks have a reverse, and what each must save.
-        rev_blocks: list[Block] = []
-        needs: dict[Block, list[Node]] = {}
-        edge_needed: dict[Block, bool] = {}
+    def _body(self, b: Block) -> list[Node]:
+        """The active nodes of ``b`` that the reverse differentiates, in forward order."""
+        return [n for n in node_order(b) if n in self.active and n.op.kind != "phi" and n not in self.g.args]
+
+    def _plan(self, fwd_blocks: list[Block]) -> None:
+        """Which blocks have a reverse, what each must save, and their dispatch codes."""
+        self.fwd_blocks = fwd_blocks
+        self.rev_blocks: list[Block] = []
+        self.needs: dict[Block, list[Node]] = {}
+        self.edge_needed: dict[Block, bool] = {}
         for b in fwd_blocks:
-            body = [n for n in node_order(b) if n in active and n.op.kind != "phi" and n not in g.args]
-            phis = [n for n in b.phis if n in active]
-            if not (body or phis or b in ret_blocks or b is self.entry):
-                continue
-            rev_blocks.append(b)
+            body = self._body(b)
+            phis = [n for n in b.phis if n in self.active]
+            if not (body or phis or b in self.ret_blocks or b is self.entry):
+                continue  # nothing to reverse: the block pushes nothing and is skipped
+            self.rev_blocks.append(b)
             need: dict[Node, None] = {}
             for n in body:
-                for v in n.inputs:
-                    need[v] = None
+                need.update(dict.fromkeys(n.inputs))
                 need[n] = None
-            if b in ret_blocks and self.seed == "ones":
-                for v in b.terminator.inputs:  # type: ignore[union-attr]
-                    need[v] = None
-            needs[b] = [v for v in need if v.block is not self.entry and isinstance(v.type, TensorType)]
-            edge_needed[b] = len(b.preds) > 1 and bool(phis)
+            if b in self.ret_blocks and self.seed == "ones":
+                need.update(dict.fromkeys(b.terminator.inputs))  # type: ignore[union-attr]
+            # entry-block values dominate the reverse and constants are remade there
+            self.needs[b] = [v for v in need if v.block is not self.entry and v.op.name != "Constant"
+                             and isinstance(v.type, TensorType)]
+            self.edge_needed[b] = len(b.preds) > 1 and bool(phis)
         # The dispatch tests codes in this order: the entry (reversed once, last) at the end.
-        rev_blocks.sort(key=lambda b: (b is self.entry, b in ret_blocks))
-        code = {b: i for i, b in enumerate(rev_blocks)}
+        self.rev_blocks.sort(key=lambda b: (b is self.entry, b in self.ret_blocks))
+        self.code = {b: i for i, b in enumerate(self.rev_blocks)}
 
-        # Forward: thread the stack, push what the reverse needs.
+    def _instrument_forward(self) -> dict[Block, Node]:
+        """Thread a stack through the forward blocks; each reversed block pushes what its
+        reverse needs, the edge it came by (if needed) and its code.  Returns the stack at
+        the end of each block."""
+        g = self.g
         stack_in: dict[Block, Node] = {}
         stack_out: dict[Block, Node] = {}
-        for b in fwd_blocks:
-            if b is self.entry:
-                stack_in[b] = g.add("StackNew", [], b)
-            else:
-                stack_in[b] = g.add("Phi", [], b, type=STACK)
-        for b in fwd_blocks:
+        for b in self.fwd_blocks:
+            stack_in[b] = g.add("StackNew", [], b) if b is self.entry else g.add("Phi", [], b, type=STACK)
+        for b in self.fwd_blocks:
             s = stack_in[b]
             pushes: dict[Node, Node] = {}
-            if b in code:
-                for v in needs[b]:
+            if b in self.code:
+                for v in self.needs[b]:
                     s = pushes[v] = g.add("StackPush", [s, v], b)
-                if edge_needed[b]:
+                if self.edge_needed[b]:
                     consts = [self.em.const(i, "i64") for i in range(len(b.preds))]
-                    edge = g.add("Phi", consts, b, name=f"edge_{b.name}")
-                    s = g.add("StackPush", [s, edge], b)
-                s = g.add("StackPush", [s, self.em.const(code[b], "i64")], b)
+                    s = g.add("StackPush", [s, g.add("Phi", consts, b, name=f"edge_{b.name}")], b)
+                s = g.add("StackPush", [s, self.em.const(self.code[b], "i64")], b)
             stack_out[b] = s
             self._pushes[b] = pushes
-        for b in fwd_blocks:
-            if b is self.entry:
-                continue
-            for c in b.preds:
-                assert c.block is not None
-                stack_in[b].append_input(stack_out[c.block])
+        for b in self.fwd_blocks:
+            if b is not self.entry:
+                for c in b.preds:
+                    assert c.block is not None
+                    stack_in[b].append_input(stack_out[c.block])
+        return stack_out
 
-        # Returns become jumps to the reverse part.
-        rev_entry = g.new_block("rev_entry")
-        result_vals: list[list[Node]] = [[] for _ in range(n_results)]
-        stacks_at_return: list[Node] = []
+    def _returns_to_reverse(self, returns: list[Node], stack_out: dict[Block, Node]) -> tuple[list[Node], Node, Block]:
+        """Turn every Return into a jump to ``rev_entry``, whose Phis merge the results and
+        the stacks."""
+        g = self.g
+        rev_entry = g.new_block("rev_start")
+        result_vals: list[list[Node]] = [[] for _ in returns[0].inputs]
+        stacks: list[Node] = []
         for r in returns:
-            rblock = r.block
-            assert rblock is not None
+            b = r.block
+            assert b is not None
             vals = list(r.inputs)
             for i, v in enumerate(vals):
                 result_vals[i].append(v)
             g.end_block.remove_input(list(g.end_block.inputs).index(r))
             g.erase(r)
-            self._seed_values[rblock] = vals
-            rev_entry.append_input(g.add("Jmp", [], rblock))
-            stacks_at_return.append(stack_out[rblock])
+            self._seed_values[b] = vals
+            rev_entry.append_input(g.add("Jmp", [], b))
+            stacks.append(stack_out[b])
         results = [g.add("Phi", vs, rev_entry, name=f"result{i}") for i, vs in enumerate(result_vals)]
-        s_entry = g.add("Phi", stacks_at_return, rev_entry, type=STACK)
+        return results, g.add("Phi", stacks, rev_entry, type=STACK), rev_entry
 
-        # The dispatch head: Phis for the stack and every carried adjoint.
+    def _chain(self, block: Block, value: Node, cases: int, name: str) -> list[tuple[Block, Block]]:
+        """A chain of tests ``value == i`` from ``block``: per case, the new block entered
+        when it holds and the block that tested it (the last case is taken untested)."""
+        g = self.g
+        out = []
+        cur = block
+        for i in range(cases):
+            target = g.new_block(f"{name}{i}" if cases > 1 else name)
+            if i == cases - 1:
+                target.append_input(g.add("Jmp", [], cur))
+            else:
+                cond = g.add("Cond", [g.add("Equal", [value, self.em.const(i, "i64")], cur)], cur)
+                target.append_input(g.add("Proj", [cond], cur, {"num": 1}))
+                nxt = g.new_block(f"{name}_test{i + 1}", [g.add("Proj", [cond], cur, {"num": 0})])
+            out.append((target, cur))
+            if i < cases - 1:
+                cur = nxt
+        return out
+
+    def _reverse(self, results: list[Node], s_entry: Node, rev_entry: Block) -> None:
+        """The dispatch loop, each block's reverse and the final Return."""
+        g = self.g
         head = g.new_block("rev_head", [g.add("Jmp", [], rev_entry)])
-        zero = {dt: self.em.const(0.0, dt) for dt in FLOAT_DTYPES}
         s_head = g.add("Phi", [s_entry], head, type=STACK, name="tape")
-        adj_phi = {v: g.add("Phi", [zero[v.type.dtype]], head, type=TensorType(v.type.dtype, None))  # type: ignore[attr-defined]
-                   for v in carried}
+        self.adj_phi = {v: g.add("Phi", [self.zero[v.type.dtype]], head,  # type: ignore[attr-defined]
+                                 type=TensorType(v.type.dtype, None))  # type: ignore[attr-defined]
+                        for v in sorted(self.carried, key=lambda n: self._order[n])}
         pop = g.add("StackPop", [s_head], head, {"dtype": "i64"}, type=TupleType((STACK, TensorType("i64", ()))))
         s_popped = g.add("Proj", [pop], head, {"num": 0})
         block_code = g.add("Proj", [pop], head, {"num": 1}, name="block_code")
-
-        # Dispatch on the code: a chain of tests.
-        targets: dict[Block, Block] = {}
-        cur_block = head
-        for i, b in enumerate(rev_blocks):
-            rb = g.new_block(f"rev_{b.name}")
-            targets[b] = rb
-            if i == len(rev_blocks) - 1:
-                rb.append_input(g.add("Jmp", [], cur_block))
-                break
-            test = g.add("Equal", [block_code, self.em.const(code[b], "i64")], cur_block)
-            cond = g.add("Cond", [test], cur_block)
-            rb.append_input(g.add("Proj", [cond], cur_block, {"num": 1}))
-            nxt = g.new_block(f"dispatch{i + 1}", [g.add("Proj", [cond], cur_block, {"num": 0})])
-            cur_block = nxt
-
         exits: list[tuple[Node, Node, dict[Node, Node | None]]] = []
-        final_adj: dict[Node, Node | None] = {}
-        for b in rev_blocks:
-            rb = targets[b]
-            adj: dict[Node, Node | None] = dict(adj_phi)  # type: ignore[arg-type]
-            s = s_popped
-            em = GraphEmitter(g, rb, self.entry)
-            em._consts = self.em._consts
-            edge_val: Node | None = None
-            if edge_needed[b]:
-                s, edge_val = self._pop(rb, s, TensorType("i64", ()))
-            val: dict[Node, Node] = {}
-            for v in reversed(needs[b]):
-                s, val[v] = self._pop(rb, s, v.type, self._pushes[b][v])
-
-            def value(v: Node) -> Node:
-                return val.get(v, v)
-
-            if b in self._seed_values:
-                for i, v in enumerate(self._seed_values[b]):
-                    if v not in active:
-                        continue
-                    seed = cts[i] if self.seed == "args" else em.op("OnesLike", value(v))
-                    self._acc(em, adj, v, seed)
-            body = [n for n in node_order(b) if n in active and n.op.kind != "phi" and n not in g.args]
-            parts: dict[Node, list[Node | None]] = {}
-            for n in reversed(body):
-                gout: Any
-                if isinstance(n.type, TupleType):
-                    got = parts.pop(n, None)
-                    gout = got if got is not None and any(x is not None for x in got) else None
-                    adj.pop(n, None)
-                elif n.op.name == "Proj" and isinstance(n.input(0).type, TupleType):
-                    gp = adj.get(n)
-                    if n in adj_phi and gp is not None:
-                        gp = em.op("BroadcastLike", gp, value(n))
-                    if gp is not None:
-                        src = n.input(0)
-                        if src.block is not b:
-                            raise GradError(f"{_where(n)}: a part of a multi-output op is read in another block")
-                        lst = parts.setdefault(src, [None] * len(src.type.elems))  # type: ignore[attr-defined]
-                        k = n.attrs["num"]
-                        lst[k] = gp if lst[k] is None else em.op("Add", lst[k], gp)
-                    adj[n] = zero[n.type.dtype] if n in adj_phi else None  # type: ignore[attr-defined]
-                    continue
-                else:
-                    gout = adj.get(n)
-                if n in adj_phi and gout is not None and not isinstance(gout, list):
-                    gout = em.op("BroadcastLike", gout, value(n))
-                if gout is not None:
-                    wants = [v in active for v in n.inputs]
-                    try:
-                        grads = vjp_rule(n.op.name)(em, n, [value(v) for v in n.inputs], value(n), gout, wants)
-                    except OpTypeError as e:
-                        raise GradError(f"{_where(n)}: its VJP rule failed: {e}") from e
-                    for v, gv, w in zip(n.inputs, grads, wants):
-                        if w and gv is not None:
-                            self._acc(em, adj, v, gv)
-                if n in adj_phi:
-                    adj[n] = zero[n.type.dtype]  # type: ignore[attr-defined]
-                else:
-                    adj.pop(n, None)
+        final: tuple[Block, dict[Node, Node | None]] | None = None
+        for (rb, _), b in zip(self._chain(head, block_code, len(self.rev_blocks), "rev"), self.rev_blocks):
+            rb.name = f"rev_{b.name}"
+            s, adj, edge_val = self._reverse_block(b, rb, s_popped)
             if b is self.entry:
-                final_adj = adj
-                final_block = rb
+                final = (rb, adj)
                 continue
-            phis = [p for p in b.phis if p in active]
-            if not edge_needed[b]:
-                self._send_back(em, adj, phis, 0)
+            phis = [p for p in b.phis if p in self.active]
+            if not self.edge_needed[b]:
+                self._send_back(self._emitter(rb), adj, phis, 0)
                 exits.append((g.add("Jmp", [], rb), s, adj))
                 continue
-            # one exit block per entering edge
-            cur = rb
-            for e_i in range(len(b.preds)):
-                eb = g.new_block(f"rev_{b.name}_edge{e_i}")
-                if e_i == len(b.preds) - 1:
-                    eb.append_input(g.add("Jmp", [], cur))
-                else:
-                    assert edge_val is not None
-                    test = g.add("Equal", [edge_val, self.em.const(e_i, "i64")], cur)
-                    cond = g.add("Cond", [test], cur)
-                    eb.append_input(g.add("Proj", [cond], cur, {"num": 1}))
-                    nxt = g.new_block(f"rev_{b.name}_edges{e_i + 1}", [g.add("Proj", [cond], cur, {"num": 0})])
-                eem = GraphEmitter(g, eb, self.entry)
-                eem._consts = self.em._consts
+            assert edge_val is not None
+            for e_i, (eb, _) in enumerate(self._chain(rb, edge_val, len(b.preds), f"rev_{b.name}_edge")):
                 eadj = dict(adj)
-                self._send_back(eem, eadj, phis, e_i)
+                self._send_back(self._emitter(eb), eadj, phis, e_i)
                 exits.append((g.add("Jmp", [], eb), s, eadj))
-                if e_i < len(b.preds) - 1:
-                    cur = nxt
-
-        # Close the head's Phis.
-        for jmp, s, adj in exits:
+        for jmp, s, adj in exits:  # close the head's Phis
             head.append_input(jmp)
             s_head.append_input(s)
-            for v, phi in adj_phi.items():
+            for v, phi in self.adj_phi.items():
                 a = adj.get(v)
-                phi.append_input(a if a is not None else zero[v.type.dtype])  # type: ignore[attr-defined]
-
-        # The final block: results and the arguments' cotangents.
-        fem = GraphEmitter(g, final_block, self.entry)
-        fem._consts = self.em._consts
+                phi.append_input(a if a is not None else self.zero[v.type.dtype])  # type: ignore[attr-defined]
+        assert final is not None
+        final_block, final_adj = final
+        em = self._emitter(final_block)
         outs = list(results)
         for i in self.argnums:
             arg = g.args[i]
             a = final_adj.get(arg)
-            if a is None or not _float(arg.type):
-                outs.append(fem.op("ZerosLike", arg))
+            if a is not None and _float(arg.type):
+                outs.append(em.op("BroadcastLike", a, arg))
             else:
-                outs.append(fem.op("BroadcastLike", a, arg))
-        ret = g.add("Return", outs, final_block)
-        g.end_block.append_input(ret)
-        self._drop_unused_saves()
-        return g
+                outs.append(em.op("ZerosLike", arg))
+        g.end_block.append_input(g.add("Return", outs, final_block))
+
+    def _emitter(self, block: Block) -> GraphEmitter:
+        em = GraphEmitter(self.g, block, self.entry)
+        em._consts = self.em._consts  # one set of constants for the whole graph
+        return em
+
+    def _reverse_block(self, b: Block, rb: Block, s: Node) -> tuple[Node, dict[Node, Node | None], Node | None]:
+        """Fill ``rb`` with the reverse of forward block ``b``: pop its saves, seed the
+        results if it returned, run the VJP rules backwards.  Returns the stack, the
+        adjoints and the popped edge index."""
+        g = self.g
+        em = self._emitter(rb)
+        adj: dict[Node, Node | None] = dict(self.adj_phi)  # type: ignore[arg-type]
+        edge_val: Node | None = None
+        if self.edge_needed[b]:
+            s, edge_val = self._pop(rb, s, TensorType("i64", ()))
+        val: dict[Node, Node] = {}
+        for v in reversed(self.needs[b]):
+            s, val[v] = self._pop(rb, s, v.type, self._pushes[b][v])
+
+        def value(v: Node) -> Node:
+            if v in val:
+                return val[v]
+            if v.op.name == "Constant" and v.block is not self.entry:
+                val[v] = g.add("Constant", [], self.entry, dict(v.attrs))
+                return val[v]
+            return v
+
+        for i, v in enumerate(self._seed_values.get(b, [])):
+            if v in self.active:
+                self._acc(em, adj, v, self.cts[i] if self.seed == "args" else em.op("OnesLike", value(v)))
+        parts: dict[Node, list[Node | None]] = {}  # cotangents of multi-output ops, per part
+        for n in reversed(self._body(b)):
+            gout: Any = adj.get(n)
+            if n in self.adj_phi and gout is not None and not isinstance(n.type, TupleType):
+                gout = em.op("BroadcastLike", gout, value(n))  # carried adjoints start as a scalar 0
+            if isinstance(n.type, TupleType):
+                got = parts.pop(n, None)
+                gout = got if got is not None and any(x is not None for x in got) else None
+            elif n.op.name == "Proj" and isinstance(n.input(0).type, TupleType):
+                self._to_part(n, b, gout, parts, em)
+                gout = None
+            if gout is not None:
+                self._apply_rule(n, em, [value(v) for v in n.inputs], value(n), gout, adj)
+            if n in self.adj_phi:
+                adj[n] = self.zero[n.type.dtype]  # type: ignore[attr-defined]
+            else:
+                adj.pop(n, None)
+        return s, adj, edge_val
+
+    def _to_part(self, n: Node, b: Block, gout: Node | None, parts: dict[Node, list[Node | None]],
+                 em: GraphEmitter) -> None:
+        """A Proj of a multi-output op: its cotangent becomes one part of the op's."""
+        if gout is None:
+            return
+        src = n.input(0)
+        if src.block is not b:
+            raise GradError(f"{_where(n)}: a part of a multi-output op is read in another block")
+        lst = parts.setdefault(src, [None] * len(src.type.elems))  # type: ignore[attr-defined]
+        k = n.attrs["num"]
+        old = lst[k]
+        lst[k] = gout if old is None else em.op("Add", old, gout)
+
+    def _apply_rule(self, n: Node, em: GraphEmitter, ins: list[Node], out: Node, gout: Any,
+                    adj: dict[Node, Node | None]) -> None:
+        wants = [v in self.active for v in n.inputs]
+        try:
+            grads = vjp_rule(n.op.name)(em, n, ins, out, gout, wants)
+        except OpTypeError as e:
+            raise GradError(f"{_where(n)}: its VJP rule failed: {e}") from e
+        for v, gv, w in zip(n.inputs, grads, wants):
+            if w and gv is not None:
+                self._acc(em, adj, v, gv)
 
     def _pop(self, block: Block, s: Node, t: Type, push: Node | None = None) -> tuple[Node, Node]:
         assert isinstance(t, TensorType)
@@ -390,10 +400,10 @@ class _Builder:
         (parallel copy), then added to the inputs."""
         grads = [(p, adj.get(p)) for p in phis]
         for p in phis:
-            adj[p] = em.const(0.0, p.type.dtype) if p in self._carried_set else None  # type: ignore[attr-defined]
+            adj[p] = self.zero[p.type.dtype] if p in self.carried else None  # type: ignore[attr-defined]
         for p, gp in grads:
             src = p.input(edge)
-            if gp is None or src not in self._active_set:
+            if gp is None or src not in self.active:
                 continue
             self._acc(em, adj, src, gp)
 
