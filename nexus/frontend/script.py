@@ -58,7 +58,6 @@ from nexus.frontend.script_build import build_graph
 from nexus.frontend.script_errors import ScriptError, error_at
 from nexus.frontend.script_source import (
     ParsedFunction,
-    assigned_names,
     check_supported,
     parse_function,
     source_from_text,
@@ -375,6 +374,5 @@ def script_source(text: str, name: str, globals: dict[str, Any] | None = None) -
     exec(compile(text, file, "exec"), namespace)  # noqa: S102  (the caller's own source text)
     fn = namespace[name]
     src, fdef = source_from_text(text, name, file)
-    check_supported(fdef, src)
-    parsed = ParsedFunction(src, fdef, frozenset(assigned_names(fdef)))
+    parsed = ParsedFunction(src, fdef, frozenset(check_supported(fdef, src)))
     return ScriptFunction(fn, parsed)

@@ -37,8 +37,8 @@ def parse_function(fn: types.FunctionType) -> ParsedFunction:
     if fdef is None:
         raise ScriptError(f"cannot find the definition of `{fn.__name__}` in its source", src.file,
                           src.line_offset + 1, 0, hint="define the function with `def` in a .py file")
-    check_supported(fdef, src)
-    parsed = ParsedFunction(src, fdef, frozenset(assigned_names(fdef)))
+    assigned = check_supported(fdef, src)
+    parsed = ParsedFunction(src, fdef, frozenset(assigned))
     _CACHE[code] = parsed
     return parsed
 
@@ -161,8 +161,9 @@ _UNSUPPORTED: dict[type, tuple[str, str]] = {
 }
 
 
-def check_supported(fdef: ast.FunctionDef, src: SourceText) -> None:
-    """Raise ScriptError at the first construct (in source order) a script cannot have."""
+def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
+    """Raise ScriptError at the first construct (in source order) a script cannot have;
+    returns the names the function assigns (one walk over the AST does both)."""
     args = fdef.args
     if args.vararg is not None:
         raise error_at(src, args.vararg, "`*args` parameters are not supported", "list the parameters one by one")
@@ -176,8 +177,13 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> None:
         raise error_at(src, args.defaults[0], "default parameter values are not supported",
                        "pass every argument at the call")
     found: list[tuple[int, int, ast.AST, str, str]] = []
+    assigned = {a.arg for a in args.args}
     for node in ast.walk(fdef):  # type: ignore[assignment]
         if node is fdef:
+            continue
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Store):
+                assigned.add(node.id)
             continue
         entry = _UNSUPPORTED.get(type(node))
         if entry is not None:
@@ -197,3 +203,4 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> None:
         found.sort(key=lambda f: (f[0], f[1]))
         _, _, where, msg, hint = found[0]
         raise error_at(src, where, msg, hint)
+    return assigned
