@@ -273,3 +273,14 @@ def test_gradient_graphs_optimise_and_still_agree() -> None:
         got = nx.run(opt, *args)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_non_differentiable_op_is_named(mode: str) -> None:
+    t = TensorType("f64", (3,))
+    g = Graph("floordiv", [t, t], ["a", "b"])
+    e = g.start_block
+    q = g.add("FloorDiv", [g.args[0], g.args[1]], e, name="q")
+    g.end_block.append_input(g.add("Return", [g.add("ReduceSum", [q], e)], e))
+    with pytest.raises((ValueError, RuntimeError), match="FloorDiv.*not differentiable"):
+        nx.grad(g, mode=mode)(np.ones(3), np.ones(3))
