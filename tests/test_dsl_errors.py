@@ -124,11 +124,20 @@ def test_python_numbers_as_loop_variables() -> None:
         f.returns(x, n)
     assert tuple(f.graph()) == (16.0, 4)
 
-    # ... but a condition already built from its Python value cannot follow it
+    # a condition written on the `with` line is re-evaluated like Python's `while`
+    with nx.function("g") as g:
+        i = 0
+        with nx.while_loop(nx.less(i, 3)):
+            i = i + 1
+        g.returns(i)
+    assert g.graph() == 3
+
+    # ... but a condition built earlier from a Python number cannot follow it
     def literal_condition() -> None:
         with nx.function("g"):
             i = 0
-            with nx.while_loop(nx.less(i, 3)):
+            cond = nx.less(i, 3)
+            with nx.while_loop(cond):
                 i = i + 1
 
     with pytest.raises(nx.DSLError, match="built from the Python number i = 0"):

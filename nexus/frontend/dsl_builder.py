@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from nexus.frontend.dsl_frames import frame_locals, set_frame_locals, user_loc, with_statement_names
+from nexus.frontend.dsl_frames import frame_locals, set_frame_locals, user_loc, with_statement
 from nexus.frontend.dsl_ssa import PhiTypeError, PyScalar, SSABuilder, Stale, Undefined, Var
 from nexus.frontend.dsl_value import Value
 from nexus.frontend.values import is_python_scalar, to_array, weak_dtype
@@ -317,9 +317,16 @@ class Builder:
         region = LoopRegion("while_loop", frame, loc)
         self.regions.append(region)
         self.sync()
-        names = with_statement_names(frame) if frame is not None else None
-        assigned, cond_reads, bare = names if names is not None else (None, set(), True)
-        region.cond_names = cond_reads if names is not None else None
+        info = with_statement(frame) if frame is not None else None
+        assigned = info.assigned if info is not None else None
+        region.cond_names = set(info.reads) if info is not None else None
+        # A condition written on the `with` line is re-evaluated in the header like a
+        # callable (exact Python semantics); one built earlier is re-emitted from its DAG.
+        inline = None
+        if isinstance(cond, Value) and info is not None and not info.bare and frame is not None:
+            code = info.compile_argument()
+            if code is not None:
+                inline = (code, frame)
         for fr in self._tracked_frames():
             rebound = self._rebound.setdefault(self._token(fr), set())
             for name, v in frame_locals(fr).items():
@@ -327,17 +334,22 @@ class Builder:
                     continue
                 if fr is frame and assigned is not None and name in assigned:
                     # a Python number the body updates: loop-carried as a graph value
-                    self._check_literal_condition(cond if bare else None, name, v, loc, name in cond_reads)
+                    if inline is None:
+                        self._check_literal_condition(cond, name, v, loc, name in (info.reads if info else ()))
                     rebound.add(name)
                 elif name not in rebound:
                     region.numbers[(fr, name)] = v
         pre = self.block
-        entry = self._entry_values(pre) if isinstance(cond, Value) else {}
+        entry = self._entry_values(pre) if isinstance(cond, Value) and inline is None else {}
         header = self.g.new_block(f"while_L{loc.line}", [self.add("Jmp", [])])
         region.header = header
         self.merge_info[header] = region
         self.enter(header)
-        if isinstance(cond, Value):
+        if inline is not None:
+            code, fr = inline
+            node = self.condition(lambda: eval(code, fr.f_globals, frame_locals(fr)), "nx.while_loop")  # noqa: S307
+            self._erase_if_dead(self.use(cond))
+        elif isinstance(cond, Value):
             self.use(cond)  # checks it is valid here before it is re-emitted
             node = self._reemit(self.use(cond), entry, header, region)
             t = node.type
@@ -357,6 +369,11 @@ class Builder:
         self.ssa.sealed.add(body)
         self.enter(body)
         return region
+
+    def _erase_if_dead(self, node: Node) -> None:
+        """Drop the first evaluation of an inline loop condition: nothing can use it."""
+        if not node.has_uses() and node.op.kind == "data" and node.op.pure and node.op.name != "Constant":
+            self.g.erase(node)
 
     def _check_literal_condition(self, cond: Any, name: str, number: Any, loc: SourceLoc, named: bool) -> None:
         """A condition built before the loop from a Python-number variable holds its value

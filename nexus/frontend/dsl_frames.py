@@ -11,6 +11,7 @@ and the source location of the user's code.
 from __future__ import annotations
 
 import ast
+import copy
 import ctypes
 import functools
 import inspect
@@ -19,7 +20,8 @@ import os
 import sys
 import textwrap
 from collections.abc import Mapping
-from types import FrameType
+from dataclasses import dataclass
+from types import CodeType, FrameType
 from typing import Any
 
 from nexus.ir.node import SourceLoc
@@ -75,11 +77,31 @@ def user_loc() -> SourceLoc:
     return SourceLoc(frame.f_code.co_filename, frame.f_lineno, 0)
 
 
-def with_statement_names(frame: FrameType) -> tuple[set[str], set[str], bool] | None:
-    """For the ``with`` statement running at ``frame``'s current line: the names its body
-    assigns, the names its header reads, and whether its argument is a bare name (a value
-    built earlier); None if the source is unavailable.  Used to tell which Python-number
-    variables a loop body updates, before the body runs."""
+@dataclass(frozen=True)
+class WithInfo:
+    """What the source says about the ``with`` statement running in a frame."""
+
+    assigned: frozenset[str]  # names its body assigns
+    reads: frozenset[str]  # names its header reads
+    argument: ast.expr | None  # the first argument of the region call, e.g. the loop condition
+    filename: str
+
+    @property
+    def bare(self) -> bool:
+        """Whether the argument is a bare name (a value built earlier)."""
+        return self.argument is None or isinstance(self.argument, ast.Name)
+
+    def compile_argument(self) -> CodeType | None:
+        if self.argument is None:
+            return None
+        return compile(ast.Expression(self.argument), self.filename, "eval")
+
+
+def with_statement(frame: FrameType) -> WithInfo | None:
+    """The ``with`` statement running at ``frame``'s current line, from the source (None
+    if the source is unavailable).  Used to tell, before a loop body runs, which
+    Python-number variables it updates, and to re-evaluate a loop condition written on
+    the ``with`` line."""
     if frame.f_code.co_name == "<module>":  # getsourcelines gives only its first block
         lines, start = linecache.getlines(frame.f_code.co_filename, frame.f_globals), 1
     else:
@@ -87,10 +109,11 @@ def with_statement_names(frame: FrameType) -> tuple[set[str], set[str], bool] | 
             lines, start = inspect.getsourcelines(frame.f_code)
         except (OSError, TypeError):
             return None
-    tree = _parse(frame.f_code.co_filename, max(start, 1), "".join(lines))
+    start = max(start, 1)
+    tree = _parse(frame.f_code.co_filename, start, "".join(lines))
     if tree is None:
         return None
-    line = frame.f_lineno - max(start, 1) + 1
+    line = frame.f_lineno - start + 1
     for node in ast.walk(tree):
         if isinstance(node, ast.With) and node.body and node.lineno <= line < node.body[0].lineno:
             names: set[str] = set()
@@ -98,8 +121,10 @@ def with_statement_names(frame: FrameType) -> tuple[set[str], set[str], bool] | 
                 _collect_stores(stmt, names)
             reads = {n.id for item in node.items for n in ast.walk(item.context_expr) if isinstance(n, ast.Name)}
             call = node.items[0].context_expr
-            bare = isinstance(call, ast.Call) and len(call.args) == 1 and isinstance(call.args[0], ast.Name)
-            return names, reads, bare
+            arg = call.args[0] if isinstance(call, ast.Call) and len(call.args) == 1 else None
+            if arg is not None:
+                arg = ast.increment_lineno(copy.deepcopy(arg), start - 1)
+            return WithInfo(frozenset(names), frozenset(reads), arg, frame.f_code.co_filename)
     return None
 
 

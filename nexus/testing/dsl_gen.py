@@ -59,7 +59,7 @@ class While:
     trips: int
     extra: Expr | None  # `counter < trips & extra`
     body: list[Any]
-    style: str  # "value", "function" or "lambda"
+    style: str  # "value", "function", "lambda" (a callable), "prebuilt" (a value built earlier)
 
 
 @dataclass
@@ -166,7 +166,7 @@ def blocks(draw: st.DrawFn, depth: int, in_loop: bool, counters: list[str]) -> l
             counters.append(counter)
             extra = draw(st.none() | conditions())
             body = draw(blocks(depth + 1, True, counters))
-            style = draw(st.sampled_from(["value", "function", "lambda"]))
+            style = draw(st.sampled_from(["value", "function", "lambda", "prebuilt"]))
             if extra is not None and _reads(extra) & numbers:
                 style = "lambda"
             out.append(While(counter, draw(st.integers(0, MAX_TRIPS)), extra, body, style))
@@ -302,9 +302,15 @@ def _dsl_block(stmts: list[Any] | None, lines: list[str], ind: int) -> None:
                 cond = f"({cond} & {_dsl_expr(s.extra)})"
             if s.style == "lambda":
                 cond = f"lambda: {cond}"
+            elif s.style == "prebuilt":
+                lines.append(f"{pad}cond_{s.counter} = {cond}")
+                cond = f"cond_{s.counter}"
             lines.append(f"{pad}with nx.while_loop({cond}):")
             lines.append(f"{pad}    {s.counter} = {s.counter} + 1")
             _dsl_block(s.body, lines, ind + 1)
+
+
+AMBIGUOUS = "pass a callable"  # the DSL's refusal of a condition it cannot re-evaluate safely
 
 
 def same_results(got: Any, want: tuple[Any, ...]) -> bool:
