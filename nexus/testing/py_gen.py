@@ -44,6 +44,14 @@ def _clamp(p, lo, hi):
     return p
 
 
+@script
+def _tri(n: int):
+    t = 0
+    for j in range(n % 5):
+        t += j
+    return t
+
+
 def _steps(n):
     s = 0
     k = n % 4
@@ -94,7 +102,7 @@ class Gen:
             if names and r.random() < 0.7:
                 return r.choice(names)
             return str(r.randint(-4, 9))
-        k = r.randrange(15)
+        k = r.randrange(16)
         a = lambda: self.int_expr(env, d - 1)  # noqa: E731
         if k == 0:
             return f"({a()} + {a()})"
@@ -126,6 +134,8 @@ class Gen:
             return f"int({self.float_expr(env, 0)} // 1.0)"
         if k == 14:
             return f"_steps({a()})[{r.randint(0, 1)}]"
+        if k == 15:
+            return f"_tri({a()})"
         return a()
 
     def float_expr(self, env: Env, d: int = 2) -> str:
@@ -450,15 +460,19 @@ def _outcome(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
 def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
                   optimize: bool = False, f32: bool = False) -> Failure | None:
     """Script ``src`` and compare it with plain Python on ``runs`` random inputs."""
-    from nexus.frontend.script import script_source
+    from nexus.frontend.script import script, script_source
 
+    # `@script` helpers are scripts (Call nodes) in the script version and plain
+    # functions in the Python one, so that the oracle never runs a graph.
+    py: dict[str, Any] = {"script": lambda fn: fn}
+    exec(compile(src, "<py_gen program>", "exec"), py)  # noqa: S102  (our generated program)
     try:
-        sf = script_source(src, "f")
+        sf = script_source(src, "f", {"script": script})
     except Exception:  # noqa: BLE001
         return Failure(src, (), "a script", traceback.format_exc(limit=3))
     for _ in range(runs):
         args = random_inputs(rng, arrays, f32)
-        ok_py, want = _outcome(sf.fn, tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
+        ok_py, want = _outcome(py["f"], tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
         ok_nx, got = _outcome(sf, args)
         if ok_py and ok_nx and same(want, got):
             if optimize:
