@@ -508,11 +508,15 @@ def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Fai
 
 def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = False,
          stop_after: int | None = None, verbose: bool = False, max_depth: int = 3,
-         runs: int = 3) -> list[Failure]:
+         runs: int = 3, progress: int = 0) -> list[Failure]:
     """Generate and check ``count`` programs; returns the failures.  ``max_depth``
     bounds the nesting of statements (2 gives programs of about 15 lines)."""
     failures: list[Failure] = []
+    t0 = time.perf_counter()
     for k in range(count):
+        if progress and k and k % progress == 0:
+            print(f"... {k} programs, {len(failures)} failures, {time.perf_counter() - t0:.0f} s",
+                  file=sys.stderr, flush=True)
         rng = random.Random(seed * 1_000_003 + k)
         arrays = k % arrays_every == 0
         f32 = arrays and k % 4 == 2
@@ -535,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop-after", type=int, default=None, help="stop after this many failures")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    failures = fuzz(args.count, args.seed, optimize=args.optimize, stop_after=args.stop_after, verbose=True)
+    failures = fuzz(args.count, args.seed, optimize=args.optimize, stop_after=args.stop_after, verbose=True,
+                    progress=500)
     dt = time.perf_counter() - t0
     print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s")
     return 1 if failures else 0
