@@ -22,15 +22,23 @@ How values flow: plain Python rebinding.  At every block boundary the builder re
 variables of the frames that opened a region and, on entering a block, rebinds each
 variable holding a graph value to that variable's value in the new block (a loop-header
 Phi, an if-join Phi); SSA is built on the fly (Braun et al.), so unchanged variables get
-no Phi.  A ``while_loop`` condition built before the loop is re-evaluated in the loop
-header with the current values of the variables it was computed from; a callable
-(``nx.while_loop(lambda: x < limit)``) is called in the header instead.
+no Phi.  Python numbers are variables too: a Constant is made only when a graph value
+needs one (different numbers on two paths, or a number the loop body assigns, which the
+builder sees in the source of the ``with`` block).
+
+Loop conditions: one written on the ``with`` line is re-evaluated from its source in the
+loop header, exactly like Python's ``while``; a callable (``nx.while_loop(lambda: x <
+limit)``) is called there; a value built earlier is re-emitted in the header from its
+expression DAG, with each value a variable held at loop entry replaced by that
+variable's current value (ambiguous cases are refused with a request for a callable).
 
 Limits: only variables of the frames that open regions (locals, or globals at module
 level) are tracked; graph values kept in containers or attributes are snapshots, valid
-only inside the region that made them.  ``break_``, ``continue_`` and ``returns`` end
-the Python block like their keywords (the code after them does not run).  Inside
-``@nx.graph`` functions use ``nx.return_(...)``, not ``return``, inside a region.
+only inside the region that made them (using one elsewhere is an error).  ``break_``,
+``continue_``, ``returns`` and ``return_`` end the Python block like their keywords
+(the code after them does not run).  Inside ``@nx.graph`` functions use
+``nx.return_(...)``, not ``return``, inside a region (a ``return`` there is reported).
+CPython only (frame locals are rebound through the C API before 3.13).
 """
 
 from __future__ import annotations
@@ -345,8 +353,8 @@ _OPS: dict[str, Callable[..., Value]] = {}
 
 def __getattr__(name: str) -> Any:
     # Generated lazily and looked up by name, so ops registered later appear too.
-    if not _OPS or name not in _OPS:
-        _OPS.update(op_functions())
+    if name not in _OPS:
+        _refresh_ops()
     try:
         return _OPS[name]
     except KeyError:
@@ -355,8 +363,13 @@ def __getattr__(name: str) -> Any:
 
 def op_names() -> list[str]:
     """The public names of every op function, for docs and ``dir``."""
-    _OPS.update(op_functions())
+    _refresh_ops()
     return sorted(_OPS)
+
+
+def _refresh_ops() -> None:
+    for public, fn in op_functions().items():
+        _OPS.setdefault(public, fn)  # keep the functions already handed out
 
 
 def __dir__() -> list[str]:

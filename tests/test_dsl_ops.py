@@ -1,0 +1,66 @@
+"""The DSL's op functions and operators against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import nexus as nx
+from nexus.frontend import dsl
+from nexus.frontend.dsl_ops import snake_case
+from nexus.ir.opdef import all_ops
+
+
+def test_every_data_op_has_a_function() -> None:
+    names = set(dsl.op_names())
+    for op in all_ops().values():
+        if op.kind == "data" and op.name != "Constant":
+            assert snake_case(op.name) in names, op.name
+    assert {"add", "subtract", "multiply", "matmul", "less", "greater", "equal", "tanh", "reshape"} <= names
+    assert nx.matmul is dsl.matmul and nx.sub is dsl.sub
+
+
+def test_operators_match_numpy() -> None:
+    a = np.array([[1.5, -2.0], [0.25, 3.0]], dtype=np.float32)
+    b = np.array([[2.0, 1.0], [-1.0, 0.5]], dtype=np.float32)
+
+    @nx.graph(x=("f32", (2, 2)), y=("f32", (2, 2)), t="i64")
+    def f(x, y, t):
+        return (x + y, x - 1.0, 2.0 * x, x / y, -x, abs(x), x @ y, x ** 2.0, x[t], x[1, t],
+                x < y, x >= 0.5, (x < y) & (y > 0.0), ~(x == y), x != y)
+
+    got = f(a, b, 1)
+    want = (a + b, a - 1, 2 * a, a / b, -a, np.abs(a), a @ b, a ** 2, a[1], a[1, 1],
+            a < b, a >= 0.5, (a < b) & (b > 0), ~(a == b), a != b)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+
+
+def test_functions_with_attributes_and_shapes() -> None:
+    a = np.arange(6, dtype=np.float32)
+
+    @nx.graph(x=("f32", (6,)))
+    def f(x):
+        m = nx.reshape(x, (2, 3), name="m")
+        s = nx.reduce_sum(m, axes=(1,), keepdims=False)
+        return nx.cast(s, to=np.float64), nx.transpose(m, perm=(1, 0)), nx.tanh(m), nx.maximum(m, 2.0)
+
+    s, t, th, mx = f(a)
+    m = a.reshape(2, 3)
+    np.testing.assert_allclose(s, m.sum(axis=1))
+    assert s.dtype == np.float64
+    np.testing.assert_array_equal(t, m.T)
+    np.testing.assert_allclose(th, np.tanh(m), rtol=1e-6)
+    np.testing.assert_array_equal(mx, np.maximum(m, np.float32(2)))
+    assert any(n.name == "m" for n in f.nodes())
+
+
+def test_weak_typing_of_python_scalars() -> None:
+    with nx.function("w") as f:
+        i = nx.constant(3, dtype="i32")
+        x = nx.constant(1.5, dtype="f64")
+        f.returns(i + 1, x * 2, nx.constant(7), nx.constant(0.5), nx.constant(True))
+    got = f.graph()
+    assert [np.asarray(v).dtype for v in got] == [np.int32, np.float64, np.int64, np.float32, np.bool_]
+    assert [v.item() for v in got] == [4, 3.0, 7, 0.5, True]
