@@ -205,3 +205,59 @@ def test_block_input_edits_keep_phis_in_step() -> None:
     check_use_lists(g)
     verify(g)
     assert float(run(g)) == 6.0
+
+
+def test_split_block_keeps_late_phis_and_moves_dependent_members() -> None:
+    # Members out of dataflow order: a Phi added last (as SSA construction does), the
+    # Jmp created first, and a user created before the node it uses.
+    g = Graph("g")
+    entry = g.start_block
+    one = const(g, entry, 1.0, "one")
+    j0 = g.add("Jmp", [], entry)
+    loop = g.new_block("loop", [j0])
+    jmp = g.add("Jmp", [], loop)  # placeholder terminator, replaced below
+    after_cond = g.new_block("after")
+    x = g.add("Neg", [one], loop, name="x")
+    early = g.add("Neg", [one], loop, name="early")
+    late = g.add("Add", [x, one], loop, name="late")
+    early.set_input(0, late)  # 'early' now uses a node created after it
+    phi = g.add("Phi", [one], loop, name="p")
+    x.set_input(0, phi)
+    g.erase(jmp)
+    loop.drop_inputs()
+    loop.append_input(j0)
+    lim = const(g, loop, -3.0, "lim")
+    c = g.add("Cond", [g.add("Greater", [early, lim], loop)], loop)
+    exit_f = g.add("Proj", [c], loop, {"num": 0})
+    back = g.add("Proj", [c], loop, {"num": 1})
+    loop.append_input(back)
+    phi.append_input(early)
+    after_cond.append_input(exit_f)
+    r = g.add("Return", [early], after_cond)
+    g.end_block.append_input(r)
+    verify(g)
+    want = run(g, max_iterations=1000)
+    # Plain Python: p = 1; loop { early = -(-p + 1); if early > -3: p = early, again }
+    p = 1.0
+    while True:
+        early_v = -((-p) + 1.0)
+        if not early_v > -3.0:
+            break
+        p = early_v
+    assert float(want) == early_v
+    new = g.split_block(x)
+    assert phi.block is loop and early.block is new and late.block is new
+    check_use_lists(g)
+    verify(g)
+    assert float(run(g, max_iterations=1000)) == float(want) == -3.0
+
+
+def test_erase_dead_refuses_without_changing_anything() -> None:
+    g = seed_graphs.ifelse()
+    text = print_graph(g)
+    then = find(g, "then")
+    with pytest.raises(GraphError, match="still used by <Phi %c>, which is not erased with it"):
+        g.erase_dead([then, *then.members])  # type: ignore[attr-defined]
+    assert print_graph(g) == text
+    check_use_lists(g)
+    verify(g)

@@ -12,7 +12,7 @@ from typing import Any
 
 from nexus.ir.node import TERMINATORS, Block, Node, SourceLoc
 from nexus.ir.opdef import OpDef, OpTypeError, get_op
-from nexus.ir.types import X, TensorType, TupleType, Type
+from nexus.ir.types import TensorType, TupleType, Type, X
 
 
 class GraphError(ValueError):
@@ -159,8 +159,14 @@ class Graph:
         self.touch()
 
     def erase_dead(self, nodes: Iterable[Node]) -> None:
-        """Erase a set of nodes that only use each other (e.g. an unreachable region)."""
-        doomed = list(nodes)
+        """Erase a set of nodes that only use each other (e.g. an unreachable region).
+        Refused, with nothing changed, when a node outside the set still uses one."""
+        doomed = list(dict.fromkeys(nodes))
+        inside = set(doomed)
+        for n in doomed:
+            outside = [u for u in n.users if u not in inside]
+            if outside:
+                raise GraphError(f"cannot erase {n!r}: still used by {outside[0]!r}, which is not erased with it")
         for n in doomed:
             n.drop_inputs()
             n.set_deps([])
@@ -194,16 +200,31 @@ class Graph:
     def split_block(self, node: Node, name: str | None = None) -> Block:
         """Move ``node`` and every member after it in ``node.block`` to a new block, which
         the old block reaches by a Jmp.  Phis stay; successor Phis keep working because the
-        terminator (and with it the control edges) moves to the new block."""
+        terminator (and with it the control edges) moves to the new block.  Members that
+        use a moved node move too, so that every use stays dominated."""
         old = node.block
         assert old is not None
         if node.op.kind == "phi":
             raise GraphError("cannot split a block at a Phi")
+        if node.op.name == "Start":
+            raise GraphError("cannot move Start out of the start block")
         members = list(old.members)
-        tail = members[members.index(node):]
+        tail = {n: None for n in members[members.index(node):] if n.op.kind != "phi"}
+        term = old.terminator
+        if term is not None:
+            tail[term] = None
+        work = list(tail)
+        while work:  # close over users in this block (members need not be in dataflow order)
+            for user in work.pop().users:
+                if user.block is old and user not in tail and user.op.kind != "phi" and not isinstance(user, Block):
+                    tail[user] = None
+                    work.append(user)
+        if any(n.op.name == "Start" for n in tail):
+            raise GraphError("cannot move Start out of the start block")
         new = self.new_block(name)
-        for n in tail:
-            self.move(n, new)
+        for n in members:  # keep the members' order
+            if n in tail:
+                self.move(n, new)
         jmp = self.add("Jmp", [], old)
         new.append_input(jmp)
         return new
