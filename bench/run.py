@@ -37,15 +37,15 @@ def targets(rows: list[Row]) -> list[str]:
     out = []
 
     def check(label: str, wl: str, a: str, b: str, limit: float, speedup: bool = False) -> None:
-        """a / b, a being the rows' base (or b / a for a speedup, b the base): the median
-        of paired rounds, and the ratio of the mins."""
+        """a / b (b / a for a speedup) from the paired ratios, and the ratio of the mins.
+        Rows hold base / row (paired); a / b = (base / b) / (base / a), exact when a is the base."""
         ra, rb = _row(rows, wl, a), _row(rows, wl, b)
-        if ra is None or rb is None:
+        if ra is None or rb is None or ra.ratio is None or rb.ratio is None:
             return
-        paired = ra.ratio if speedup else rb.ratio  # a row's ratio is base time / its time
-        if paired is None:
-            return
-        mins = rb.low / ra.low if speedup else ra.low / rb.low
+        paired = rb.ratio / ra.ratio
+        mins = ra.low / rb.low
+        if speedup:
+            paired, mins = 1 / paired, 1 / mins
         good = paired >= limit if speedup else paired <= limit
         op = ">=" if speedup else "<="
         out.append(f"- {label}: {paired:.2f} (ratio of mins {mins:.2f}), target {op} {limit}: "
@@ -56,10 +56,14 @@ def targets(rows: list[Row]) -> list[str]:
     check("W3-small Nexus / NumPy loop", "W3 RNN small", "nexus", "numpy loop", 1.5)
     check("W3-large Nexus / NumPy loop, BLAS 1 thread", "W3 RNN large (T=100, D=H=512, batch 64), BLAS 1",
           "nexus", "numpy loop", 1.1)
+    check("W3-large Nexus sequential / NumPy loop, BLAS 1 thread (interpreter overhead)",
+          "W3 RNN large (T=100, D=H=512, batch 64), BLAS 1", "nexus sequential", "numpy loop", 1.1)
     check("W3-large Nexus / NumPy loop, BLAS default threads", "W3 RNN large (T=100, D=H=512, batch 64), BLAS d",
           "nexus", "numpy loop", 1.1)
     check("W6 speedup parallel vs sequential, BLAS 1 thread", "W6 4 chains x 3 (512 matmul+relu), BLAS 1",
           "nexus parallel", "nexus sequential", 1.6, speedup=True)
+    check("W6 speedup auto vs sequential, BLAS 1 thread", "W6 4 chains x 3 (512 matmul+relu), BLAS 1",
+          "nexus auto", "nexus sequential", 1.6, speedup=True)
     check("W6 (machine check) NumPy on 2 threads by hand vs sequential, BLAS 1 thread",
           "W6 4 chains x 3 (512 matmul+relu), BLAS 1", "numpy, 2 threads by hand", "nexus sequential", 1.6,
           speedup=True)
