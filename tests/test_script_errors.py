@@ -175,3 +175,13 @@ def test_mutating_a_python_list_is_rejected() -> None:
     with pytest.raises(ScriptError, match="global `XS` is a list") as info:
         f(1)
     assert info.value.line == 2 and "instead:" in str(info.value)
+
+
+def test_assert_survives_optimization() -> None:
+    passes = pytest.importorskip("nexus.passes")
+    f = script_source("def f(x):\n    y = x * 2\n    assert y < 10, 'too big'\n    return x\n", "f")
+    assert f(1) == 1
+    g = passes.optimize(f.graph.clone()[0])
+    assert nx.run(g, 2) == 2
+    with pytest.raises(nx.NexusRuntimeError, match="too big"):
+        nx.run(g, 7)
