@@ -142,7 +142,10 @@ def run(g: Graph, *args: Any, max_iterations: int | None = None, parallel: bool 
         fn = p.fns[(max_iterations is not None, parallel)] = p.variant(max_iterations is not None, mode).fn
     if len(args) != len(p.arg_types):
         raise NexusRuntimeError(f"graph @{g.name} takes {len(p.arg_types)} arguments, got {len(args)}")
-    values = [to_value(x, t) for x, t in zip(args, p.arg_types)] if args else ()
+    try:
+        values = [to_value(x, t) for x, t in zip(args, p.arg_types)] if args else ()
+    except NexusRuntimeError as e:
+        raise _bad_argument(g, args, p.arg_types, e) from None
     try:
         return fn(max_iterations, *values)
     except NexusRuntimeError as e:
@@ -151,6 +154,17 @@ def run(g: Graph, *args: Any, max_iterations: int | None = None, parallel: bool 
         raise
     except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
         raise p.locate(e) from e
+
+
+def _bad_argument(g: Graph, args: tuple[Any, ...], types_: list[TensorType | None],
+                  e: NexusRuntimeError) -> NexusRuntimeError:
+    """Name the argument that could not be converted."""
+    for k, (x, t, node) in enumerate(zip(args, types_, g.args)):
+        try:
+            to_value(x, t)
+        except NexusRuntimeError:
+            return NexusRuntimeError(f"graph @{g.name}, argument {k} (%{node.name or k}): {e}")
+    return e
 
 
 def source(g: Graph, *, max_iterations: bool = False, parallel: bool | None = None) -> str:
