@@ -172,7 +172,9 @@ class Gen:
         if k == 11:
             # np.tanh, not math.tanh: libm's tanh and NumPy's differ by an ulp at times, and
             # loops like x = (x * x * y) % 97.5 amplify an ulp to any size (found by a long run).
-            return f"np.tanh({a()})"
+            # float(...): np.tanh gives an np.float64, which NumPy 2 promotes strongly (a
+            # float32 array plus it is float64); a script's floats are Python floats.
+            return f"float(np.tanh({a()}))"
         return f"({a()} * {a()})"
 
     def arr_expr(self, env: Env, d: int = 2) -> str:
