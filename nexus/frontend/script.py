@@ -31,8 +31,10 @@ float f32, which is right for the DSL but would change the results of a Python f
 its dtype (NumPy's rule).  Known differences from Python: ints are 64-bit (they wrap
 instead of growing), float division by zero gives inf/nan instead of raising, ``math``
 functions run as NumPy kernels (``math.tanh`` and ``np.tanh`` may differ in the last
-bit), ``max``/``min`` propagate NaN, and ``x += y`` on a tensor rebinds ``x`` (a script
-never mutates an array).  A variable must keep one dtype (shapes may change: a loop
+bit), ``max``/``min`` propagate NaN, ``x += y`` on a tensor rebinds ``x`` (a script
+never mutates an array), and every i64/f64/bool scalar acts as a Python number: NumPy 2
+treats ``np.float64`` scalars (``x[0]`` of a float64 array, ``np.tanh(1.0)``) as strong,
+so ``float32_array + x[0]`` is float64 in NumPy but float32 in a script.  A variable must keep one dtype (shapes may change: a loop
 whose tensor grows gets a symbolic dim), and must be assigned on every path that can
 reach a use (Python decides that at run time; a script at build time).
 
