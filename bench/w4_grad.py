@@ -1,9 +1,9 @@
 """W4: gradient of sum(h_T) through the RNN ``h = tanh(x_t W^T + h U^T)`` over ``t < T``
 (T a run-time value) w.r.t. W, U and h0.
 
-Nexus graph mode (the gradient graph built once, run on the interpreter; "seq" runs it
-with ``parallel=False``: NumPy's BLAS already uses the cores) and tape mode against
-PyTorch eager autograd and JAX ``grad`` through ``lax.scan`` (jitted).  Also
+Nexus graph mode (the gradient graph built once, run on the interpreter sequentially, as
+``nx.grad`` does; "par" lets the interpreter run independent nodes on its pool) and tape
+mode against PyTorch eager autograd and JAX ``grad`` through ``lax.scan`` (jitted).  Also
 tries JAX ``grad`` through ``lax.while_loop`` and prints its error.  All in float32;
 gradients are checked against PyTorch first.  Prints median, min and max per variant and
 the ratio of medians to PyTorch eager, then the peak memory (tracemalloc) of graph mode,
@@ -150,7 +150,7 @@ def run_size(name: str, repeat: int, memory: bool) -> None:
     gg = gradient_graph(g, (1, 2, 3), "ones")
     variants: dict[str, Callable[..., Any]] = {
         "nexus graph": lambda *a: nx.grad(g, argnums=(1, 2, 3), mode="graph")(*a),
-        "nexus graph seq": lambda *a: list(nx.run(gg, *a, parallel=False))[1:],
+        "nexus graph par": lambda *a: list(nx.run(gg, *a, parallel=None))[1:],
         "nexus tape": lambda *a: nx.grad(g, argnums=(1, 2, 3), mode="tape")(*a),
         "torch eager": torch_grad(),
         "jax scan (jit)": jax_scan_grad(),
@@ -176,7 +176,7 @@ def run_size(name: str, repeat: int, memory: bool) -> None:
     if memory:
         every = int(math.sqrt(2 * p["T"]))  # two block entries per iteration
         peaks = {
-            "nexus graph (stack)": peak(lambda: variants["nexus graph seq"](*args)),
+            "nexus graph (stack)": peak(lambda: variants["nexus graph"](*args)),
             "nexus tape": peak(lambda: variants["nexus tape"](*args)),
             f"tape checkpoint={every}": peak(lambda: nx.grad(g, argnums=(1, 2, 3), mode="tape",
                                                              checkpoint=every)(*args)),

@@ -4,6 +4,8 @@ with break and continue, early return, nested loops."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -284,3 +286,31 @@ def test_non_differentiable_op_is_named(mode: str) -> None:
     g.end_block.append_input(g.add("Return", [g.add("ReduceSum", [q], e)], e))
     with pytest.raises((ValueError, RuntimeError), match="FloorDiv.*not differentiable"):
         nx.grad(g, mode=mode)(np.ones(3), np.ones(3))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dsl_graph_matches_torch(mode: str) -> None:
+    """A graph from the seed-000 with-statement DSL (a while loop with break)."""
+    torch = require("torch", "torch")
+
+    @nx.graph(x="f64", w="f64")  # type: ignore[misc]
+    def f(x: Any, w: Any) -> Any:
+        i = nx.constant(0, dtype="i64")  # type: ignore[attr-defined]
+        with nx.while_loop(nx.less(i, 6)):  # type: ignore[attr-defined]
+            x = nx.tanh(x * w + 0.5)  # type: ignore[attr-defined]
+            i = i + 1
+            with nx.if_cond(x > 0.9):  # type: ignore[attr-defined]
+                with nx.then():  # type: ignore[attr-defined]
+                    nx.break_()  # type: ignore[attr-defined]
+        return x * x
+
+    gx, gw = nx.grad(f, argnums=(0, 1), mode=mode)(0.3, 1.4)
+    tx, tw = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (0.3, 1.4))
+    y = tx
+    for _ in range(6):
+        y = torch.tanh(y * tw + 0.5)
+        if y > 0.9:
+            break
+    (y * y).backward()
+    assert gx == pytest.approx(float(tx.grad), rel=1e-10)  # type: ignore[arg-type]
+    assert gw == pytest.approx(float(tw.grad), rel=1e-10)  # type: ignore[arg-type]

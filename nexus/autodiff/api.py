@@ -84,12 +84,14 @@ def _vjp_values(f: Any, args: Sequence[Any], argnums: tuple[int, ...], cts: Sequ
         seeds = cts if cts is not None else [np.ones_like(o) for o in outs]
         grads = tape_mode.backward(tape, out_ids, seeds, [arg_ids[i] for i in argnums])
         return outs, grads
+    # Sequential: a gradient graph's independent heavy nodes are BLAS calls that use the
+    # cores already; running them on the pool measured 1.1x-3.5x slower (bench/w4_grad.py).
     if cts is None:
         gg = gradient_graph(g, argnums, "ones")
-        res = run(gg, *args, max_iterations=max_iterations)
+        res = run(gg, *args, max_iterations=max_iterations, parallel=False)
     else:
         gg = gradient_graph(g, argnums, "args")
-        res = run(gg, *args, *cts, max_iterations=max_iterations)
+        res = run(gg, *args, *cts, max_iterations=max_iterations, parallel=False)
     res = list(res) if isinstance(res, tuple) else [res]
     n = len(res) - len(argnums)
     return res[:n], res[n:]
