@@ -77,6 +77,13 @@ _EXPORTS: dict[str, str] = {
     "sub": "nexus.frontend.dsl", "subtract": "nexus.frontend.dsl", "tanh": "nexus.frontend.dsl",
     "tile": "nexus.frontend.dsl", "transpose": "nexus.frontend.dsl", "truediv": "nexus.frontend.dsl",
     "unsqueeze": "nexus.frontend.dsl", "where": "nexus.frontend.dsl", "xor": "nexus.frontend.dsl",
+    "average_pool": "nexus.frontend.dsl", "batch_normalization": "nexus.frontend.dsl",
+    "boolean_mask": "nexus.frontend.dsl", "check_dims": "nexus.frontend.dsl", "conv": "nexus.frontend.dsl",
+    "conv_transpose": "nexus.frontend.dsl", "dropout": "nexus.frontend.dsl",
+    "global_average_pool": "nexus.frontend.dsl", "layer_normalization": "nexus.frontend.dsl",
+    "max_pool": "nexus.frontend.dsl", "non_max_suppression": "nexus.frontend.dsl", "non_zero": "nexus.frontend.dsl",
+    "random_normal": "nexus.frontend.dsl", "random_uniform": "nexus.frontend.dsl", "resize": "nexus.frontend.dsl",
+    "top_k": "nexus.frontend.dsl", "unique": "nexus.frontend.dsl",
 }
 
 

@@ -64,3 +64,16 @@ def test_weak_typing_of_python_scalars() -> None:
     got = f.graph()
     assert [np.asarray(v).dtype for v in got] == [np.int32, np.float64, np.int64, np.float32, np.bool_]
     assert [v.item() for v in got] == [4, 3.0, 7, 0.5, True]
+
+
+def test_ops_with_several_results_give_a_tuple() -> None:
+    a = np.array([3.0, -1.0, 7.0, 2.0], dtype=np.float32)
+
+    @nx.graph(x=("f32", (4,)))
+    def f(x):
+        values, indices, _k = nx.top_k(x, 2)
+        return values, indices
+
+    values, indices = f(a)
+    np.testing.assert_array_equal(values, np.sort(a)[::-1][:2])
+    np.testing.assert_array_equal(indices, np.argsort(-a)[:2])

@@ -25,7 +25,7 @@ from nexus.frontend.values import is_python_scalar, to_array, weak_dtype
 from nexus.ir.graph import Graph, GraphError
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import OpDef, OpTypeError, get_op
-from nexus.ir.types import TensorType, Type
+from nexus.ir.types import TensorType, TupleType, Type
 from nexus.ir.verify import VerifyError, verify
 
 
@@ -46,7 +46,8 @@ class Unreachable(BaseException):
 _CURRENT: ContextVar[Builder | None] = ContextVar("nexus_dsl_builder", default=None)
 
 # Inputs that are indices or shapes: a Python int there is i64, whatever the data dtype.
-_INDEX_INPUTS = frozenset({"indices", "shape", "axes", "perm"})
+_INDEX_INPUTS = frozenset({"indices", "shape", "axes", "perm", "k", "depth", "ends", "starts", "pads", "repeats",
+                           "sizes", "axes_then_steps", "max_output_boxes_per_class", "seed"})
 
 
 def current_builder(what: str) -> Builder:
@@ -279,7 +280,9 @@ class Builder:
         self.fail(f"{what}: cannot use {type(x).__name__} {x!r} as a graph value")
 
     def emit(self, op: str | OpDef, inputs: Sequence[Any], attrs: dict[str, Any], name: str | None = None,
-             public: str | None = None) -> Value:
+             public: str | None = None) -> Any:
+        """Build ``op`` on ``inputs`` in the current block: a Value (a tuple of Values
+        for ops with several results)."""
         opdef = get_op(op) if isinstance(op, str) else op
         what = f"nx.{public}" if public else opdef.name
         cur = _CURRENT.get()
@@ -292,7 +295,10 @@ class Builder:
         for i, x in enumerate(inputs):
             in_name = opdef.inputs[min(i, len(opdef.inputs) - 1)] if opdef.inputs else ""
             nodes.append(self.input_node(x, None if in_name in _INDEX_INPUTS else like, what))
-        return self.wrap(self.add(opdef, nodes, attrs, name=name, what=what))
+        node = self.add(opdef, nodes, attrs, name=name, what=what)
+        if isinstance(node.type, TupleType):  # several results (TopK, NMS, ...): one Value each
+            return tuple(self.wrap(self.add("Proj", [node], {"num": i})) for i in range(len(node.type.elems)))
+        return self.wrap(node)
 
     def add(self, op: str | OpDef, inputs: Sequence[Node], attrs: dict[str, Any] | None = None, *,
             name: str | None = None, what: str = "", block: Block | None = None) -> Node:
@@ -428,7 +434,7 @@ class Builder:
             holders = entry.get(n)
             if holders and len(holders) > 1 and region.cond_names:
                 # several variables hold this value: prefer those the `with` line names
-                named = [v for v in holders if isinstance(v, tuple) and v[1] in region.cond_names]
+                named: list[Var] = [v for v in holders if isinstance(v, tuple) and v[1] in region.cond_names]
                 holders = named or holders
             if holders and not (is_root and cloneable(n)):
                 out = self._read(holders[0], header)
