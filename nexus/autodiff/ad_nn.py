@@ -6,7 +6,6 @@ scatters the cotangent back where the forward read."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -181,7 +180,6 @@ _define_if_absent("ResizeGrad", FAMILY, ("grad", "x", "sizes"), _like1_rule, _re
 _define_if_absent("BooleanMaskGrad", FAMILY, ("grad", "x", "mask"), _like1_rule, _boolean_mask_grad,
                   doc="Zeros shaped like x with grad written where the mask is true.")
 
-_ = math
 
 
 def _put_along_axis_grad(g: Any, x: Any, indices: Any, axis: int = -1) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.opdef import REGISTRY, Attr, OpTypeError, all_ops
+from nexus.ir.opdef import REGISTRY, Attr, all_ops
 from nexus.ir.types import FLOAT_DTYPES, TensorType, Type
 from nexus.ops._rules import define, normalize_axis, tensor, unary_rule
 
@@ -124,7 +124,6 @@ _define_if_absent("UnreduceLike", FAMILY, ("grad", "x"), _unreduce_rule, _unredu
 _define_if_absent("ZerosLike", FAMILY, ("x",), unary_rule(_ALL), _zeros_like, doc="Zeros shaped like `x`.")
 _define_if_absent("OnesLike", FAMILY, ("x",), unary_rule(_ALL), _ones_like, doc="Ones shaped like `x`.")
 
-_ = OpTypeError  # re-exported for rule modules
 
 
 # --- adjoints of indexing and joining ops (scatter the cotangent back) -----------------

@@ -20,7 +20,7 @@ from nexus.autodiff.vjp import vjp_rule
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.printer import node_order
-from nexus.ir.types import FLOAT_DTYPES, TensorType
+from nexus.ir.types import TensorType
 from nexus.runtime.interpreter import NexusRuntimeError, to_value
 
 
@@ -198,4 +198,3 @@ def backward(tape: Tape, outs: Sequence[int], cotangents: Sequence[Any], wrt: Se
     return out
 
 
-FLOATS = FLOAT_DTYPES

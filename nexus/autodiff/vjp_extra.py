@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nexus.autodiff.emit import Emitter
-from nexus.autodiff.vjp import VJPS, MissingVJPError, Rule, _unary, defvjp, is_float, mask, one, unbroadcast, zero
+from nexus.autodiff.vjp import VJPS, MissingVJPError, _unary, defvjp, mask, one, unbroadcast, zero
 from nexus.ir.node import Node
 
 Ins = Sequence[Any]
@@ -240,5 +240,3 @@ def _einsum(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[A
     return res
 
 
-_: Rule = VJPS["Add"]
-__all__ = ["is_float"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import nexus.autodiff.ad_nn  # noqa: F401  (registers the adjoint kernels)
 from nexus.autodiff.emit import Emitter
-from nexus.autodiff.vjp import VJPS, MissingVJPError, defvjp, unbroadcast
+from nexus.autodiff.vjp import MissingVJPError, defvjp, unbroadcast
 from nexus.ir.node import Node
 
 Ins = Sequence[Any]
@@ -142,7 +142,6 @@ def _layer_norm(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> li
     return res
 
 
-_ = VJPS
 
 
 @defvjp("TopK")
