@@ -240,3 +240,88 @@ def test_early_return_from_a_loop() -> None:
     for limit in (0, 10, 99):
         want = next(i for i in range(1, 100) if i * i > limit)
         assert int(first_square_over(limit)) == want
+
+
+# --- frames, module level, changing shapes -------------------------------------------------
+def helper_loop(x, n):  # type: ignore[no-untyped-def]
+    """A helper with its own regions, called inside another graph's loop."""
+    k = nx.constant(0)
+    with nx.while_loop(k < n):
+        with nx.if_cond(x > 100.0):
+            with nx.then():
+                nx.break_()
+        x = x * 2.0
+        k = k + 1
+    return x
+
+
+def test_regions_in_helper_functions() -> None:
+    @nx.graph(x="f32", m="i64")
+    def outer(x, m):
+        j = nx.constant(0)
+        with nx.while_loop(j < m):
+            x = helper_loop(x, 3) + 1.0
+            j = j + 1
+        return x
+
+    def outer_py(x: float, m: int) -> float:
+        for _ in range(m):
+            for _ in range(3):
+                if x > 100:
+                    break
+                x = x * 2
+            x = x + 1
+        return x
+
+    for x, m in [(1.5, 4), (0.25, 0), (-3.0, 2)]:
+        assert outer(x, m) == np.float32(outer_py(x, m))
+
+
+MODULE_LEVEL = '''
+import nexus as nx
+with nx.function("skip5") as f:
+    sum_val = nx.constant(0, dtype="i32", name="sum_init")
+    i = nx.constant(1, dtype="i32", name="i_init")
+    with nx.while_loop(nx.less_equal(i, 10)):
+        with nx.if_cond(nx.equal(i, 5)):
+            with nx.then():
+                i = nx.add(i, 1, name="i_increment_skip")
+                nx.continue_()
+        sum_val = nx.add(sum_val, i, name="sum_update")
+        i = nx.add(i, 1, name="i_increment")
+        with nx.if_cond(nx.greater(sum_val, 25)):
+            with nx.then():
+                nx.break_()
+    f.returns(sum_val)
+result = f.graph()
+'''
+
+
+def test_module_level_program(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import runpy
+
+    path = tmp_path / "seed_module.py"
+    path.write_text(MODULE_LEVEL)
+    ns = runpy.run_path(str(path))
+    assert ns["result"] == skip5_python() == 31
+
+
+def test_shape_growing_in_a_loop_widens_the_phi() -> None:
+    @nx.graph(x=("f32", (1,)), n="i64")
+    def grow(x, n):
+        i = nx.constant(0)
+        with nx.while_loop(i < n):
+            x = nx.concat(x, x + 1.0, axis=0)
+            i = i + 1
+        return x
+
+    def grow_py(x: np.ndarray, n: int) -> np.ndarray:
+        for _ in range(n):
+            x = np.concatenate([x, x + np.float32(1)])
+        return x
+
+    x0 = np.ones(1, np.float32)
+    np.testing.assert_array_equal(grow(x0, 3), grow_py(x0, 3))
+    header_phi = next(p for b in grow.blocks for p in b.phis if p.name == "x")
+    assert header_phi.type.shape is not None and not isinstance(header_phi.type.shape[0], int)
+    roundtrip(grow)
