@@ -138,7 +138,7 @@ VJPS["Maximum"] = _select_vjp("GreaterEqual")
 VJPS["Minimum"] = _select_vjp("LessEqual")
 
 
-def _unary(fn: Callable[[Emitter, Any, Any, Any], Any]) -> Rule:
+def unary(fn: Callable[[Emitter, Any, Any, Any], Any]) -> Rule:
     """A rule for a unary op from ``fn(e, x, out, g) -> g_x``."""
 
     def rule(e: Emitter, n: Node, ins: Sequence[Any], out: Any, g: Any, wants: Sequence[bool]) -> list[Any]:
@@ -147,13 +147,13 @@ def _unary(fn: Callable[[Emitter, Any, Any, Any], Any]) -> Rule:
     return rule
 
 
-VJPS["Neg"] = _unary(lambda e, x, y, g: e.op("Neg", g))
-VJPS["Exp"] = _unary(lambda e, x, y, g: e.op("Mul", g, y))
-VJPS["Log"] = _unary(lambda e, x, y, g: e.op("Div", g, x))
-VJPS["Tanh"] = _unary(lambda e, x, y, g: e.op("Mul", g, e.op("Sub", one(e, y), e.op("Mul", y, y))))
-VJPS["Sigmoid"] = _unary(lambda e, x, y, g: e.op("Mul", g, e.op("Mul", y, e.op("Sub", one(e, y), y))))
-VJPS["Relu"] = _unary(lambda e, x, y, g: e.op("Mul", g, mask(e, "Greater", x, zero(e, x), e.type_of(g).dtype)))
-VJPS["Abs"] = _unary(lambda e, x, y, g: e.op("Mul", g, e.op(
+VJPS["Neg"] = unary(lambda e, x, y, g: e.op("Neg", g))
+VJPS["Exp"] = unary(lambda e, x, y, g: e.op("Mul", g, y))
+VJPS["Log"] = unary(lambda e, x, y, g: e.op("Div", g, x))
+VJPS["Tanh"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op("Sub", one(e, y), e.op("Mul", y, y))))
+VJPS["Sigmoid"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op("Mul", y, e.op("Sub", one(e, y), y))))
+VJPS["Relu"] = unary(lambda e, x, y, g: e.op("Mul", g, mask(e, "Greater", x, zero(e, x), e.type_of(g).dtype)))
+VJPS["Abs"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op(
     "Sub", mask(e, "Greater", x, zero(e, x), e.type_of(g).dtype), mask(e, "Less", x, zero(e, x), e.type_of(g).dtype))))
 
 

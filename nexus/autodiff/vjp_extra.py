@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nexus.autodiff.emit import Emitter
-from nexus.autodiff.vjp import VJPS, MissingVJPError, _unary, defvjp, mask, one, unbroadcast, zero
+from nexus.autodiff.vjp import VJPS, MissingVJPError, defvjp, mask, one, unary, unbroadcast, zero
 from nexus.ir.node import Node
 
 Ins = Sequence[Any]
@@ -20,14 +20,14 @@ def _c(e: Emitter, v: float, like: Any) -> Any:
 
 
 # --- unary math ------------------------------------------------------------------------------
-VJPS["Sqrt"] = _unary(lambda e, x, y, g: e.op("Div", e.op("Mul", g, _c(e, 0.5, y)), y))
-VJPS["Rsqrt"] = _unary(lambda e, x, y, g: e.op("Mul", e.op("Mul", g, _c(e, -0.5, y)), e.op("Div", y, x)))
-VJPS["Reciprocal"] = _unary(lambda e, x, y, g: e.op("Neg", e.op("Mul", g, e.op("Mul", y, y))))
-VJPS["Sin"] = _unary(lambda e, x, y, g: e.op("Mul", g, e.op("Cos", x)))
-VJPS["Cos"] = _unary(lambda e, x, y, g: e.op("Neg", e.op("Mul", g, e.op("Sin", x))))
-VJPS["Erf"] = _unary(lambda e, x, y, g: e.op("Mul", g, e.op(
+VJPS["Sqrt"] = unary(lambda e, x, y, g: e.op("Div", e.op("Mul", g, _c(e, 0.5, y)), y))
+VJPS["Rsqrt"] = unary(lambda e, x, y, g: e.op("Mul", e.op("Mul", g, _c(e, -0.5, y)), e.op("Div", y, x)))
+VJPS["Reciprocal"] = unary(lambda e, x, y, g: e.op("Neg", e.op("Mul", g, e.op("Mul", y, y))))
+VJPS["Sin"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op("Cos", x)))
+VJPS["Cos"] = unary(lambda e, x, y, g: e.op("Neg", e.op("Mul", g, e.op("Sin", x))))
+VJPS["Erf"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op(
     "Mul", _c(e, 2 / math.sqrt(math.pi), x), e.op("Exp", e.op("Neg", e.op("Mul", x, x))))))
-VJPS["Softplus"] = _unary(lambda e, x, y, g: e.op("Mul", g, e.op("Sigmoid", x)))
+VJPS["Softplus"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op("Sigmoid", x)))
 
 
 @defvjp("Gelu")
