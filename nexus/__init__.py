@@ -43,7 +43,8 @@ _EXPORTS: dict[str, str] = {
     "Tensor": "nexus.frontend.script",
     # the with-statement DSL (nexus/frontend/dsl.py); op functions are generated from the registry
     "DSLError": "nexus.frontend.dsl", "Value": "nexus.frontend.dsl", "break_": "nexus.frontend.dsl",
-    "constant": "nexus.frontend.dsl", "continue_": "nexus.frontend.dsl", "else_": "nexus.frontend.dsl",
+    "constant": "nexus.frontend.dsl", "continue_": "nexus.frontend.dsl", "device": "nexus.frontend.dsl",
+    "else_": "nexus.frontend.dsl",
     "function": "nexus.frontend.dsl", "graph": "nexus.frontend.dsl", "if_cond": "nexus.frontend.dsl",
     "return_": "nexus.frontend.dsl", "then": "nexus.frontend.dsl", "while_loop": "nexus.frontend.dsl",
     "abs": "nexus.frontend.dsl", "add": "nexus.frontend.dsl", "and_": "nexus.frontend.dsl",

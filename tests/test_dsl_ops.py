@@ -77,3 +77,21 @@ def test_ops_with_several_results_give_a_tuple() -> None:
     values, indices = f(a)
     np.testing.assert_array_equal(values, np.sort(a)[::-1][:2])
     np.testing.assert_array_equal(indices, np.argsort(-a)[:2])
+
+
+def test_device_placement() -> None:
+    with nx.function("placed", x="f32") as f:
+        (x,) = f.args
+        y = x + 1.0
+        with nx.device("/CPU:0", machine="m0"):
+            z = y * 2.0
+            with nx.device("/CPU:1"):
+                w = z - 1.0
+        f.returns(w)
+    g = f.graph
+    ops = {n.op.name: n for n in g.nodes()}
+    assert "device" not in ops["Add"].attrs
+    assert (ops["Mul"].attrs["device"], ops["Mul"].attrs["machine"]) == ("/CPU:0", "m0")
+    assert (ops["Sub"].attrs["device"], ops["Sub"].attrs["machine"]) == ("/CPU:1", "m0")
+    assert g(2.0) == 5.0
+    assert nx.parse(nx.print_graph(g))(2.0) == 5.0

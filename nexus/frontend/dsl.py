@@ -69,7 +69,7 @@ from nexus.ir.graph import Graph
 from nexus.ir.types import TensorType, Type, parse_dim
 
 __all__ = [
-    "DSLError", "Value", "break_", "constant", "continue_", "else_", "function", "graph", "if_cond",
+    "DSLError", "Value", "break_", "constant", "continue_", "device", "else_", "function", "graph", "if_cond",
     "return_", "then", "while_loop",
 ]
 
@@ -335,6 +335,26 @@ class else_(_Branch):  # noqa: N801
     """The branch of the enclosing ``if_cond`` taken when its condition is false."""
 
     kind = "else_"
+
+
+class device:  # noqa: N801
+    """``with nx.device("/GPU:0"):`` places the data nodes built inside (their ``device``
+    and, if given, ``machine`` attributes); nests, the innermost winning."""
+
+    def __init__(self, name: str, machine: str | None = None):
+        self.placement = {"device": name} if machine is None else {"device": name, "machine": machine}
+        self._saved: dict[str, str] = {}
+        self._builder: Builder | None = None
+
+    def __enter__(self) -> device:
+        b = current_builder("nx.device")
+        self._builder, self._saved = b, b.placement
+        b.placement = {**b.placement, **self.placement}
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        assert self._builder is not None
+        self._builder.placement = self._saved
 
 
 def break_() -> NoReturn:

@@ -113,6 +113,7 @@ class Builder:
         self._frames: dict[int, tuple[int, FrameType]] = {}  # id -> (token, frame kept alive)
         self._consts: dict[tuple[str, tuple, bytes], Node] = {}
         self.merge_info: dict[Block, Region] = {}
+        self.placement: dict[str, str] = {}  # `with nx.device(...)`: attrs of the data nodes built
         # Per frame: names that are graph variables although they may hold a Python number
         # (they held a graph value once, or different numbers on different paths).
         self._rebound: dict[int, set[str]] = {}
@@ -302,8 +303,11 @@ class Builder:
 
     def add(self, op: str | OpDef, inputs: Sequence[Node], attrs: dict[str, Any] | None = None, *,
             name: str | None = None, what: str = "", block: Block | None = None) -> Node:
+        opdef = get_op(op) if isinstance(op, str) else op
+        if self.placement and opdef.kind == "data":
+            attrs = {**self.placement, **(attrs or {})}
         try:
-            return self.g.add(op, inputs, block or self.block, attrs, name=name, loc=user_loc())
+            return self.g.add(opdef, inputs, block or self.block, attrs, name=name, loc=user_loc())
         except (OpTypeError, GraphError) as e:
             self.fail(f"{what + ': ' if what and not str(e).startswith(what) else ''}{e}")
 
