@@ -67,6 +67,18 @@ def test_files_and_metadata(tmp_path) -> None:
     assert tensorio.load_metadata(tmp_path / "b.safetensors") == {"m": "1"}
 
 
+def test_save_file_matches_save_bytes_for_every_dtype(tmp_path) -> None:
+    stn = require("safetensors.numpy", "test")
+    tensors = {dt: (np.arange(7) % 2).astype(dt).reshape(7, 1) for dt in DTYPES}
+    tensors["scalar"] = np.array(3.5, np.float16)
+    tensors["empty"] = np.zeros((2, 0), np.int32)
+    tensorio.save_file(tensors, tmp_path / "a.st")
+    data = (tmp_path / "a.st").read_bytes()
+    assert data == tensorio.save_bytes(tensors)
+    got = stn.load(data)
+    assert all(_same(got[k], v) for k, v in tensors.items())
+
+
 def test_header_is_padded_to_8() -> None:
     data = tensorio.save_bytes({"abc": np.ones(3, np.float32)})
     (n,) = struct.unpack("<Q", data[:8])

@@ -51,34 +51,43 @@ class LoadError(ValueError):
 # --- writing -------------------------------------------------------------------------------
 def save_bytes(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> bytes:
     """The safetensors bytes of ``tensors`` (written in name order)."""
+    head, arrays = _layout(tensors, metadata)
+    return b"".join([head, *(a.tobytes() for a in arrays)])
+
+
+def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
+              metadata: Mapping[str, str] | None = None) -> None:
+    """Write ``tensors`` to ``path`` in the safetensors format."""
+    head, arrays = _layout(tensors, metadata)
+    with open(path, "wb") as f:
+        f.write(head)
+        for a in arrays:  # straight from the arrays' memory, no intermediate copy
+            f.write(a.data)
+
+
+def _layout(tensors: Mapping[str, np.ndarray],
+            metadata: Mapping[str, str] | None) -> tuple[bytes, list[np.ndarray]]:
+    """The length-prefixed, padded header and the little-endian contiguous arrays."""
     header: dict[str, Any] = {}
     if metadata:
         for k, v in metadata.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise TypeError("safetensors metadata maps strings to strings")
         header[_METADATA] = dict(metadata)
-    chunks: list[bytes] = []
+    arrays: list[np.ndarray] = []
     offset = 0
     for name in sorted(tensors):
         if not isinstance(name, str) or not name or name == _METADATA:
             raise ValueError(f"bad tensor name {name!r}")
         arr = np.asarray(tensors[name])
         st = _st_dtype(arr.dtype, name)
-        data = np.ascontiguousarray(arr, dtype=ST_DTYPES[st]).tobytes()
-        header[name] = {"dtype": st, "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
+        data = np.ascontiguousarray(arr, dtype=ST_DTYPES[st])
+        header[name] = {"dtype": st, "shape": list(arr.shape), "data_offsets": [offset, offset + data.nbytes]}
+        arrays.append(data)
+        offset += data.nbytes
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
-
-
-def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
-              metadata: Mapping[str, str] | None = None) -> None:
-    """Write ``tensors`` to ``path`` in the safetensors format."""
-    data = save_bytes(tensors, metadata)
-    with open(path, "wb") as f:
-        f.write(data)
+    return struct.pack("<Q", len(text)) + text, arrays
 
 
 def _st_dtype(dt: np.dtype, name: str) -> str:
