@@ -103,7 +103,7 @@ def mutated(draw: st.DrawFn) -> str:
     return text
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
 @example("")
 @example("graph @g {")
@@ -119,7 +119,7 @@ def test_mutated_text_parses_or_raises_parse_error(text: str) -> None:
     parse_or_parse_error(text)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=5000)
 @given(st.lists(st.sampled_from(TOKENS), max_size=30).map("".join))
 def test_token_soup_inside_a_graph(body: str) -> None:
     parse_or_parse_error("graph @g {\n^entry:\n  " + body + "\n}\n")
