@@ -50,6 +50,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, NoReturn
 
+from nexus.frontend import dsl_control as control
 from nexus.frontend.dsl_builder import (
     BranchRegion,
     Builder,
@@ -269,7 +270,7 @@ class while_loop:  # noqa: N801
     def __enter__(self) -> while_loop:
         b = current_builder("nx.while_loop")
         self._builder = b
-        self._region = b.loop_enter(self.cond, user_frame(), user_loc())
+        self._region = control.loop_enter(b, self.cond, user_frame(), user_loc())
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> bool:
@@ -277,7 +278,7 @@ class while_loop:  # noqa: N801
         if et is not None and et is not Unreachable:
             self._builder.abandon(self._region)
             return False
-        self._builder.loop_exit(self._region, reachable=et is None)
+        control.loop_exit(self._builder, self._region, reachable=et is None)
         return et is Unreachable
 
 
@@ -292,7 +293,7 @@ class if_cond:  # noqa: N801
     def __enter__(self) -> if_cond:
         b = current_builder("nx.if_cond")
         self._builder = b
-        self._region = b.if_enter(self.cond, user_frame(), user_loc())
+        self._region = control.if_enter(b, self.cond, user_frame(), user_loc())
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -300,7 +301,7 @@ class if_cond:  # noqa: N801
         if et is not None:
             self._builder.abandon(self._region)
             return
-        self._builder.if_exit(self._region)
+        control.if_exit(self._builder, self._region)
 
 
 class _Branch:
@@ -313,7 +314,7 @@ class _Branch:
     def __enter__(self) -> _Branch:
         b = current_builder(f"nx.{self.kind}")
         self._builder = b
-        self._region = b.branch_enter(self.kind, user_frame(), user_loc())
+        self._region = control.branch_enter(b, self.kind, user_frame(), user_loc())
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> bool:
@@ -321,7 +322,7 @@ class _Branch:
         if et is not None and et is not Unreachable:
             self._builder.abandon(self._region)
             return False
-        self._builder.branch_exit(self._region, reachable=et is None)
+        control.branch_exit(self._builder, self._region, reachable=et is None)
         return et is Unreachable
 
 
@@ -359,12 +360,12 @@ class device:  # noqa: N801
 
 def break_() -> NoReturn:
     """Leave the innermost ``while_loop``; the rest of the block does not run."""
-    current_builder("nx.break_()").jump_out("nx.break_()", to_header=False)
+    control.jump_out(current_builder("nx.break_()"), "nx.break_()", to_header=False)
 
 
 def continue_() -> NoReturn:
     """Go to the next iteration of the innermost ``while_loop``."""
-    current_builder("nx.continue_()").jump_out("nx.continue_()", to_header=True)
+    control.jump_out(current_builder("nx.continue_()"), "nx.continue_()", to_header=True)
 
 
 # --- the op functions, generated from the registry -------------------------------------

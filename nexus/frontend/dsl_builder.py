@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from nexus.frontend.dsl_frames import frame_locals, set_frame_locals, user_loc, with_statement
+from nexus.frontend.dsl_frames import frame_locals, set_frame_locals, user_loc
 from nexus.frontend.dsl_ssa import PhiTypeError, PyScalar, SSABuilder, Stale, Undefined, Var
 from nexus.frontend.dsl_value import Value
 from nexus.frontend.values import is_python_scalar, to_array, weak_dtype
@@ -164,7 +164,7 @@ class Builder:
                     if v._node is None and v._var == var and v._epoch == self.epoch:
                         continue  # not reassigned since this block began
                     self.ssa.write(var, self.block, self._binding(name, v))
-                elif _is_number(v):
+                elif is_number(v):
                     # A Python number becomes a Constant only if a graph value needs it.
                     self.ssa.write(var, self.block, PyScalar(v))
                     seen = self._numbers.setdefault(var, set())
@@ -196,7 +196,7 @@ class Builder:
             tok = self._token(frame)
             rebound = self._rebound.setdefault(tok, set())
             names = [name for name, v in frame_locals(frame).items()
-                     if (isinstance(v, Value) and v._builder is self) or (name in rebound and _is_number(v))]
+                     if (isinstance(v, Value) and v._builder is self) or (name in rebound and is_number(v))]
             updates = {name: self._entry_value((tok, name), block) for name in names}
             rebound.update(updates)
             set_frame_locals(frame, updates)
@@ -321,252 +321,6 @@ class Builder:
             self.fail(f"{what}: the condition must be a bool scalar, got {t}")
         return node
 
-    # --- while_loop ----------------------------------------------------------------
-    def loop_enter(self, cond: Any, frame: FrameType | None, loc: SourceLoc) -> LoopRegion:
-        self.check_can_emit("nx.while_loop")
-        region = LoopRegion("while_loop", frame, loc)
-        self.regions.append(region)
-        self.sync()
-        info = with_statement(frame) if frame is not None else None
-        assigned = info.assigned if info is not None else None
-        region.cond_names = set(info.reads) if info is not None else None
-        # A condition written on the `with` line is re-evaluated in the header like a
-        # callable (exact Python semantics); one built earlier is re-emitted from its DAG.
-        inline = None
-        if isinstance(cond, Value) and info is not None and not info.bare and frame is not None:
-            code = info.compile_argument()
-            if code is not None:
-                inline = (code, frame)
-        for fr in self._tracked_frames():
-            rebound = self._rebound.setdefault(self._token(fr), set())
-            for name, v in frame_locals(fr).items():
-                if not _is_number(v):
-                    continue
-                if fr is frame and assigned is not None and name in assigned:
-                    # a Python number the body updates: loop-carried as a graph value
-                    if inline is None:
-                        self._check_literal_condition(cond, name, v, loc, name in (info.reads if info else ()))
-                    rebound.add(name)
-                elif name not in rebound:
-                    region.numbers[(fr, name)] = v
-        pre = self.block
-        entry = self._entry_values(pre) if isinstance(cond, Value) and inline is None else {}
-        header = self.g.new_block(f"while_L{loc.line}", [self.add("Jmp", [])])
-        region.header = header
-        self.merge_info[header] = region
-        self.enter(header)
-        if inline is not None:
-            code, fr = inline
-            node = self.condition(lambda: eval(code, fr.f_globals, frame_locals(fr)), "nx.while_loop")  # noqa: S307
-            self._erase_if_dead(self.use(cond))
-        elif isinstance(cond, Value):
-            self.use(cond)  # checks it is valid here before it is re-emitted
-            node = self._reemit(self.use(cond), entry, header, region)
-            t = node.type
-            if not (isinstance(t, TensorType) and t.dtype == "bool" and t.shape == ()):
-                self.fail(f"nx.while_loop: the condition must be a bool scalar, got {t}")
-        elif cond is True:  # `while True`: left only by break/return, no Cond
-            node = None
-        else:
-            node = self.condition(cond, "nx.while_loop")
-        if node is None:
-            into_body = self.add("Jmp", [])
-        else:
-            c = self.add("Cond", [node])
-            region.exit_proj = self.add("Proj", [c], {"num": 0})
-            into_body = self.add("Proj", [c], {"num": 1})
-        body = self.g.new_block(f"body_L{loc.line}", [into_body])
-        self.ssa.sealed.add(body)
-        self.enter(body)
-        return region
-
-    def _erase_if_dead(self, node: Node) -> None:
-        """Drop the first evaluation of an inline loop condition: nothing can use it."""
-        if not node.has_uses() and node.op.kind == "data" and node.op.pure and node.op.name != "Constant":
-            self.g.erase(node)
-
-    def _check_literal_condition(self, cond: Any, name: str, number: Any, loc: SourceLoc, named: bool) -> None:
-        """A condition built before the loop from a Python-number variable holds its value
-        as a literal, which the loop cannot update: refuse it rather than loop wrongly.
-        Precise when the condition is written in the ``with`` line (``named``); for a
-        condition built earlier (``cond``) any equal literal in it is suspect."""
-        if callable(cond) and not isinstance(cond, Value):
-            return
-        if named:
-            self._literal_condition_error(name, number, loc)
-        if not isinstance(cond, Value):
-            return
-        seen: set[Node] = set()
-        work = [self.use(cond)]
-        while work:
-            n = work.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if n.op.name == "Constant" and self._consts.get(_const_key(n)) is n and n.attrs["value"].ndim == 0 \
-                    and n.attrs["value"] == number:
-                self._literal_condition_error(name, number, loc)
-            work.extend(n.inputs)
-
-    def _literal_condition_error(self, name: str, number: Any, loc: SourceLoc) -> NoReturn:
-        self.fail(f"the condition of the while_loop at line {loc.line} was built from the Python number "
-                  f"{name} = {number!r}, which the loop updates; make it a graph value "
-                  f"({name} = nx.constant({number!r})) or pass a callable (nx.while_loop(lambda: ...))")
-
-    def _entry_values(self, pre: Block) -> dict[Node, list[Var]]:
-        """Node -> the tracked variables holding it at the end of ``pre``."""
-        out: dict[Node, list[Var]] = {}
-        for frame in self._tracked_frames():
-            tok = self._token(frame)
-            for name, _ in self._own_values(frame):
-                var = (tok, name)
-                if self.ssa.undefined(var, pre) is None:
-                    out.setdefault(self._read(var, pre), []).append(var)
-        return out
-
-    def _reemit(self, root: Node, entry: dict[Node, list[Var]], header: Block, region: LoopRegion) -> Node:
-        """Re-emit the condition's expression DAG in the loop header, each value a tracked
-        variable held at loop entry replaced by that variable's current value."""
-        memo: dict[Node, Node] = {}
-
-        def cloneable(n: Node) -> bool:
-            return n.op.kind == "data" and n.op.pure and n.num_inputs > 0
-
-        def walk(n: Node, is_root: bool) -> Node:
-            if n in memo:
-                return memo[n]
-            holders = entry.get(n)
-            if holders and len(holders) > 1 and region.cond_names:
-                # several variables hold this value: prefer those the `with` line names
-                named: list[Var] = [v for v in holders if isinstance(v, tuple) and v[1] in region.cond_names]
-                holders = named or holders
-            if holders and not (is_root and cloneable(n)):
-                out = self._read(holders[0], header)
-                if len(holders) > 1:
-                    region.aliases.append(holders)
-            elif cloneable(n):
-                ins = [walk(i, False) for i in n.inputs]
-                changed = any(a is not b for a, b in zip(ins, n.inputs))
-                out = self.g.add(n.op, ins, header, dict(n.attrs), name=n.name, loc=n.loc) if changed else n
-            else:
-                out = n
-            memo[n] = out
-            return out
-
-        return walk(root, True)
-
-    def loop_exit(self, region: LoopRegion, reachable: bool) -> None:
-        assert region.header is not None
-        if reachable:
-            self._check_numbers(region)
-            self.sync()
-            region.header.append_input(self.add("Jmp", []))
-        try:
-            self.ssa.seal(region.header)
-        except PhiTypeError as e:
-            self._phi_type_error(e)
-        for holders in region.aliases:
-            values = {self._read(v, region.header) for v in holders}
-            if len(values) > 1:
-                names = ", ".join(repr(v[1]) for v in holders if isinstance(v, tuple))
-                self.fail(f"the condition of {region.describe()} uses a value held by several variables "
-                          f"({names}) that the loop updates differently; pass a callable instead, "
-                          "e.g. nx.while_loop(lambda: x < limit)")
-        exits = [region.exit_proj] if region.exit_proj is not None else []
-        if not exits and not region.breaks:
-            self._pop(region)
-            raise Unreachable()  # `while True` without break: nothing after it runs
-        exit_block = self.g.new_block(f"after_L{region.loc.line}", [*exits, *region.breaks])
-        self.ssa.sealed.add(exit_block)
-        self.merge_info[exit_block] = region
-        self._pop(region)
-        self.enter(exit_block, closed=region)
-
-    def _check_numbers(self, region: LoopRegion) -> None:
-        """A Python number cannot be loop-carried: the body already ran with its value."""
-        for (frame, name), before in region.numbers.items():
-            now = frame_locals(frame).get(name, before)
-            if now is before or (_is_number(now) and type(now) is type(before) and now == before):
-                continue
-            shown = "a graph value" if isinstance(now, Value) else repr(now)
-            self.fail(f"variable {name!r} holds the Python number {before!r} when {region.describe()} starts "
-                      f"and {shown} at the end of an iteration; a Python number is not loop-carried: "
-                      f"make it a graph value before the loop, e.g. {name} = nx.constant({before!r})")
-
-    def innermost_loop(self, what: str) -> LoopRegion:
-        if isinstance(self.region, IfRegion):
-            self.fail(f"{what}: inside `with nx.if_cond(...)`, put it in `with nx.then():` or `with nx.else_():`")
-        for r in reversed(self.regions):
-            if isinstance(r, LoopRegion):
-                return r
-        self.fail(f"{what} is only allowed inside `with nx.while_loop(...)`")
-
-    def jump_out(self, what: str, to_header: bool) -> NoReturn:
-        loop = self.innermost_loop(what)
-        if to_header:
-            self._check_numbers(loop)
-        self.sync()
-        jmp = self.add("Jmp", [])
-        if to_header:
-            assert loop.header is not None
-            loop.header.append_input(jmp)
-        else:
-            loop.breaks.append(jmp)
-        raise Unreachable()
-
-    # --- if_cond -------------------------------------------------------------------
-    def if_enter(self, cond: Any, frame: FrameType | None, loc: SourceLoc) -> IfRegion:
-        self.check_can_emit("nx.if_cond")
-        node = self.condition(cond, "nx.if_cond")
-        region = IfRegion("if_cond", frame, loc)
-        self.regions.append(region)
-        self.sync()
-        c = self.add("Cond", [node])
-        region.cond_block = self.block
-        region.false_proj = self.add("Proj", [c], {"num": 0})
-        region.true_proj = self.add("Proj", [c], {"num": 1})
-        return region
-
-    def branch_enter(self, kind: str, frame: FrameType | None, loc: SourceLoc) -> BranchRegion:
-        what = f"nx.{kind}()"
-        parent = self.region
-        if not isinstance(parent, IfRegion):
-            self.fail(f"{what} must be used directly inside `with nx.if_cond(...)`")
-        if kind in parent.used:
-            self.fail(f"{what} is used twice in {parent.describe()}")
-        parent.used.add(kind)
-        proj = parent.true_proj if kind == "then" else parent.false_proj
-        assert proj is not None
-        block = self.g.new_block(f"{kind.rstrip('_')}_L{parent.loc.line}", [proj])
-        self.ssa.sealed.add(block)
-        region = BranchRegion(kind, frame, loc, parent=parent)
-        self.regions.append(region)
-        self.enter(block)
-        return region
-
-    def branch_exit(self, region: BranchRegion, reachable: bool) -> None:
-        parent = region.parent
-        assert parent is not None and parent.cond_block is not None
-        edge = None
-        if reachable:
-            self.sync()
-            edge = self.add("Jmp", [])
-        parent.edges[region.kind] = edge
-        self._pop(region)
-        self.block = parent.cond_block  # nothing is emitted here (if_cond forbids it)
-
-    def if_exit(self, region: IfRegion) -> None:
-        self._pop(region)
-        then_edge = region.edges["then"] if "then" in region.used else region.true_proj
-        else_edge = region.edges["else_"] if "else_" in region.used else region.false_proj
-        preds = [e for e in (then_edge, else_edge) if e is not None]
-        if not preds:
-            raise Unreachable()  # both branches left by break/continue/return
-        join = self.g.new_block(f"join_L{region.loc.line}", preds)
-        self.ssa.sealed.add(join)
-        self.merge_info[join] = region
-        self.enter(join, closed=region)
-
     # --- function ------------------------------------------------------------------
     def emit_return(self, values: Sequence[Any]) -> None:
         self.check_can_emit("returns")
@@ -610,11 +364,11 @@ def _array_key(arr: np.ndarray) -> tuple[str, tuple, bytes]:
     return (arr.dtype.str, arr.shape, arr.tobytes())
 
 
-def _const_key(n: Node) -> tuple[str, tuple, bytes]:
+def const_key(n: Node) -> tuple[str, tuple, bytes]:
     return _array_key(n.attrs["value"])
 
 
-def _is_number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
     return isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating))
 
 
