@@ -91,3 +91,14 @@ def test_cost_model_decides_what_goes_to_the_pool(monkeypatch: pytest.MonkeyPatc
     # Scalar code never goes to the pool unless forced.
     assert "_submit" not in source(w2_count(), parallel=None)
     assert "_submit" in source(w2_count(), parallel=True)
+
+
+def test_kahn_groups_of_the_w6_block() -> None:
+    """4 chains of (matmul, relu) x 3: six groups of four independent nodes, then the sums."""
+    from nexus.runtime.plan import make_plan
+
+    g = w6_chains(8)
+    (entry,) = [bp for b, bp in make_plan(g).blocks.items() if b is g.start_block]
+    sizes = [len(grp) for grp in entry.groups]
+    assert sizes == [4, 4, 4, 4, 4, 4, 1, 1, 1]  # ((a + b) + c) + d: the adds form a chain
+    assert [{n.op.name for n in grp} for grp in entry.groups[:6]] == [{"MatMul"}, {"Relu"}] * 3

@@ -89,6 +89,7 @@ def kahn_groups(nodes: list[Node], block: Block) -> list[list[Node]]:
             if d in local:
                 indeg[n] += 1
                 succs[d].append(n)
+    order = {n: i for i, n in enumerate(nodes)}  # groups keep the members' order
     groups: list[list[Node]] = []
     ready = [n for n in nodes if indeg[n] == 0]
     done = 0
@@ -101,7 +102,6 @@ def kahn_groups(nodes: list[Node], block: Block) -> list[list[Node]]:
                 indeg[s] -= 1
                 if indeg[s] == 0:
                     nxt.append(s)
-        order = {n: i for i, n in enumerate(nodes)}
         ready = sorted(nxt, key=order.__getitem__)
     if done != len(nodes):
         stuck = [n for n in nodes if indeg[n] > 0][:3]
