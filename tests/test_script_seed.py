@@ -9,11 +9,13 @@ import pytest
 import nexus as nx
 from nexus import Tensor
 from nexus.ir.printer import structural_diff
+from nexus.testing.py_gen import trivial_phis
 
 
 def check_graph(g: nx.Graph) -> None:
     """Every script graph verifies, round-trips through the text form and draws."""
     nx.verify(g)
+    assert not trivial_phis(g)  # Braun et al.: no Phi with one distinct input is left
     again = nx.parse(nx.print_graph(g))
     assert structural_diff(again, g) == ""
     try:

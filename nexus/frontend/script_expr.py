@@ -488,6 +488,8 @@ class ExprLowering:
         join = self.merge([e for e, _ in edges], "join")
         assert join is not None
         self.block = join
+        if all(n is nodes[0] for n in nodes):
+            return nodes[0]  # `x if c else x`: a Phi would be trivial
         return self.emit("Phi", nodes, type=out)
 
     def expr_IfExp(self, node: ast.IfExp) -> Val:

@@ -477,6 +477,9 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         ok_py, want = _outcome(py["f"], tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
         ok_nx, got = _outcome(sf, args)
         if ok_py and ok_nx and same(want, got):
+            bad = trivial_phis(sf.graph_for(*args))
+            if bad:
+                return Failure(src, args, want, f"trivial Phis left in the graph: {bad}")
             if optimize:
                 failure = _check_optimized(sf, args, want, src)
                 if failure is not None:
@@ -488,6 +491,15 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
             got = "".join(traceback.format_exception(got, limit=4))
         return Failure(src, args, want, got)
     return None
+
+
+def trivial_phis(g: Any) -> list[Any]:
+    """Phis whose inputs are all one value or the Phi itself (Braun et al. remove them)."""
+    out = []
+    for n in g.nodes():
+        if n.op.name == "Phi" and len({id(v) for v in n.inputs if v is not n}) <= 1:
+            out.append(n)
+    return out
 
 
 def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Failure | None:
