@@ -34,9 +34,10 @@ functions run as NumPy kernels (``math.tanh`` and ``np.tanh`` may differ in the 
 bit), ``max``/``min`` propagate NaN, ``x += y`` on a tensor rebinds ``x`` (a script
 never mutates an array), and every i64/f64/bool scalar acts as a Python number: NumPy 2
 treats ``np.float64`` scalars (``x[0]`` of a float64 array, ``np.tanh(1.0)``) as strong,
-so ``float32_array + x[0]`` is float64 in NumPy but float32 in a script.  A variable must keep one dtype (shapes may change: a loop
-whose tensor grows gets a symbolic dim), and must be assigned on every path that can
-reach a use (Python decides that at run time; a script at build time).
+so ``float32_array + x[0]`` is float64 in NumPy but float32 in a script.  A variable
+must keep one dtype (shapes may change: a loop whose tensor grows gets a symbolic dim),
+and must be assigned on every path that can reach a use (Python decides that at run
+time; a script at build time).
 
 Arguments may be annotated ``int``, ``float``, ``bool``, ``Tensor`` or ``Tensor["T", "D"]``
 (named dims become symbols, checked for consistency at each call).  Unannotated ones take
