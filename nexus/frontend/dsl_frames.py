@@ -11,14 +11,10 @@ and the source location of the user's code.
 from __future__ import annotations
 
 import ast
-import copy
 import ctypes
-import functools
-import inspect
 import linecache
 import os
 import sys
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import CodeType, FrameType
@@ -54,11 +50,18 @@ def set_frame_locals(frame: FrameType, updates: Mapping[str, Any]) -> None:
         _locals_to_fast(frame, 0)
 
 
+_IS_DSL_FILE: dict[str, bool] = {}
+
+
 def is_dsl_frame(frame: FrameType) -> bool:
     """Whether ``frame`` runs code of the DSL implementation itself."""
-    return os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _FRONTEND_DIR and os.path.basename(
-        frame.f_code.co_filename
-    ).startswith("dsl")
+    filename = frame.f_code.co_filename
+    hit = _IS_DSL_FILE.get(filename)
+    if hit is None:
+        path = os.path.abspath(filename)
+        hit = os.path.dirname(path) == _FRONTEND_DIR and os.path.basename(path).startswith("dsl")
+        _IS_DSL_FILE[filename] = hit
+    return hit
 
 
 def user_frame() -> FrameType:
@@ -102,38 +105,42 @@ def with_statement(frame: FrameType) -> WithInfo | None:
     if the source is unavailable).  Used to tell, before a loop body runs, which
     Python-number variables it updates, and to re-evaluate a loop condition written on
     the ``with`` line."""
-    if frame.f_code.co_name == "<module>":  # getsourcelines gives only its first block
-        lines, start = linecache.getlines(frame.f_code.co_filename, frame.f_globals), 1
-    else:
-        try:
-            lines, start = inspect.getsourcelines(frame.f_code)
-        except (OSError, TypeError):
-            return None
-    start = max(start, 1)
-    tree = _parse(frame.f_code.co_filename, start, "".join(lines))
-    if tree is None:
+    filename = frame.f_code.co_filename
+    node = _with_statements(filename, frame.f_globals).get(frame.f_lineno)
+    if node is None:
         return None
-    line = frame.f_lineno - start + 1
-    for node in ast.walk(tree):
-        if isinstance(node, ast.With) and node.body and node.lineno <= line < node.body[0].lineno:
-            names: set[str] = set()
-            for stmt in node.body:
-                _collect_stores(stmt, names)
-            reads = {n.id for item in node.items for n in ast.walk(item.context_expr) if isinstance(n, ast.Name)}
-            call = node.items[0].context_expr
-            arg = call.args[0] if isinstance(call, ast.Call) and len(call.args) == 1 else None
-            if arg is not None:
-                arg = ast.increment_lineno(copy.deepcopy(arg), start - 1)
-            return WithInfo(frozenset(names), frozenset(reads), arg, frame.f_code.co_filename)
-    return None
+    names: set[str] = set()
+    for stmt in node.body:
+        _collect_stores(stmt, names)
+    reads = {n.id for item in node.items for n in ast.walk(item.context_expr) if isinstance(n, ast.Name)}
+    call = node.items[0].context_expr
+    arg = call.args[0] if isinstance(call, ast.Call) and len(call.args) == 1 else None
+    return WithInfo(frozenset(names), frozenset(reads), arg, filename)
 
 
-@functools.lru_cache(maxsize=256)
-def _parse(filename: str, start: int, source: str) -> ast.Module | None:
+# filename -> (the linecache list it was parsed from, header line -> With statement)
+_WITH_CACHE: dict[str, tuple[list[str], dict[int, ast.With]]] = {}
+
+
+def _with_statements(filename: str, module_globals: dict[str, Any]) -> dict[int, ast.With]:
+    """Every ``with`` statement of a source file, by each line of its header; parsed once
+    per version of the file that linecache holds."""
+    lines = linecache.getlines(filename, module_globals)
+    hit = _WITH_CACHE.get(filename)
+    if hit is not None and hit[0] is lines:
+        return hit[1]
+    table: dict[int, ast.With] = {}
     try:
-        return ast.parse(textwrap.dedent(source))
-    except SyntaxError:
-        return None
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is not None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.With) and node.body:
+                for line in range(node.lineno, max(node.body[0].lineno, node.lineno + 1)):
+                    table.setdefault(line, node)
+    _WITH_CACHE[filename] = (lines, table)
+    return table
 
 
 def _collect_stores(node: ast.AST, names: set[str]) -> None:
