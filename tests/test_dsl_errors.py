@@ -210,3 +210,25 @@ def test_python_return_inside_a_region_is_rejected() -> None:
 def test_ops_outside_a_graph() -> None:
     with pytest.raises(nx.DSLError, match="no graph is being built"):
         nx.add(1.0, 2.0)
+
+
+def test_a_failed_build_leaves_no_state_behind() -> None:
+    def broken() -> None:
+        with nx.function("broken") as f:
+            x = nx.constant(1.0)
+            with nx.while_loop(x < 3.0):
+                with nx.if_cond(x > 0.0):
+                    with nx.then():
+                        raise KeyError("user bug")
+            f.returns(x)
+
+    with pytest.raises(KeyError, match="user bug"):
+        broken()
+    with nx.function("fine") as f:
+        x = nx.constant(1.0)
+        with nx.while_loop(x < 3.0):
+            x = x + 1.0
+        f.returns(x)
+    assert f.graph() == 3.0
+    with pytest.raises(nx.DSLError, match="no graph is being built"):
+        nx.constant(1.0)

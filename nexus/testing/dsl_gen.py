@@ -64,7 +64,7 @@ class While:
 
 @dataclass
 class Jump:
-    kind: str  # "break" or "continue"
+    kind: str  # "break", "continue" or "return" (of every variable)
 
 
 @dataclass
@@ -144,6 +144,8 @@ def blocks(draw: st.DrawFn, depth: int, in_loop: bool, counters: list[str]) -> l
             kinds += ["if", "while"]
         if in_loop:
             kinds += ["break", "continue"]
+        if depth >= 1:
+            kinds += ["return"]
         kind = draw(st.sampled_from(kinds))
         if kind == "assign":
             is_float = draw(st.booleans())
@@ -233,12 +235,13 @@ def _render_python(p: Program) -> str:
         lines.append(f"    {v} = {_py_expr(Expr('const', (x,), isinstance(x, float)))}")
     for c in p.counters:
         lines.append(f"    {c} = np.int64(0)")
-    _py_block(p.body, lines, 1)
-    lines.append(f"    return ({', '.join([*p.inits, *p.counters])},)")
+    result = f"({', '.join([*p.inits, *p.counters])},)"
+    _py_block(p.body, lines, 1, result)
+    lines.append(f"    return {result}")
     return "\n".join(lines) + "\n"
 
 
-def _py_block(stmts: list[Any] | None, lines: list[str], ind: int) -> None:
+def _py_block(stmts: list[Any] | None, lines: list[str], ind: int, result: str) -> None:
     pad = "    " * ind
     if not stmts:
         lines.append(f"{pad}pass")
@@ -247,13 +250,13 @@ def _py_block(stmts: list[Any] | None, lines: list[str], ind: int) -> None:
         if isinstance(s, Assign):
             lines.append(f"{pad}{s.var} = {_py_expr(s.value)}")
         elif isinstance(s, Jump):
-            lines.append(f"{pad}{s.kind}")
+            lines.append(f"{pad}return {result}" if s.kind == "return" else f"{pad}{s.kind}")
         elif isinstance(s, If):
             lines.append(f"{pad}if {_py_expr(s.cond)}:")
-            _py_block(s.then, lines, ind + 1)
+            _py_block(s.then, lines, ind + 1, result)
             if s.orelse is not None:
                 lines.append(f"{pad}else:")
-                _py_block(s.orelse, lines, ind + 1)
+                _py_block(s.orelse, lines, ind + 1, result)
         elif isinstance(s, While):
             lines.append(f"{pad}{s.counter} = np.int64(0)")
             cond = f"({s.counter} < np.int64({s.trips}))"
@@ -261,7 +264,7 @@ def _py_block(stmts: list[Any] | None, lines: list[str], ind: int) -> None:
                 cond = f"({cond} & {_py_expr(s.extra)})"
             lines.append(f"{pad}while {cond}:")
             lines.append(f"{pad}    {s.counter} = {s.counter} + np.int64(1)")
-            _py_block(s.body, lines, ind + 1)
+            _py_block(s.body, lines, ind + 1, result)
 
 
 def _render_dsl(p: Program) -> str:
@@ -271,13 +274,14 @@ def _render_dsl(p: Program) -> str:
         lines.append(f"        {v} = nx.constant({x!r}, dtype={dtype!r})")
     for c in p.counters:
         lines.append(f"        {c} = nx.constant(0, dtype='i64')")
-    _dsl_block(p.body, lines, 2)
-    lines.append(f"        f.returns({', '.join([*p.inits, *p.counters])})")
+    result = ", ".join([*p.inits, *p.counters])
+    _dsl_block(p.body, lines, 2, result)
+    lines.append(f"        f.returns({result})")
     lines.append("    return f.graph")
     return "\n".join(lines) + "\n"
 
 
-def _dsl_block(stmts: list[Any] | None, lines: list[str], ind: int) -> None:
+def _dsl_block(stmts: list[Any] | None, lines: list[str], ind: int, result: str) -> None:
     pad = "    " * ind
     if not stmts:
         lines.append(f"{pad}pass")
@@ -286,15 +290,15 @@ def _dsl_block(stmts: list[Any] | None, lines: list[str], ind: int) -> None:
         if isinstance(s, Assign):
             lines.append(f"{pad}{s.var} = {_dsl_expr(s.value)}")
         elif isinstance(s, Jump):
-            lines.append(f"{pad}nx.{s.kind}_()")
+            lines.append(f"{pad}f.returns({result})" if s.kind == "return" else f"{pad}nx.{s.kind}_()")
         elif isinstance(s, If):
             lines.append(f"{pad}with nx.if_cond({_dsl_expr(s.cond)}):")
             if s.then is not None:
                 lines.append(f"{pad}    with nx.then():")
-                _dsl_block(s.then, lines, ind + 2)
+                _dsl_block(s.then, lines, ind + 2, result)
             if s.orelse is not None:
                 lines.append(f"{pad}    with nx.else_():")
-                _dsl_block(s.orelse, lines, ind + 2)
+                _dsl_block(s.orelse, lines, ind + 2, result)
         elif isinstance(s, While):
             lines.append(f"{pad}{s.counter} = nx.constant(0, dtype='i64')")
             cond = f"({s.counter} < {s.trips})" if s.style != "function" else f"nx.less({s.counter}, {s.trips})"
@@ -307,7 +311,7 @@ def _dsl_block(stmts: list[Any] | None, lines: list[str], ind: int) -> None:
                 cond = f"cond_{s.counter}"
             lines.append(f"{pad}with nx.while_loop({cond}):")
             lines.append(f"{pad}    {s.counter} = {s.counter} + 1")
-            _dsl_block(s.body, lines, ind + 1)
+            _dsl_block(s.body, lines, ind + 1, result)
 
 
 AMBIGUOUS = "pass a callable"  # the DSL's refusal of a condition it cannot re-evaluate safely
