@@ -61,9 +61,11 @@ def block_order(g: Graph) -> list[Block]:
 
 
 def _succs(block: Block) -> list[Block]:
-    # Every control value defined in the block that a block uses is an exit.
+    # Every control value defined in the block that a block uses is an exit.  Visit them
+    # in the canonical node order (Cond exits by num), not in insertion order, so that a
+    # parsed graph orders its blocks as the printed one did.
     out = []
-    for n in block.members:
+    for n in node_order(block):
         for user, i in n.uses:
             if isinstance(user, Block) and i >= 0 and user not in out:
                 out.append(user)

@@ -135,6 +135,8 @@ class _Checker:
         name = n.op.name
         if name == "Start" and b is not g.start_block:
             self.fail(n, "Start must be in the start block")
+        if name == "Start" and not isinstance(n.type, TupleType):
+            self.fail(n, f"Start must have a tuple type (the argument types), has {n.type}")
         if name == "End" and b is not g.end_block:
             self.fail(n, "End must be in the end block")
         if name == "Phi":
