@@ -40,6 +40,8 @@ def test_generated_dsl_programs_match_python(p: Program) -> None:
     assert same_results(g(parallel=True), want), "parallel:\n" + explain(p, g(parallel=True), want)
     back = parse(print_graph(g))
     assert structurally_equal(g, back)
+    # every node the DSL made points at the user's source
+    assert all(n.loc is not None for n in g.nodes() if n.op.name not in ("Start", "End"))
     # minimal SSA: no Phi whose operands are all one value (or itself)
     for n in g.nodes():
         if n.op.name == "Phi":

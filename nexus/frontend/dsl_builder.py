@@ -103,7 +103,7 @@ class Builder:
         # A Python-number variable read as a graph value gets its own Constant: sharing
         # the cached literal would make the loop-condition re-emission mistake a literal
         # for the variable.
-        self.ssa = SSABuilder(self.g, lambda v: self.const_node(v, None, fresh=True))
+        self.ssa = SSABuilder(self.g, lambda v: self.const_node(v, None, fresh=True), self._phi_loc)
         self.ssa.sealed.add(self.g.start_block)
         self.block: Block = self.g.start_block
         self.regions: list[Region] = [Region("function", frame, loc)]
@@ -120,6 +120,10 @@ class Builder:
         self._numbers: dict[Var, set[tuple[type, Any]]] = {}
         for n in self.g.args:
             n.loc = loc
+
+    def _phi_loc(self, block: Block) -> SourceLoc:
+        region = self.merge_info.get(block)
+        return region.loc if region is not None else user_loc()
 
     # --- errors --------------------------------------------------------------------
     def fail(self, msg: str) -> NoReturn:
@@ -265,7 +269,7 @@ class Builder:
         key = _array_key(arr)
         node = None if fresh else self._consts.get(key)
         if node is None:
-            node = self.g.add("Constant", [], self.g.start_block, {"value": arr}, loc=loc)
+            node = self.g.add("Constant", [], self.g.start_block, {"value": arr}, loc=loc or user_loc())
             if not fresh:
                 self._consts[key] = node
         return node

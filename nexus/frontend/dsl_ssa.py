@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from nexus.ir.graph import Graph, infer_type, known_value
-from nexus.ir.node import Block, Node
+from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import OpTypeError
 from nexus.ir.types import Type, join_types
 
@@ -55,9 +55,11 @@ class PhiTypeError(TypeError):
 class SSABuilder:
     """Per-block variable maps over a Graph under construction."""
 
-    def __init__(self, g: Graph, materialize: Callable[[object], Node]):
+    def __init__(self, g: Graph, materialize: Callable[[object], Node],
+                 phi_loc: Callable[[Block], SourceLoc | None] = lambda b: None):
         self.g = g
         self.materialize = materialize
+        self.phi_loc = phi_loc  # where a Phi of a block comes from in the user's source
         self.defs: dict[Block, dict[Var, Node | Stale | PyScalar]] = {}
         self.sealed: set[Block] = set()
         self.incomplete: dict[Block, dict[Var, Node]] = {}
@@ -111,7 +113,7 @@ class SSABuilder:
     def _new_phi(self, var: Var, block: Block) -> Node:
         # The type is a placeholder until the operands are known (they may cycle back).
         name = var[1] if isinstance(var, tuple) and len(var) == 2 and isinstance(var[1], str) else None
-        phi = self.g.add("Phi", [], block, type=_PLACEHOLDER, name=name)
+        phi = self.g.add("Phi", [], block, type=_PLACEHOLDER, name=name, loc=self.phi_loc(block))
         self._pending.add(phi)
         self.phi_var[phi] = var
         self.write(var, block, phi)
