@@ -137,3 +137,20 @@ def test_load_errors_are_clear(tmp_path) -> None:
     (tmp_path / "bad.nx").write_text("graph @g {\n^entry:\n  %0 = Start : (\n}\n")
     with pytest.raises(nx.ParseError, match="line 3"):
         load(tmp_path / "bad.nx")
+
+
+def test_payload_keys_never_collide(tmp_path) -> None:
+    # Graph "m.w" node "v" and graph "m" node "w.v" both make the key "m.w.v.value".
+    ones, twos = np.ones(20, np.float32), np.full(20, 2.0, np.float32)
+    callee = Graph("m.w", [TensorType("f32", (20,))], ["x"])
+    c = callee.add("Constant", [], callee.start_block, {"value": ones}, name="v")
+    s = callee.add("Add", [callee.args[0], c], callee.start_block)
+    callee.end_block.append_input(callee.add("Return", [s], callee.start_block))
+    g = Graph("m")
+    k = g.add("Constant", [], g.start_block, {"value": twos}, name="w.v")
+    call = g.add("Call", [k], g.start_block, {"callee": callee})
+    g.end_block.append_input(g.add("Return", [call], g.start_block))
+    save(g, tmp_path / "m.nx")
+    h = load(tmp_path / "m.nx")
+    assert structurally_equal(g, h)
+    np.testing.assert_array_equal(h(), twos + ones)

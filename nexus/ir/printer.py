@@ -166,6 +166,11 @@ def format_scalar(x: Any) -> str:
 def format_tensor(a: np.ndarray, payload: dict[str, np.ndarray] | None, key: str) -> str:
     t = TensorType(dtype_of(a.dtype), a.shape)
     if payload is not None and a.size > INLINE_LIMIT:
+        if key in payload and payload[key] is not a:  # "g.a" + "b" vs "g" + "a.b": keep both
+            k = 2
+            while f"{key}#{k}" in payload:
+                k += 1
+            key = f"{key}#{k}"
         payload[key] = a
         return f"tensor<{t}: @{json.dumps(key)}>"
     flat = ", ".join(format_scalar(x) for x in a.reshape(-1))
