@@ -93,6 +93,9 @@ def test_skip5_loop_is_minimal_ssa() -> None:
     # two loop-carried variables, nothing else (sum_init, i_init, 10, 5, 1, 25 are not)
     assert sorted(p.name or "" for p in header.phis) == ["i", "sum_val"]
     assert len(header.preds) == 3  # entry, continue, back edge
+    # the loop condition's first evaluation (before the loop) is not left behind
+    for graph in (g, build_first(50.0)):
+        assert not [n for n in graph.nodes() if n.op.kind == "data" and not n.has_uses()]
 
 
 # --- the first example ------------------------------------------------------------------

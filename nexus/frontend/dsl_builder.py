@@ -10,7 +10,7 @@ variable costs no Phi).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import FrameType
@@ -113,6 +113,7 @@ class Builder:
         self._frames: dict[int, tuple[int, FrameType]] = {}  # id -> (token, frame kept alive)
         self._consts: dict[tuple[str, tuple, bytes], Node] = {}
         self.merge_info: dict[Block, Region] = {}
+        self.last_added: Node | None = None
         self.placement: dict[str, str] = {}  # `with nx.device(...)`: attrs of the data nodes built
         # Per frame: names that are graph variables although they may hold a Python number
         # (they held a graph value once, or different numbers on different paths).
@@ -311,7 +312,9 @@ class Builder:
         if self.placement and opdef.kind == "data":
             attrs = {**self.placement, **(attrs or {})}
         try:
-            return self.g.add(opdef, inputs, block or self.block, attrs, name=name, loc=user_loc())
+            node = self.g.add(opdef, inputs, block or self.block, attrs, name=name, loc=user_loc())
+            self.last_added = node
+            return node
         except (OpTypeError, GraphError) as e:
             self.fail(f"{what + ': ' if what and not str(e).startswith(what) else ''}{e}")
 
@@ -398,5 +401,3 @@ def set_current(b: Builder | None) -> Any:
 def reset_current(token: Any) -> None:
     _CURRENT.reset(token)
 
-
-Thunk = Callable[[], Any]

@@ -28,6 +28,7 @@ from nexus.ir.types import TensorType
 # --- while_loop ------------------------------------------------------------------------
 def loop_enter(b: Builder, cond: Any, frame: FrameType | None, loc: SourceLoc) -> LoopRegion:
     b.check_can_emit("nx.while_loop")
+    just_built = b.last_added  # the condition, if it was just built on the `with` line
     region = LoopRegion("while_loop", frame, loc)
     b.regions.append(region)
     b.sync()
@@ -62,7 +63,8 @@ def loop_enter(b: Builder, cond: Any, frame: FrameType | None, loc: SourceLoc) -
     if inline is not None:
         code, fr = inline
         node = b.condition(lambda: eval(code, fr.f_globals, frame_locals(fr)), "nx.while_loop")  # noqa: S307
-        _erase_if_dead(b, b.use(cond))
+        if b.use(cond) is just_built:
+            _erase_if_dead(b, b.use(cond))
     elif isinstance(cond, Value):
         b.use(cond)  # checks it is valid here before it is re-emitted
         node = _reemit(b, b.use(cond), entry, header, region)
@@ -84,10 +86,12 @@ def loop_enter(b: Builder, cond: Any, frame: FrameType | None, loc: SourceLoc) -
     b.enter(body)
     return region
 
+
 def _erase_if_dead(b: Builder, node: Node) -> None:
-    """Drop the first evaluation of an inline loop condition: nothing can use it."""
+    """Drop the first evaluation of an inline loop condition: nothing uses it."""
     if not node.has_uses() and node.op.kind == "data" and node.op.pure and node.op.name != "Constant":
         b.g.erase(node)
+
 
 def _check_literal_condition(b: Builder, cond: Any, name: str, number: Any, loc: SourceLoc, named: bool) -> None:
     """A condition built before the loop from a Python-number variable holds its value
@@ -112,10 +116,12 @@ def _check_literal_condition(b: Builder, cond: Any, name: str, number: Any, loc:
             _literal_condition_error(b, name, number, loc)
         work.extend(n.inputs)
 
+
 def _literal_condition_error(b: Builder, name: str, number: Any, loc: SourceLoc) -> NoReturn:
     b.fail(f"the condition of the while_loop at line {loc.line} was built from the Python number "
               f"{name} = {number!r}, which the loop updates; make it a graph value "
               f"({name} = nx.constant({number!r})) or pass a callable (nx.while_loop(lambda: ...))")
+
 
 def _entry_values(b: Builder, pre: Block) -> dict[Node, list[Var]]:
     """Node -> the tracked variables holding it at the end of ``pre``."""
@@ -127,6 +133,7 @@ def _entry_values(b: Builder, pre: Block) -> dict[Node, list[Var]]:
             if b.ssa.undefined(var, pre) is None:
                 out.setdefault(b._read(var, pre), []).append(var)
     return out
+
 
 def _reemit(b: Builder, root: Node, entry: dict[Node, list[Var]], header: Block, region: LoopRegion) -> Node:
     """Re-emit the condition's expression DAG in the loop header, each value a tracked
@@ -159,6 +166,7 @@ def _reemit(b: Builder, root: Node, entry: dict[Node, list[Var]], header: Block,
 
     return walk(root, True)
 
+
 def loop_exit(b: Builder, region: LoopRegion, reachable: bool) -> None:
     assert region.header is not None
     if reachable:
@@ -186,6 +194,7 @@ def loop_exit(b: Builder, region: LoopRegion, reachable: bool) -> None:
     b._pop(region)
     b.enter(exit_block, closed=region)
 
+
 def _check_numbers(b: Builder, region: LoopRegion) -> None:
     """A Python number cannot be loop-carried: the body already ran with its value."""
     for (frame, name), before in region.numbers.items():
@@ -197,6 +206,7 @@ def _check_numbers(b: Builder, region: LoopRegion) -> None:
                   f"and {shown} at the end of an iteration; a Python number is not loop-carried: "
                   f"make it a graph value before the loop, e.g. {name} = nx.constant({before!r})")
 
+
 def innermost_loop(b: Builder, what: str) -> LoopRegion:
     if isinstance(b.region, IfRegion):
         b.fail(f"{what}: inside `with nx.if_cond(...)`, put it in `with nx.then():` or `with nx.else_():`")
@@ -204,6 +214,7 @@ def innermost_loop(b: Builder, what: str) -> LoopRegion:
         if isinstance(r, LoopRegion):
             return r
     b.fail(f"{what} is only allowed inside `with nx.while_loop(...)`")
+
 
 def jump_out(b: Builder, what: str, to_header: bool) -> NoReturn:
     loop = innermost_loop(b, what)
@@ -231,6 +242,7 @@ def if_enter(b: Builder, cond: Any, frame: FrameType | None, loc: SourceLoc) -> 
     region.true_proj = b.add("Proj", [c], {"num": 1})
     return region
 
+
 def branch_enter(b: Builder, kind: str, frame: FrameType | None, loc: SourceLoc) -> BranchRegion:
     what = f"nx.{kind}()"
     parent = b.region
@@ -248,6 +260,7 @@ def branch_enter(b: Builder, kind: str, frame: FrameType | None, loc: SourceLoc)
     b.enter(block)
     return region
 
+
 def branch_exit(b: Builder, region: BranchRegion, reachable: bool) -> None:
     parent = region.parent
     assert parent is not None and parent.cond_block is not None
@@ -258,6 +271,7 @@ def branch_exit(b: Builder, region: BranchRegion, reachable: bool) -> None:
     parent.edges[region.kind] = edge
     b._pop(region)
     b.block = parent.cond_block  # nothing is emitted here (if_cond forbids it)
+
 
 def if_exit(b: Builder, region: IfRegion) -> None:
     b._pop(region)
