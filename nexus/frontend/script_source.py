@@ -62,7 +62,7 @@ def _source_and_tree(fn: types.FunctionType) -> tuple[SourceText, ast.Module]:
     except (OSError, TypeError) as e:
         raise ScriptError(f"cannot read the source of `{fn.__name__}`: {e}", file, first, 0,
                           hint="@nx.script needs functions defined in a file (not in exec'd strings "
-                               "or the interactive prompt); use nexus.script_source for text") from None
+                               "or the interactive prompt); use nx.script_source(text, name) for source text") from None
     text = "".join(raw)
     indent = len(text) - len(text.lstrip(" "))
     text = textwrap.dedent(text)
