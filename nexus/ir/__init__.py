@@ -6,7 +6,7 @@ from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import REGISTRY, Attr, OpDef, OpTypeError, all_ops, get_op, register
 from nexus.ir.parser import ParseError, parse, parse_module
 from nexus.ir.printer import print_graph, structural_diff, structurally_equal
-from nexus.ir.types import X, ControlType, TensorType, TupleType, Type, parse_dim, scalar, sym
+from nexus.ir.types import ControlType, TensorType, TupleType, Type, X, parse_dim, scalar, sym
 from nexus.ir.verify import VerifyError, verify
 
 __all__ = [

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus.ir.opdef import Attr, OpDef, OpTypeError, register
-from nexus.ir.types import X, TensorType, TupleType, Type, join_types
+from nexus.ir.types import TensorType, TupleType, Type, X, join_types
 
 
 def _control(_: Sequence[Type], __: Mapping[str, Any], ___: Sequence[Any]) -> Type:
