@@ -218,8 +218,8 @@ def test_kernel_error_in_a_parallel_group_names_the_node(parallel: bool) -> None
     g = Graph("gather", [TensorType("f32", (4,)), TensorType("i64", ())])
     e = g.start_block
     x, k = g.args
+    b = g.add("Tanh", [x], e)  # first in the group: runs in this thread; the Gather goes to the pool
     a = g.add("Gather", [x, k], e, name="pick", loc=SourceLoc("m.py", 7))
-    b = g.add("Tanh", [x], e)
     ret(g, e, a, b)
     assert nx.run(g, np.arange(4.0), 2, parallel=parallel)[0] == 2.0
     with pytest.raises(nx.NexusRuntimeError, match=r"^Gather %pick in \^entry \(created at m.py:7:0\): IndexError"):

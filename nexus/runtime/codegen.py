@@ -149,16 +149,19 @@ class _Gen:
         return [n for n in ok if is_heavy(n, self.blas_parallel)]
 
     def step(self, nodes: list[Node], ind: int, out: list[Line]) -> None:
+        """A group: all pooled nodes but the first are submitted; this thread runs the
+        first and the light ones, then joins the rest, running any that no worker has
+        started yet itself (on a busy machine a worker may take milliseconds to wake)."""
         pooled = self.pooled(nodes) if len(nodes) > 1 else []
-        for n in pooled:
-            call = ", ".join([self.kernel(n, pooled=True), *(self.var(v) for v in n.inputs)])
-            out.append((ind, f"_p{self.var(n)} = _submit({call})  # {_label(n)}", n))
+        calls = {n: ", ".join([self.kernel(n, pooled=True), *(self.var(v) for v in n.inputs)]) for n in pooled}
+        for n in pooled[1:]:
+            out.append((ind, f"_p{self.var(n)} = _submit({calls[n]})  # {_label(n)}", n))
         for n in nodes:
-            if n not in pooled:
+            if n not in pooled[1:]:
                 out.append((ind, self.inline(n), n))
-        for n in pooled:
+        for n in pooled[1:]:
             v = self.var(n)
-            out.append((ind, f"{v} = _p{v}.result(); del _p{v}", n))
+            out.append((ind, f"{v} = _join(_p{v}, {calls[n]}); del _p{v}", n))
 
     def inline(self, n: Node) -> str:
         args = [self.var(v) for v in n.inputs]

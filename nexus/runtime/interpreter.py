@@ -14,6 +14,7 @@ function and turns any exception into a :class:`NexusRuntimeError` naming the no
 from __future__ import annotations
 
 import types
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -74,12 +75,19 @@ def _no_kernel(node: Node, *args: Any) -> Any:
     raise NexusRuntimeError("this op has no kernel", node)
 
 
-def _submit(fn: Any, *args: Any) -> Any:
+def _submit(fn: Any, *args: Any) -> Future[Any]:
     return get_pool().submit(fn, *args)
 
 
+def _join(fut: Future[Any], fn: Any, *args: Any) -> Any:
+    """The result of a submitted node; if no worker has started it, run it here."""
+    if fut.cancel():
+        return fn(*args)
+    return fut.result()
+
+
 _HOOKS = {"_error": NexusRuntimeError, "_too_many": _too_many, "_call": _call,
-          "_no_kernel": _no_kernel, "_submit": _submit}
+          "_no_kernel": _no_kernel, "_submit": _submit, "_join": _join}
 
 
 class Prepared:
