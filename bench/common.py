@@ -41,13 +41,18 @@ class Skip(Exception):
 
 def measure(impls: dict[str, Callable[[], Any]], repeats: int, number: int = 1,
             warmup: int = 1) -> dict[str, list[float]]:
-    """Seconds per call of each implementation; repeats interleaved round-robin."""
+    """Seconds per call of each implementation; repeats interleaved round-robin, the
+    starting implementation rotating from round to round."""
     for fn in impls.values():
         for _ in range(warmup):
             fn()
     times: dict[str, list[float]] = {k: [] for k in impls}
-    for _ in range(repeats):
-        for name, fn in impls.items():
+    names = list(impls)
+    for r in range(repeats):
+        # Rotate who goes first: an implementation's leftovers (threads still spinning,
+        # caches) then burden every other one in turn, not always the same neighbour.
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = impls[name]
             t0 = time.perf_counter()
             for _ in range(number):
                 fn()
