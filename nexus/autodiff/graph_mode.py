@@ -3,7 +3,7 @@
 The result is an ordinary graph made of two parts:
 
 * **forward**: a copy of the original CFG that also threads a *stack* (a functional list
-  value, see :mod:`nexus.autodiff.stack_ops`) through every block.  Each block whose
+  value, see :mod:`nexus.ops.stack`) through every block.  Each block whose
   reverse has work to do pushes, when it ends, the forward values its reverse needs, the
   index of the edge it was entered by (when it has several and Phis to reverse) and its
   block code.  The stack is thus the path the run took, with the values along it.
@@ -25,15 +25,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import nexus.autodiff.stack_ops  # noqa: F401  (registers the stack ops)
 from nexus.autodiff.emit import GraphEmitter
-from nexus.autodiff.stack_ops import STACK
 from nexus.autodiff.vjp import vjp_rule
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import OpTypeError
 from nexus.ir.printer import node_order
 from nexus.ir.types import FLOAT_DTYPES, TensorType, TupleType, Type
+from nexus.ops.stack import STACK
 
 
 class GradError(ValueError):

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-import nexus.autodiff.ad_ops  # noqa: F401  (registers the helper ops the rules emit)
 from nexus.autodiff.emit import Emitter
 from nexus.ir.node import Node
 from nexus.ir.types import FLOAT_DTYPES

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import nexus.autodiff.ad_nn  # noqa: F401  (registers the adjoint kernels)
 from nexus.autodiff.emit import Emitter
 from nexus.autodiff.vjp import MissingVJPError, defvjp, unbroadcast
 from nexus.ir.node import Node

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from nexus.frontend import script_ops  # noqa: F401  (registers Assert)
 from nexus.frontend.script_calls import CallLowering
 from nexus.frontend.script_errors import ScriptError, SourceText
 from nexus.frontend.script_expr import Edge, Loop, Scope, Static, TupleVal, Val, _dtype

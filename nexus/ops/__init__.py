@@ -1,8 +1,26 @@
 """The op families.  Importing this package registers every op into the registry."""
 
 from nexus.ir import control  # noqa: F401  (the control ops)
-from nexus.ops import activation, dynamic, index, linalg, math, nn, random, reduce, shape  # noqa: F401
 
-# The op families of this package, in the order the docs list them.  Other packages may
-# register ops of their own families (autodiff helpers, ...); those are not listed here.
+# Besides the families users write programs with, this registers the ops that frontends
+# and transformations emit: run-time checks (debug), the adjoint kernels the VJP rules
+# use (adjoint, adjoint_nn) and the stacks of graph-mode autodiff (stack).  They live
+# here, not beside their users, so that a saved graph using them loads in a fresh process.
+from nexus.ops import (  # noqa: F401
+    activation,
+    adjoint,
+    adjoint_nn,
+    debug,
+    dynamic,
+    index,
+    linalg,
+    math,
+    nn,
+    random,
+    reduce,
+    shape,
+    stack,
+)
+
+# The op families users write programs with, in the order the docs list them.
 FAMILIES = ("math", "activation", "reduce", "linalg", "shape", "index", "nn", "dynamic", "random")

@@ -16,14 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nexus.ir.opdef import Attr, OpTypeError, all_ops
+from nexus.ir.opdef import Attr, OpTypeError
 from nexus.ir.types import TensorType, TupleType, Type
 from nexus.ops._rules import define
 
 FAMILY = "autodiff"
 STACK = TupleType(())  # the type of a stack value (see the module docstring)
 
-all_ops()  # load the op families first so that a name clash is reported on our side
 
 
 def _new_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from nexus.autodiff.ad_ops import FAMILY, _define_if_absent, _like1_rule
 from nexus.ir.opdef import Attr
 from nexus.ir.types import TensorType, Type
 from nexus.ops import nn
-from nexus.ops._rules import tensor
+from nexus.ops._rules import define, tensor
+from nexus.ops.adjoint import FAMILY, _like1_rule
 
 _CONV = {
     "strides": Attr("ints", None, "as the forward op"),
@@ -159,25 +159,25 @@ _POOL = {
     "ceil_mode": Attr("bool", False, "as the forward op"),
 }
 
-_define_if_absent("ConvGradX", FAMILY, ("grad", "x", "w"), _like1_rule, _conv_grad_x, attrs=_CONV,
+define("ConvGradX", FAMILY, ("grad", "x", "w"), _like1_rule, _conv_grad_x, attrs=_CONV,
                   doc="Adjoint of Conv in its input x.")
-_define_if_absent("ConvGradW", FAMILY, ("grad", "x", "w"), _w_rule, _conv_grad_w, attrs=_CONV,
+define("ConvGradW", FAMILY, ("grad", "x", "w"), _w_rule, _conv_grad_w, attrs=_CONV,
                   doc="Adjoint of Conv in its weight w.")
-_define_if_absent("ConvTransposeGradW", FAMILY, ("grad", "x", "w"), _w_rule, _convt_grad_w,
+define("ConvTransposeGradW", FAMILY, ("grad", "x", "w"), _w_rule, _convt_grad_w,
                   attrs={**_CONV, "output_padding": Attr("ints", None, "as the forward op")},
                   doc="Adjoint of ConvTranspose in its weight w.")
-_define_if_absent("MaxPoolGrad", FAMILY, ("grad", "x"), _like1_rule, _max_pool_grad,
+define("MaxPoolGrad", FAMILY, ("grad", "x"), _like1_rule, _max_pool_grad,
                   attrs={**_POOL, "dilations": Attr("ints", None, "as the forward op")},
                   doc="Adjoint of MaxPool: each window's cotangent goes to its (first) maximum.")
-_define_if_absent("AveragePoolGrad", FAMILY, ("grad", "x"), _like1_rule, _avg_pool_grad,
+define("AveragePoolGrad", FAMILY, ("grad", "x"), _like1_rule, _avg_pool_grad,
                   attrs={**_POOL, "count_include_pad": Attr("bool", False, "as the forward op")},
                   doc="Adjoint of AveragePool: each window's cotangent shared over its elements.")
-_define_if_absent("ResizeGrad", FAMILY, ("grad", "x", "sizes"), _like1_rule, _resize_grad,
+define("ResizeGrad", FAMILY, ("grad", "x", "sizes"), _like1_rule, _resize_grad,
                   attrs={"mode": Attr("str", "nearest", ""),
                          "coordinate_transformation_mode": Attr("str", "half_pixel", ""),
                          "nearest_mode": Attr("str", "round_prefer_floor", "")},
                   doc="Adjoint of Resize (nearest and linear).")
-_define_if_absent("BooleanMaskGrad", FAMILY, ("grad", "x", "mask"), _like1_rule, _boolean_mask_grad,
+define("BooleanMaskGrad", FAMILY, ("grad", "x", "mask"), _like1_rule, _boolean_mask_grad,
                   doc="Zeros shaped like x with grad written where the mask is true.")
 
 
@@ -188,6 +188,6 @@ def _put_along_axis_grad(g: Any, x: Any, indices: Any, axis: int = -1) -> Any:
     return out
 
 
-_define_if_absent("TakeAlongAxisGrad", FAMILY, ("grad", "x", "indices"), _like1_rule, _put_along_axis_grad,
+define("TakeAlongAxisGrad", FAMILY, ("grad", "x", "indices"), _like1_rule, _put_along_axis_grad,
                   attrs={"axis": Attr("int", -1, "the axis indexed")},
                   doc="Zeros shaped like x with grad written at `indices` along `axis` (adjoint of TopK's values).")

@@ -1,4 +1,4 @@
-"""Ops that ``@nx.script`` needs and the op families do not have: ``Assert``.
+"""Run-time checks: ``Assert`` (made by ``@nx.script``'s ``assert``).
 
 ``Assert`` is impure (never folded away or removed): it checks a bool scalar at run time
 and raises ``AssertionError`` with its message; it returns the condition so that later
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nexus.ir.opdef import REGISTRY, Attr, OpTypeError, get_op
+from nexus.ir.opdef import Attr, OpTypeError
 from nexus.ir.types import TensorType, Type
 from nexus.ops._rules import define, tensor
 
@@ -28,8 +28,6 @@ def _assert(cond: Any, message: str = "") -> Any:
     return cond
 
 
-get_op("Add")  # make sure the op families are registered before looking for Assert
-if "Assert" not in REGISTRY:
-    define("Assert", "script", ("condition",), _assert_rule, _assert, pure=False,
+define("Assert", "debug", ("condition",), _assert_rule, _assert, pure=False,
            attrs={"message": Attr("str", "", "raised with AssertionError when the condition is false")},
            doc="Raises AssertionError(message) when the bool condition is false; returns it.")

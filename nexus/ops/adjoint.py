@@ -9,14 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.opdef import REGISTRY, Attr, all_ops
+from nexus.ir.opdef import Attr
 from nexus.ir.types import FLOAT_DTYPES, TensorType, Type
 from nexus.ops._rules import define, normalize_axis, tensor, unary_rule
 
 FAMILY = "autodiff"
-
-all_ops()  # load the op families first: ops they define are reused, never redefined
-
 
 def _like_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
     x, like = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
@@ -102,27 +99,22 @@ def _ones_like(x: Any) -> Any:
 _ALL = frozenset(FLOAT_DTYPES | {"i8", "i16", "i32", "i64", "u8", "bool"})
 
 
-def _define_if_absent(name: str, *args: Any, **kw: Any) -> None:
-    if name not in REGISTRY:
-        define(name, *args, **kw)
-
-
-_define_if_absent("SumToLike", FAMILY, ("x", "like"), _like_rule, _sum_to_like,
+define("SumToLike", FAMILY, ("x", "like"), _like_rule, _sum_to_like,
                   doc="Sums `x` over broadcast axes down to the shape of `like` (adjoint of broadcasting).")
-_define_if_absent("BroadcastLike", FAMILY, ("x", "like"), _like_rule, _broadcast_like,
+define("BroadcastLike", FAMILY, ("x", "like"), _like_rule, _broadcast_like,
                   doc="Broadcasts `x` to the shape of `like`.")
-_define_if_absent("ReshapeLike", FAMILY, ("x", "like"), _like_rule, _reshape_like,
+define("ReshapeLike", FAMILY, ("x", "like"), _like_rule, _reshape_like,
                   doc="Gives `x` the shape of `like`.")
-_define_if_absent("GatherGrad", FAMILY, ("grad", "data", "indices"), _gather_grad_rule, _gather_grad,
+define("GatherGrad", FAMILY, ("grad", "data", "indices"), _gather_grad_rule, _gather_grad,
                   attrs={"axis": Attr("int", 0, "the axis Gather indexed")},
                   doc="Zeros shaped like `data` with `grad` added at the gathered positions.")
-_define_if_absent("UnreduceLike", FAMILY, ("grad", "x"), _unreduce_rule, _unreduce_like,
+define("UnreduceLike", FAMILY, ("grad", "x"), _unreduce_rule, _unreduce_like,
                   attrs={"axes": Attr("ints", None, "the reduced axes; all when absent"),
                          "keepdims": Attr("bool", False, "whether the reduction kept the axes"),
                          "mean": Attr("bool", False, "divide by the number of reduced elements")},
                   doc="Broadcasts the adjoint of a reduction of `x` back to the shape of `x`.")
-_define_if_absent("ZerosLike", FAMILY, ("x",), unary_rule(_ALL), _zeros_like, doc="Zeros shaped like `x`.")
-_define_if_absent("OnesLike", FAMILY, ("x",), unary_rule(_ALL), _ones_like, doc="Ones shaped like `x`.")
+define("ZerosLike", FAMILY, ("x",), unary_rule(_ALL), _zeros_like, doc="Zeros shaped like `x`.")
+define("OnesLike", FAMILY, ("x",), unary_rule(_ALL), _ones_like, doc="Ones shaped like `x`.")
 
 
 
@@ -182,13 +174,13 @@ def _concat_grad_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _:
     return TensorType(g.dtype, x.shape)
 
 
-_define_if_absent("SliceGrad", FAMILY, ("grad", "data", "starts", "ends", "axes_then_steps"), _like1_rule, _slice_grad,
+define("SliceGrad", FAMILY, ("grad", "data", "starts", "ends", "axes_then_steps"), _like1_rule, _slice_grad,
                   variadic=True, doc="Zeros shaped like `data` with `grad` where Slice read (adjoint of Slice).")
-_define_if_absent("GatherNDGrad", FAMILY, ("grad", "data", "indices"), _like1_rule, _gather_nd_grad,
+define("GatherNDGrad", FAMILY, ("grad", "data", "indices"), _like1_rule, _gather_nd_grad,
                   attrs={"batch_dims": Attr("int", 0, "as GatherND")},
                   doc="Zeros shaped like `data` with `grad` added where GatherND read.")
-_define_if_absent("TileGrad", FAMILY, ("grad", "x"), _like1_rule, _tile_grad,
+define("TileGrad", FAMILY, ("grad", "x"), _like1_rule, _tile_grad,
                   doc="Sums the tiles of `grad` onto the shape of `x` (adjoint of Tile).")
-_define_if_absent("ConcatGrad", FAMILY, ("grad", "inputs"), _concat_grad_rule, _concat_grad, variadic=True,
+define("ConcatGrad", FAMILY, ("grad", "inputs"), _concat_grad_rule, _concat_grad, variadic=True,
                   attrs={"axis": Attr("int", doc="Concat's axis"), "index": Attr("int", doc="which input")},
                   doc="The slice of `grad` that Concat took from input `index` (adjoint of Concat).")
