@@ -284,3 +284,12 @@ def test_proj_of_multi_output_ops(parallel: bool) -> None:
     order = np.argsort(-xv, kind="stable")[:2]
     np.testing.assert_array_equal(top_vals, xv[order])
     np.testing.assert_array_equal(top_idx, order)
+
+
+def test_return_of_no_values_gives_an_empty_tuple() -> None:
+    # A graph run only for its effects: the reference semantics return ().
+    g = Graph("nothing")
+    r = g.add("Return", [], g.start_block)
+    g.end_block.append_input(r)
+    nx.verify(g)
+    assert nx.run(g) == ()

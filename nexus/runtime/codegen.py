@@ -179,7 +179,7 @@ class _Gen:
             out.append((ind, f"raise _error({'block ^' + str(bp.block.name) + ' has no terminator'!r})", None))
         elif term.op.name == "Return":
             vals = [self.var(v) for v in term.inputs]
-            text = vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ("," if not vals else "") + ")"
+            text = vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ")"
             out.append((ind, f"return {text}", term))
         elif term.op.name == "Jmp":
             self.edge(bp, bp.edges[0], ind, out)
