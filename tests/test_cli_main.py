@@ -133,3 +133,34 @@ def test_values_are_parsed_not_evaluated() -> None:
     with pytest.raises(InputError, match="bool takes"):
         to_array([0, 2], TensorType("bool", (2,)), "a")
     assert to_array([1, 0], TensorType("bool", (2,)), "a").tolist() == [True, False]
+
+
+SYMBOLIC = """graph @double {
+^entry:
+  %0 = Start : (f32[N, 4])
+  %x = Proj %0 {num = 0} : f32[N, 4]
+  %y = Add %x, %x : f32[...]
+  %r = Return %y : X
+^exit(%r):
+  End : X
+}
+"""
+
+
+def test_show_types_infers_symbolic_shapes(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "double.nx"
+    path.write_text(SYMBOLIC)
+    assert main(["show", "--types", str(path)]) == 0
+    out = capsys.readouterr().out
+    # The text says only "unknown rank" for %y; broadcasting [N, 4] with itself gives [N, 4].
+    assert "%y = Add %x, %x : f32[N, 4]" in out
+    assert "-> (f32[N, 4])" in out
+
+
+def test_picture_labels_tensor_edges_with_shapes() -> None:
+    from nexus.ir import parse
+    from nexus.viz import to_dot
+
+    dot = to_dot(parse(SYMBOLIC))
+    edges = [line for line in dot.splitlines() if "->" in line and 'label=" [N, 4]"' in line]
+    assert len(edges) == 2  # both inputs of the Add

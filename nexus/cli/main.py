@@ -55,6 +55,9 @@ def load_graph(path: str) -> Graph:
 def cmd_show(args: argparse.Namespace) -> int:
     g = load_graph(args.file)
     if args.types:
+        from nexus.passes.shapes import infer_shapes
+
+        infer_shapes(g)  # every value's type, symbolic dims solved across the whole CFG
         arg_text = ", ".join(f"%{a.name or i}: {t}" for i, (a, t) in enumerate(zip(g.args, g.arg_types)))
         res_text = ", ".join(str(t) for t in g.result_types)
         print(f"# @{g.name}({arg_text}) -> ({res_text})")
@@ -125,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print the canonical text form of a graph.",
                        epilog="examples:\n  nexus show model.nx\n  nexus show --types seed:ifelse")
     p.add_argument("file", metavar="FILE", help=FILE_HELP)
-    p.add_argument("--types", action="store_true", help="first print the signature: argument and result types")
+    p.add_argument("--types", action="store_true",
+                   help="infer every value's type and shape first (symbolic dims included), "
+                        "and print the signature")
     p.add_argument("--no-locs", action="store_true", help="leave out source locations")
     p.set_defaults(func=cmd_show)
 

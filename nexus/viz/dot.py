@@ -19,6 +19,7 @@ import numpy as np
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.printer import _name_graph, block_order, node_order
+from nexus.ir.types import TensorType, shape_str
 
 # Colours, one per kind of node and edge; the tests read them from here.
 BLOCK_FILL = "#dbeeff"
@@ -135,6 +136,9 @@ def to_dot(g: Graph, *, types: bool = True) -> str:
             else:
                 control = node_kind(v) == "control" and v.op.name != "Start"
                 attrs.append(f'color="{CONTROL_EDGE}"' if control else f'color="{DATA_EDGE}"')
+                if types and not control and isinstance(v.type, TensorType) and v.type.shape != ():
+                    # Tensor edges carry their shape (symbolic dims included); scalars stay quiet.
+                    attrs += [f"label={_q(' ' + shape_str(v.type.shape))}", "fontsize=9"]
                 # Only edges inside a block shape the layout; the control edges between
                 # blocks place the blocks, so the picture follows the CFG top-down.
                 if v.block is not n.block:
