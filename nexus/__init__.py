@@ -41,60 +41,37 @@ _EXPORTS: dict[str, str] = {
     "script_source": "nexus.frontend.script",
     "ScriptError": "nexus.frontend.script",
     "Tensor": "nexus.frontend.script",
-    # the with-statement DSL (nexus/frontend/dsl.py); op functions are generated from the registry
+    # the with-statement DSL (nexus/frontend/dsl.py); its op functions (nx.add, nx.matmul,
+    # ...) are generated from the registry and found by __getattr__ below
     "DSLError": "nexus.frontend.dsl", "Value": "nexus.frontend.dsl", "break_": "nexus.frontend.dsl",
     "constant": "nexus.frontend.dsl", "continue_": "nexus.frontend.dsl", "device": "nexus.frontend.dsl",
-    "else_": "nexus.frontend.dsl",
-    "function": "nexus.frontend.dsl", "graph": "nexus.frontend.dsl", "if_cond": "nexus.frontend.dsl",
-    "return_": "nexus.frontend.dsl", "then": "nexus.frontend.dsl", "while_loop": "nexus.frontend.dsl",
-    "abs": "nexus.frontend.dsl", "add": "nexus.frontend.dsl", "and_": "nexus.frontend.dsl",
-    "arg_max": "nexus.frontend.dsl", "arg_min": "nexus.frontend.dsl", "argmax": "nexus.frontend.dsl",
-    "argmin": "nexus.frontend.dsl", "cast": "nexus.frontend.dsl", "ceil": "nexus.frontend.dsl",
-    "clip": "nexus.frontend.dsl", "clip_by_value": "nexus.frontend.dsl", "concat": "nexus.frontend.dsl",
-    "constant_of_shape": "nexus.frontend.dsl", "cos": "nexus.frontend.dsl", "cum_sum": "nexus.frontend.dsl",
-    "cumsum": "nexus.frontend.dsl", "dim_size": "nexus.frontend.dsl", "div": "nexus.frontend.dsl",
-    "divide": "nexus.frontend.dsl", "einsum": "nexus.frontend.dsl", "equal": "nexus.frontend.dsl",
-    "erf": "nexus.frontend.dsl", "exp": "nexus.frontend.dsl", "expand": "nexus.frontend.dsl",
-    "flatten": "nexus.frontend.dsl", "floor": "nexus.frontend.dsl", "floor_div": "nexus.frontend.dsl",
-    "floor_divide": "nexus.frontend.dsl", "floordiv": "nexus.frontend.dsl", "gather": "nexus.frontend.dsl",
-    "gather_nd": "nexus.frontend.dsl", "gelu": "nexus.frontend.dsl", "gemm": "nexus.frontend.dsl",
-    "greater": "nexus.frontend.dsl", "greater_equal": "nexus.frontend.dsl", "identity": "nexus.frontend.dsl",
-    "leaky_relu": "nexus.frontend.dsl", "less": "nexus.frontend.dsl", "less_equal": "nexus.frontend.dsl",
-    "log": "nexus.frontend.dsl", "log_softmax": "nexus.frontend.dsl", "logical_and": "nexus.frontend.dsl",
-    "logical_not": "nexus.frontend.dsl", "logical_or": "nexus.frontend.dsl", "logical_xor": "nexus.frontend.dsl",
-    "mat_mul": "nexus.frontend.dsl", "matmul": "nexus.frontend.dsl", "maximum": "nexus.frontend.dsl",
-    "minimum": "nexus.frontend.dsl", "mod": "nexus.frontend.dsl", "mul": "nexus.frontend.dsl",
-    "multiply": "nexus.frontend.dsl", "neg": "nexus.frontend.dsl", "negative": "nexus.frontend.dsl",
-    "not_": "nexus.frontend.dsl", "not_equal": "nexus.frontend.dsl", "one_hot": "nexus.frontend.dsl",
-    "or_": "nexus.frontend.dsl", "pad": "nexus.frontend.dsl", "pow": "nexus.frontend.dsl",
-    "power": "nexus.frontend.dsl", "prelu": "nexus.frontend.dsl", "range": "nexus.frontend.dsl",
-    "reciprocal": "nexus.frontend.dsl", "reduce_max": "nexus.frontend.dsl", "reduce_mean": "nexus.frontend.dsl",
-    "reduce_min": "nexus.frontend.dsl", "reduce_prod": "nexus.frontend.dsl", "reduce_sum": "nexus.frontend.dsl",
-    "relu": "nexus.frontend.dsl", "reshape": "nexus.frontend.dsl", "round": "nexus.frontend.dsl",
-    "rsqrt": "nexus.frontend.dsl", "scatter_nd": "nexus.frontend.dsl", "shape_of": "nexus.frontend.dsl",
-    "sigmoid": "nexus.frontend.dsl", "sign": "nexus.frontend.dsl", "sin": "nexus.frontend.dsl",
-    "slice": "nexus.frontend.dsl", "softmax": "nexus.frontend.dsl", "softplus": "nexus.frontend.dsl",
-    "split": "nexus.frontend.dsl", "sqrt": "nexus.frontend.dsl", "squeeze": "nexus.frontend.dsl",
-    "sub": "nexus.frontend.dsl", "subtract": "nexus.frontend.dsl", "tanh": "nexus.frontend.dsl",
-    "tile": "nexus.frontend.dsl", "transpose": "nexus.frontend.dsl", "truediv": "nexus.frontend.dsl",
-    "unsqueeze": "nexus.frontend.dsl", "where": "nexus.frontend.dsl", "xor": "nexus.frontend.dsl",
-    "average_pool": "nexus.frontend.dsl", "batch_normalization": "nexus.frontend.dsl",
-    "boolean_mask": "nexus.frontend.dsl", "check_dims": "nexus.frontend.dsl", "conv": "nexus.frontend.dsl",
-    "conv_transpose": "nexus.frontend.dsl", "dropout": "nexus.frontend.dsl",
-    "global_average_pool": "nexus.frontend.dsl", "layer_normalization": "nexus.frontend.dsl",
-    "max_pool": "nexus.frontend.dsl", "non_max_suppression": "nexus.frontend.dsl", "non_zero": "nexus.frontend.dsl",
-    "random_normal": "nexus.frontend.dsl", "random_uniform": "nexus.frontend.dsl", "resize": "nexus.frontend.dsl",
-    "top_k": "nexus.frontend.dsl", "unique": "nexus.frontend.dsl",
+    "else_": "nexus.frontend.dsl", "function": "nexus.frontend.dsl", "graph": "nexus.frontend.dsl",
+    "if_cond": "nexus.frontend.dsl", "return_": "nexus.frontend.dsl", "then": "nexus.frontend.dsl",
+    "while_loop": "nexus.frontend.dsl",
 }
+
+
+def _op_names() -> list[str]:
+    from nexus.frontend.dsl import op_names
+
+    return op_names()
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nexus' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    else:
+        # One DSL function per registered op: an op added to the registry is nx.<snake_name>.
+        if name.startswith("_") or name not in _op_names():
+            raise AttributeError(f"module 'nexus' has no attribute {name!r}")
+        value = getattr(importlib.import_module("nexus.frontend.dsl"), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS, *_op_names()})
 
 
 __all__ = [

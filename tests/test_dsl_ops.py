@@ -95,3 +95,15 @@ def test_device_placement() -> None:
     assert (ops["Sub"].attrs["device"], ops["Sub"].attrs["machine"]) == ("/CPU:1", "m0")
     assert g(2.0) == 5.0
     assert nx.parse(nx.print_graph(g))(2.0) == 5.0
+
+
+def test_every_op_family_op_is_an_nx_function() -> None:
+    # New ops need no export line: nx.<snake_case name> is found from the registry.
+    from nexus.frontend.dsl_ops import snake_case
+    from nexus.ir.opdef import all_ops
+    from nexus.ops import FAMILIES
+
+    names = [snake_case(op.name) for op in all_ops().values() if op.family in FAMILIES]
+    assert len(names) > 80
+    missing = [n for n in names if not callable(getattr(nx, n, None))]
+    assert not missing
