@@ -27,7 +27,7 @@ from typing import Any
 
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType
-from nexus.runtime.cost import is_heavy
+from nexus.runtime.cost import BLAS_OPS, is_heavy
 from nexus.runtime.fastops import fast_expr
 from nexus.runtime.plan import BlockPlan, Edge, Plan, classify, value_inputs
 from nexus.runtime.pool import blas_threads
@@ -58,6 +58,7 @@ class _Gen:
         self.count = count
         self.parallel = parallel  # "on", "off" or "auto"
         self.blas_parallel: bool | None = None  # asked on first need (threadpoolctl is slow)
+        self.pool_off = False
         self.ns: dict[str, Any] = dict(hooks)
         self.names: dict[Node, str] = {}
         self.states: dict[Block, int] = {}
@@ -145,7 +146,14 @@ class _Gen:
         if self.parallel == "on":
             return ok
         if self.blas_parallel is None:
-            self.blas_parallel = blas_threads() > 1
+            # When a multithreaded BLAS already runs this graph's products on every core,
+            # our threads only fight its (spinning) workers: W6 with default BLAS threads
+            # ran 0.81x of sequential when its elementwise nodes went to the pool.
+            blas_graph = any(n.op.name in BLAS_OPS for b in self.plan.blocks for n in b.members)
+            self.blas_parallel = blas_graph and blas_threads() > 1
+            self.pool_off = self.blas_parallel
+        if self.pool_off:
+            return []
         return [n for n in ok if is_heavy(n, self.blas_parallel)]
 
     def step(self, nodes: list[Node], ind: int, out: list[Line]) -> None:
@@ -159,7 +167,9 @@ class _Gen:
         for n in nodes:
             if n not in pooled[1:]:
                 out.append((ind, self.inline(n), n))
-        for n in pooled[1:]:
+        # Join the last submitted first: the workers take the queue from the front, so this
+        # thread steals from the back and the two meet in the middle (W6: 1.26x -> see bench).
+        for n in reversed(pooled[1:]):
             v = self.var(n)
             out.append((ind, f"{v} = _join(_p{v}, {calls[n]}); del _p{v}", n))
 

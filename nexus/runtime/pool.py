@@ -29,7 +29,9 @@ def get_pool() -> ThreadPoolExecutor:
     global _pool
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=max(2, cores()), thread_name_prefix="nexus")
+            # The calling thread runs nodes of the group too: one worker fewer than cores
+            # keeps every core busy without time-slicing three threads on two cores.
+            _pool = ThreadPoolExecutor(max_workers=max(1, cores() - 1), thread_name_prefix="nexus")
         return _pool
 
 
