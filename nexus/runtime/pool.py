@@ -11,6 +11,7 @@ import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
@@ -35,17 +36,24 @@ def get_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+@functools.cache
+def _threadpool_info() -> Any:
+    # A failed import costs a search of sys.path (0.2 ms): ask once per process.
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    return threadpool_info
+
+
 def blas_threads() -> int:
     """Threads the BLAS behind NumPy uses: from threadpoolctl when installed, else from
     the usual environment variables, else (BLAS libraries default to it) every core."""
-    try:
-        from threadpoolctl import threadpool_info
-
-        blas = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
+    info = _threadpool_info()
+    if info is not None:
+        blas = [i["num_threads"] for i in info() if i.get("user_api") == "blas"]
         if blas:
             return max(blas)
-    except ImportError:
-        pass
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
         value = os.environ.get(var, "")
         if value.isdigit() and int(value) > 0:
