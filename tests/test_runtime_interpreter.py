@@ -293,3 +293,16 @@ def test_return_of_no_values_gives_an_empty_tuple() -> None:
     g.end_block.append_input(r)
     nx.verify(g)
     assert nx.run(g) == ()
+
+
+def test_run_binds_symbolic_dims_and_names_both_arguments() -> None:
+    g = Graph("pair", [TensorType("f32", ("N",)), TensorType("f32", ("N",))], ["x", "y"])
+    r = g.add("Return", [g.add("Add", [g.args[0], g.args[1]], g.start_block)], g.start_block)
+    g.end_block.append_input(r)
+    np.testing.assert_array_equal(nx.run(g, np.ones(3, np.float32), np.ones(3, np.float32)), np.full(3, 2.0))
+    with pytest.raises(TypeError) as info:
+        nx.run(g, np.ones(3, np.float32), np.ones(4, np.float32))
+    msg = str(info.value)
+    assert "'x'" in msg and "'y'" in msg and "N" in msg and "3" in msg and "4" in msg
+    with pytest.raises(TypeError, match="rank"):
+        nx.run(g, np.ones((3, 1), np.float32), np.ones(3, np.float32))

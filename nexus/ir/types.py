@@ -60,11 +60,13 @@ def is_static(dim: Dim) -> bool:
 
 
 def simplify_dim(dim: Dim) -> Dim:
-    """Normalise a dim: sympy integers become Python ints."""
+    """Normalise a dim: sympy integers become Python ints, strings are parsed dims."""
     if isinstance(dim, (bool, np.bool_)):
         raise TypeError("a dim cannot be a bool")
     if isinstance(dim, (int, np.integer)):
         return int(dim)
+    if isinstance(dim, str):  # "N", "2*N": parsed, never evaluated
+        return parse_dim(dim)
     expr = sympy.simplify(dim) if not isinstance(dim, sympy.Symbol) else dim
     if isinstance(expr, sympy.Integer):
         return int(expr)

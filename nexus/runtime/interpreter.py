@@ -22,6 +22,7 @@ import numpy as np
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType, numpy_dtype
+from nexus.passes.shapes import bind_shapes
 from nexus.runtime.codegen import Generated, generate
 from nexus.runtime.plan import PlanError, make_plan
 from nexus.runtime.pool import cores, get_pool
@@ -102,6 +103,9 @@ class Prepared:
         self.variants: dict[tuple[bool, str], Generated] = {}
         self.fns: dict[tuple[bool, bool | None], Any] = {}  # (counting, parallel arg) -> function
         self.arg_types = [t if isinstance(t, TensorType) else None for t in g.arg_types]
+        # Arguments with dims are checked at the call: sizes against the declared dims, and
+        # one size per symbol across arguments (scalars need no check beyond their dtype).
+        self.bind = any(t is not None and t.shape != () for t in self.arg_types)
 
     def variant(self, count: bool, parallel: str) -> Generated:
         key = (count, parallel)
@@ -154,6 +158,8 @@ def run(g: Graph, *args: Any, max_iterations: int | None = None, parallel: bool 
         values = [to_value(x, t) for x, t in zip(args, p.arg_types)] if args else ()
     except NexusRuntimeError as e:
         raise _bad_argument(g, args, p.arg_types, e) from None
+    if p.bind:
+        bind_shapes(g, values)  # BindingError names the arguments, the symbol and the sizes
     try:
         return fn(max_iterations, *values)
     except NexusRuntimeError as e:
