@@ -306,3 +306,25 @@ def test_run_binds_symbolic_dims_and_names_both_arguments() -> None:
     assert "'x'" in msg and "'y'" in msg and "N" in msg and "3" in msg and "4" in msg
     with pytest.raises(TypeError, match="rank"):
         nx.run(g, np.ones((3, 1), np.float32), np.ones(3, np.float32))
+
+
+def test_dims_checked_inline_agree_with_bind_shapes() -> None:
+    # The inline check and the solver must accept and reject the same calls.
+    from nexus.passes.shapes import BindingError, bind_shapes
+
+    g = Graph("mm", [TensorType("f32", ("N", "K")), TensorType("f32", ("K", 3))], ["a", "b"])
+    r = g.add("Return", [g.add("MatMul", [g.args[0], g.args[1]], g.start_block)], g.start_block)
+    g.end_block.append_input(r)
+    rng = np.random.default_rng(0)
+    for shape_a, shape_b in [((2, 4), (4, 3)), ((2, 4), (5, 3)), ((2, 4), (4, 2)), ((0, 4), (4, 3)), ((4,), (4, 3))]:
+        a, b = rng.random(shape_a, dtype=np.float32), rng.random(shape_b, dtype=np.float32)
+        try:
+            bind_shapes(g, [a, b])
+            solver_ok = True
+        except BindingError:
+            solver_ok = False
+        if solver_ok:
+            np.testing.assert_allclose(nx.run(g, a, b), a @ b, rtol=1e-6)
+        else:
+            with pytest.raises(BindingError):
+                nx.run(g, a, b)

@@ -14,10 +14,12 @@ function and turns any exception into a :class:`NexusRuntimeError` naming the no
 from __future__ import annotations
 
 import types
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
+import sympy
 
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
@@ -105,7 +107,29 @@ class Prepared:
         self.arg_types = [t if isinstance(t, TensorType) else None for t in g.arg_types]
         # Arguments with dims are checked at the call: sizes against the declared dims, and
         # one size per symbol across arguments (scalars need no check beyond their dtype).
-        self.bind = any(t is not None and t.shape != () for t in self.arg_types)
+        self.dims = [(i, t.shape) for i, t in enumerate(self.arg_types)
+                     if t is not None and t.shape is not None and t.shape != ()]
+        # Dims that are ints or plain symbols are checked inline; expressions (2*N) need
+        # bind_shapes' solver.
+        self.plain_dims = all(isinstance(d, (int, sympy.Symbol)) for _, shape in self.dims for d in shape)
+
+    def check_dims(self, values: Sequence[Any]) -> None:
+        """Raise BindingError unless the arguments' sizes fit the declared dims."""
+        if self.plain_dims:
+            env: dict[Any, int] = {}
+            for i, shape in self.dims:
+                got = np.shape(values[i])
+                if len(got) != len(shape):
+                    break
+                for d, n in zip(shape, got):
+                    if (d != n) if isinstance(d, int) else (env.setdefault(d, n) != n):
+                        break
+                else:
+                    continue
+                break
+            else:
+                return
+        bind_shapes(self.graph, values)  # the solver, and the message naming the arguments
 
     def variant(self, count: bool, parallel: str) -> Generated:
         key = (count, parallel)
@@ -158,8 +182,8 @@ def run(g: Graph, *args: Any, max_iterations: int | None = None, parallel: bool 
         values = [to_value(x, t) for x, t in zip(args, p.arg_types)] if args else ()
     except NexusRuntimeError as e:
         raise _bad_argument(g, args, p.arg_types, e) from None
-    if p.bind:
-        bind_shapes(g, values)  # BindingError names the arguments, the symbol and the sizes
+    if p.dims:
+        p.check_dims(values)  # BindingError names the arguments, the symbol and the sizes
     try:
         return fn(max_iterations, *values)
     except NexusRuntimeError as e:
