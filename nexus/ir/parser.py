@@ -18,7 +18,7 @@ import numpy as np
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import UNIVERSAL_ATTRS, OpTypeError, check_attr, get_op
-from nexus.ir.types import DTYPES, DimSyntaxError, TensorType, TupleType, Type, X, numpy_dtype, parse_dim
+from nexus.ir.types import DTYPES, STACK, DimSyntaxError, TensorType, TupleType, Type, X, numpy_dtype, parse_dim
 
 
 class ParseError(ValueError):
@@ -143,8 +143,10 @@ class _Cursor:
         word = self.match(_IDENT, "a type")
         if word == "X":
             return X
+        if word == "stack":
+            return STACK
         if word not in DTYPES:
-            raise self.error(f"unknown type {word!r} (dtypes: {', '.join(DTYPES)})", start)
+            raise self.error(f"unknown type {word!r} (dtypes: {', '.join(DTYPES)}; or X, stack)", start)
         if not self.peek("["):
             return TensorType(word, ())
         self.expect("[")

@@ -1,4 +1,4 @@
-"""Value types of the IR: tensors with int or symbolic dims, tuples, and control (X).
+"""Value types of the IR: tensors with int or symbolic dims, tuples, stacks and control (X).
 
 Dims are Python ints or sympy expressions over integer symbols.  Symbols are always made
 through :func:`sym` so that two mentions of ``N`` are the same sympy object.  Dim strings
@@ -137,6 +137,21 @@ class TupleType(Type):
     def __str__(self) -> str:
         inner = ", ".join(str(e) for e in self.elems)
         return f"({inner},)" if len(self.elems) == 1 else f"({inner})"
+
+
+@dataclass(frozen=True, slots=True)
+class StackType(Type):
+    """A functional (persistent) stack of tensors (``stack``), as graph-mode autodiff's
+    forward part pushes saved values for its reverse part.  The elements' types are not
+    part of the type: one stack holds values of several types, and each pop names the
+    type it reads (``StackPop{dtype=...}``).  A stack is an ordinary value: Phis join it
+    and it feeds stack ops; it is not a tuple, so it is never read with Proj."""
+
+    def __str__(self) -> str:
+        return "stack"
+
+
+STACK = StackType()
 
 
 def scalar(dtype: str) -> TensorType:
@@ -342,7 +357,8 @@ def fresh_dim(prefix: str = "s") -> sympy.Symbol:
 
 def join_types(a: Type, b: Type) -> Type:
     """The least type covering both: equal dims stay, different dims become a fresh
-    symbol, different ranks an unknown rank.  Different dtypes or kinds are an error."""
+    symbol, different ranks an unknown rank.  Different dtypes or kinds are an error
+    (a stack joins only a stack, and is then unchanged)."""
     if a == b:
         return a
     if isinstance(a, TensorType) and isinstance(b, TensorType):
@@ -356,7 +372,7 @@ def join_types(a: Type, b: Type) -> Type:
 
 def compatible(a: Type, b: Type) -> bool:
     """Whether two types can describe the same values: same kind and dtype, same rank
-    where both are known, equal dims where both are concrete ints."""
+    where both are known, equal dims where both are concrete ints (stacks: any two)."""
     if a == b:
         return True
     if isinstance(a, TensorType) and isinstance(b, TensorType):

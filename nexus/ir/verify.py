@@ -128,9 +128,7 @@ class _Checker:
         for i, v in enumerate(n.inputs):
             if v.type == X:
                 self.fail(n, f"input {i} is a control value ({v.op.name}); control values only feed blocks")
-            elif isinstance(v.type, TupleType) and v.type.elems and n.op.name != "Proj":
-                # (the empty tuple has no parts to read: it types opaque values such as
-                # autodiff's stacks, which flow through Phis and stack ops)
+            elif isinstance(v.type, TupleType) and n.op.name != "Proj":
                 self.fail(n, f"input {i} is a tuple ({v.op.name}); read its parts with Proj")
         name = n.op.name
         if name == "Start" and b is not g.start_block:

@@ -7,7 +7,7 @@ outside the graph, so the gradient graph prints, parses and runs like any other.
 time a stack is a cons cell ``(top, rest)`` (``()`` when empty), so a push is O(1) and
 nothing is copied.
 
-The core types have no list type yet; a stack is typed as the empty tuple ``()``.
+A stack has the type :class:`~nexus.ir.types.StackType` (``stack`` in the text form).
 The ops are impure so that constant folding and CSE leave them alone.
 """
 
@@ -17,20 +17,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus.ir.opdef import Attr, OpTypeError
-from nexus.ir.types import TensorType, TupleType, Type
+from nexus.ir.types import STACK, StackType, TensorType, TupleType, Type
 from nexus.ops._rules import define
 
 FAMILY = "autodiff"
-STACK = TupleType(())  # the type of a stack value (see the module docstring)
-
-
 
 def _new_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
     return STACK
 
 
 def _push_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
-    if ins[0] != STACK:
+    if not isinstance(ins[0], StackType):
         raise OpTypeError(f"{op}: input 0 must be a stack, got {ins[0]}")
     if not isinstance(ins[1], TensorType):
         raise OpTypeError(f"{op}: only tensors can be pushed, got {ins[1]}")
@@ -38,7 +35,7 @@ def _push_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequen
 
 
 def _pop_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
-    if ins[0] != STACK:
+    if not isinstance(ins[0], StackType):
         raise OpTypeError(f"{op}: input 0 must be a stack, got {ins[0]}")
     # The shape of the popped value is given on the node (the rule only knows its dtype).
     return TupleType((STACK, TensorType(attrs["dtype"], None)))

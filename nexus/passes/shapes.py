@@ -396,7 +396,7 @@ def _same_structure(a: Type, b: Type) -> bool:
         return len(a.elems) == len(b.elems) and all(_same_structure(x, y) for x, y in zip(a.elems, b.elems))
     if isinstance(a, TensorType) and isinstance(b, TensorType):
         return a.dtype == b.dtype and a.rank == b.rank
-    return False
+    return a == b  # X, stack: no dims to compare
 
 
 def _type_syms(t: Type) -> set[Any]:
