@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from nexus.frontend.script_errors import ScriptError, error_at
+from nexus.frontend.script_errors import ScriptError, SourceText, error_at
 from nexus.frontend.script_source import ParsedFunction
 from nexus.frontend.script_ssa import UNDEF, MergeTypeError, SSABuilder, generalize
 from nexus.frontend.script_types import (
@@ -112,24 +112,35 @@ class ExprLowering:
         self.ssa = ssa
         self.scope = scope
         self.block: Block | None = g.start_block
-        self._loc: SourceLoc | None = None
         self._node: ast.AST | None = None
+        self._src: SourceText | None = None
+        self._loc_memo: SourceLoc | None = None  # _loc of _node, made when first asked for
         self._consts: dict[tuple[str, bytes], Node] = {}
 
     # --- errors and locations ------------------------------------------------------------
     def error(self, node: ast.AST | None, msg: str, hint: str = "") -> ScriptError:
         return error_at(self.scope.parsed.src, node if node is not None else self._node, msg, hint)
 
-    def at(self, node: ast.AST) -> tuple[SourceLoc | None, ast.AST | None]:
+    def at(self, node: ast.AST) -> tuple[ast.AST | None, SourceText | None, SourceLoc | None]:
         """Make ``node`` the current source position; returns the previous one."""
-        prev = (self._loc, self._node)
-        src = self.scope.parsed.src
-        self._loc = SourceLoc(src.file, src.file_line(node), src.file_col(node))
+        prev = (self._node, self._src, self._loc_memo)
         self._node = node
+        self._src = self.scope.parsed.src
+        self._loc_memo = None
         return prev
 
-    def restore(self, prev: tuple[SourceLoc | None, ast.AST | None]) -> None:
-        self._loc, self._node = prev
+    def restore(self, prev: tuple[ast.AST | None, SourceText | None, SourceLoc | None]) -> None:
+        self._node, self._src, self._loc_memo = prev
+
+    @property
+    def _loc(self) -> SourceLoc | None:
+        """The current source position.  Made lazily: most expressions (names, constants)
+        emit no node, so most positions are never needed."""
+        loc = self._loc_memo
+        if loc is None and self._node is not None and self._src is not None:
+            src, node = self._src, self._node
+            loc = self._loc_memo = SourceLoc(src.file, src.file_line(node), src.file_col(node))
+        return loc
 
     @property
     def cur(self) -> Block:

@@ -178,14 +178,21 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
                        "pass every argument at the call")
     found: list[tuple[int, int, ast.AST, str, str]] = []
     assigned = {a.arg for a in args.args}
-    for node in ast.walk(fdef):  # type: ignore[assignment]
-        if node is fdef:
+    # ast.walk's breadth-first order (ties in `found` keep it), without its generators and
+    # without visiting the context/operator singletons (Load, Store, Add...): 4x fewer nodes.
+    queue: list[ast.AST] = _children(fdef)
+    i = 0
+    while i < len(queue):
+        node = queue[i]
+        i += 1
+        cls = node.__class__
+        if cls is ast.Name:
+            if node.ctx.__class__ is ast.Store:  # type: ignore[attr-defined]
+                assigned.add(node.id)  # type: ignore[attr-defined]
             continue
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Store):
-                assigned.add(node.id)
-            continue
-        entry = _UNSUPPORTED.get(type(node))
+        if cls is not ast.Constant:
+            queue += _children(node)
+        entry = _UNSUPPORTED.get(cls)
         if entry is not None:
             found.append((getattr(node, "lineno", 0), getattr(node, "col_offset", 0), node, *entry))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -204,3 +211,24 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
         _, _, where, msg, hint = found[0]
         raise error_at(src, where, msg, hint)
     return assigned
+
+
+# Fields that hold only singletons without children (expression contexts, operators).
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes(node)`` as a list, leaving out context and operator nodes."""
+    cls = node.__class__
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
+    out: list[ast.AST] = []
+    for f in fields:
+        v = getattr(node, f, None)
+        if isinstance(v, list):
+            out.extend(item for item in v if isinstance(item, ast.AST))
+        elif isinstance(v, ast.AST):
+            out.append(v)
+    return out

@@ -54,17 +54,19 @@ class Plan:
     in_edges: dict[Block, int]  # number of reachable control edges entering each block
 
 
+# Kinds decided by the op's name alone (checked in classify's order of precedence).
+_KIND_BY_NAME = {"Start": "control", "End": "control", **{t: "term" for t in TERMINATORS}, "Constant": "const"}
+
+
 def classify(node: Node) -> str:
     """'phi', 'const', 'arg', 'control' (Start, End, Cond exits), 'term' or 'data'."""
-    name = node.op.name
-    if node.op.kind == "phi":
+    op = node.op
+    if op.kind == "phi":
         return "phi"
-    if name == "Constant":
-        return "const"
-    if name in TERMINATORS:
-        return "term"
-    if name in ("Start", "End"):
-        return "control"
+    name = op.name
+    kind = _KIND_BY_NAME.get(name)
+    if kind is not None:
+        return kind
     if name == "Proj":
         src = node.input(0).op.name
         if src == "Start":
@@ -76,7 +78,8 @@ def classify(node: Node) -> str:
 
 def value_inputs(node: Node) -> list[Node]:
     """Inputs that are runtime values (constants are bound once, not tracked)."""
-    return [v for v in node.inputs if classify(v) != "const"]
+    # classify(v) == "const" exactly when v is a Constant (Constant is not a phi-kind op).
+    return [v for v in node.inputs if v.op.name != "Constant"]
 
 
 def kahn_groups(nodes: list[Node], block: Block) -> list[list[Node]]:
@@ -185,7 +188,7 @@ def _liveness(plan: Plan) -> None:
             for e in bp.edges:
                 if e.target is not None:
                     out |= plan.blocks[e.target].live_in
-                    out.update(v for v in bp.uses_on_edge(e) if classify(v) != "const")
+                    out.update(v for v in bp.uses_on_edge(e) if v.op.name != "Constant")
             new_in = uses[b] | (out - defs[b])
             if out != bp.live_out or new_in != bp.live_in:
                 bp.live_out, bp.live_in = out, new_in
