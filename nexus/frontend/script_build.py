@@ -165,6 +165,7 @@ class Lowering(CallLowering):
         line = self.scope.parsed.src.file_line(node)
         header = self.g.new_block(f"{kind}{line}")
         self.ssa.loop_keys[header] = self.loop_key(node)
+        self.ssa.loop_assigned[header] = frozenset(self.var(n) for n in self.scope.parsed.names_bound_in(node))
         header.append_input(self.edge_ctrl((self.cur, f"entering the loop at line {line} (when it runs zero "
                                                       "times)")))
         self.block = header

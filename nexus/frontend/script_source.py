@@ -8,7 +8,7 @@ import inspect
 import linecache
 import textwrap
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nexus.frontend.script_errors import ScriptError, SourceText, error_at
 
@@ -20,6 +20,16 @@ class ParsedFunction:
     src: SourceText
     fdef: ast.FunctionDef
     assigned: frozenset[str]
+    # Per loop statement (by id; the AST lives as long as this record): the names it binds.
+    loop_names: dict[int, frozenset[str]] = field(default_factory=dict, compare=False, hash=False)
+
+    def names_bound_in(self, stmt: ast.stmt) -> frozenset[str]:
+        """The names ``stmt`` (a loop) binds anywhere inside it: only these can need a
+        Phi at its header."""
+        out = self.loop_names.get(id(stmt))
+        if out is None:
+            out = self.loop_names[id(stmt)] = stored_names(stmt)
+        return out
 
 
 _CACHE: dict[types.CodeType, ParsedFunction] = {}
@@ -232,3 +242,19 @@ def _children(node: ast.AST) -> list[ast.AST]:
         elif isinstance(v, ast.AST):
             out.append(v)
     return out
+
+
+def stored_names(node: ast.AST) -> frozenset[str]:
+    """Every name bound (stored) anywhere inside ``node``."""
+    out: set[str] = set()
+    queue = [node]
+    i = 0
+    while i < len(queue):
+        n = queue[i]
+        i += 1
+        if n.__class__ is ast.Name:
+            if n.ctx.__class__ is not ast.Load:  # type: ignore[attr-defined]
+                out.add(n.id)  # type: ignore[attr-defined]
+            continue
+        queue += _children(n)
+    return frozenset(out)

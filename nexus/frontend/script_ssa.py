@@ -85,6 +85,11 @@ class SSABuilder:
     pending: set[Node] = field(default_factory=set)
     incomplete_phis: set[Node] = field(default_factory=set)
     touched: set[Block] = field(default_factory=set)  # blocks holding a variable's def
+    # Per loop header: the variables its loop may assign (None: unknown, any may).  Others
+    # get no Phi there (Braun et al. would make one and remove it as trivial at sealing);
+    # ``invariant`` records them so that sealing can check every back edge agrees.
+    loop_assigned: dict[Block, frozenset[str]] = field(default_factory=dict)
+    invariant: dict[Block, dict[str, Node]] = field(default_factory=dict)
     display_name: Callable[[str], str] = staticmethod(lambda v: v)  # type: ignore[assignment]
     # The source position Phis are attributed to (the statement being lowered).
     current_loc: Callable[[], SourceLoc | None] = staticmethod(lambda: None)  # type: ignore[assignment]
@@ -122,6 +127,11 @@ class SSABuilder:
                 if isinstance(first, _Undef):
                     self.write(var, block, UNDEF)
                     return UNDEF
+                assigned = self.loop_assigned.get(block)
+                if assigned is not None and var not in assigned and not var.startswith("$"):
+                    self.invariant.setdefault(block, {})[var] = first
+                    self.write(var, block, first)
+                    return first
                 hint = first.type
             phi = self._new_phi(var, block, hint)
             self.incomplete.setdefault(block, {})[var] = phi
@@ -231,6 +241,14 @@ class SSABuilder:
     # --- sealing --------------------------------------------------------------------------
     def seal(self, block: Block) -> None:
         """All predecessors of ``block`` are known: complete its incomplete Phis."""
+        for var, value in self.invariant.pop(block, {}).items():
+            for ctrl in block.inputs[1:]:
+                pred = ctrl.block
+                assert pred is not None
+                if self.resolve(self._read(var, pred)) is not self.resolve(value):
+                    # The loop assigns it after all (a case the name analysis missed):
+                    # build again with a Phi for it.
+                    raise LoopTypeRetry((self.loop_keys.get(block), var), value.type)
         todo = self.incomplete.get(block, {})
         while todo:
             var, phi = next(iter(todo.items()))

@@ -29,7 +29,7 @@ from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType
 from nexus.runtime.cost import BLAS_OPS, is_heavy
 from nexus.runtime.fastops import fast_expr
-from nexus.runtime.plan import BlockPlan, Edge, Plan, classify, value_inputs
+from nexus.runtime.plan import BlockPlan, Edge, Plan, value_inputs
 from nexus.runtime.pool import blas_threads
 
 MAX_INLINE_DEPTH = 40  # CPython refuses more than 100 indentation levels
@@ -102,7 +102,7 @@ class _Gen:
     def freeable(self, v: Node) -> bool:
         """Scalars are not worth a ``del``: a loop overwrites them on every iteration."""
         t = v.type
-        return classify(v) not in ("const",) and not (isinstance(t, TensorType) and t.shape == ())
+        return v.op.name != "Constant" and not (isinstance(t, TensorType) and t.shape == ())  # classify: const
 
     # --- blocks --------------------------------------------------------------------
     def block(self, b: Block, ind: int, out: list[Line]) -> None:
@@ -122,9 +122,13 @@ class _Gen:
         dead0 = [p for p in bp.phis if p not in last and p not in bp.live_out and self.freeable(p)]
         if dead0:
             out.append((ind, "del " + ", ".join(self.var(p) for p in dead0), None))
+        dead_at: dict[int, list[Node]] = {}  # step -> values whose last use it is
+        for v, s2 in last.items():
+            if v not in bp.live_out and self.freeable(v):
+                dead_at.setdefault(s2, []).append(v)
         for s, nodes in enumerate(steps):
             self.step(nodes, ind, out)
-            dead = [v for v, s2 in last.items() if s2 == s and v not in bp.live_out and self.freeable(v)]
+            dead = dead_at.get(s)
             if dead:
                 out.append((ind, "del " + ", ".join(sorted(self.var(v) for v in dead)), None))
         self.terminator(bp, ind, out)
@@ -291,7 +295,8 @@ def _parallel_copy(pairs: list[tuple[str, str, Node]]) -> list[tuple[str, Node]]
 
 def _label(n: Node) -> str:
     """``Op %name`` for a comment in the generated code (names may hold any character)."""
-    return f"{n.op.name} %{n.name or '?'}".replace("\n", " ").replace("\r", " ")
+    text = f"{n.op.name} %{n.name or '?'}"
+    return text.replace("\n", " ").replace("\r", " ") if n.name and not n.name.isprintable() else text
 
 
 def _const_value(c: Node) -> Any:

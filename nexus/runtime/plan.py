@@ -159,7 +159,7 @@ def make_plan(g: Graph) -> Plan:
             if e.target is not None:
                 in_edges[e.target] = in_edges.get(e.target, 0) + 1
                 work.append(e.target)
-    consts = [n for b in blocks for n in b.members if classify(n) == "const"]
+    consts = [n for b in blocks for n in b.members if n.op.name == "Constant"]  # classify: "const"
     plan = Plan(g, blocks, consts, list(g.args), in_edges)
     _liveness(plan)
     return plan
@@ -178,6 +178,11 @@ def _liveness(plan: Plan) -> None:
         for n in [*(n for grp in bp.groups for n in grp), *([bp.term] if bp.term is not None else [])]:
             used.update(v for v in value_inputs(n) if v not in d)
         uses[b], defs[b] = used, d
+    # Per block, once: the plan of each successor and the values its edge's Phis read.
+    succs: dict[Block, list[tuple[BlockPlan, set[Node]]]] = {}
+    for b, bp in plan.blocks.items():
+        succs[b] = [(plan.blocks[e.target], {v for v in bp.uses_on_edge(e) if v.op.name != "Constant"})
+                    for e in bp.edges if e.target is not None]
     order = list(plan.blocks)[::-1]
     changed = True
     while changed:
@@ -185,10 +190,9 @@ def _liveness(plan: Plan) -> None:
         for b in order:
             bp = plan.blocks[b]
             out: set[Node] = set()
-            for e in bp.edges:
-                if e.target is not None:
-                    out |= plan.blocks[e.target].live_in
-                    out.update(v for v in bp.uses_on_edge(e) if v.op.name != "Constant")
+            for target, phi_uses in succs[b]:
+                out |= target.live_in
+                out |= phi_uses
             new_in = uses[b] | (out - defs[b])
             if out != bp.live_out or new_in != bp.live_in:
                 bp.live_out, bp.live_in = out, new_in
