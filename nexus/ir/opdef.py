@@ -61,6 +61,14 @@ class OpDef:
     impure ones are ordered by ``deps`` edges and never removed.  ``kernel`` is the
     reference semantics (NumPy) shared by the interpreter and constant folding:
     ``kernel(*input_values, **attrs)``.
+
+    ``may_fail``: running the op can raise on values its input types allow (an index out
+    of range, a shape tensor that does not fit, a failed assertion), so passes must not
+    run it where the program would not (LICM does not hoist it out of a block that may
+    not run).  ``may_fail_on_int``: only on integer values (division by zero, a negative
+    integer power).  Failures on shapes the type rules cannot check (symbolic dims that
+    do not broadcast) are not flags: passes look at the types.  ``commutative``: a binary
+    op whose result does not depend on the order of its two inputs (CSE sorts them).
     """
 
     name: str
@@ -74,6 +82,9 @@ class OpDef:
     differentiable: bool = False
     doc: str = ""
     family: str = ""
+    may_fail: bool = False
+    may_fail_on_int: bool = False
+    commutative: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in OP_KINDS:

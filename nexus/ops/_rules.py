@@ -72,8 +72,13 @@ def define(
     pure: bool = True,
     variadic: bool = False,
     kind: str = "data",
+    may_fail: bool = False,
+    may_fail_on_int: bool = False,
+    commutative: bool = False,
 ) -> OpDef:
-    """Register an op of a family; ``rule`` gets the op's name first, for its errors."""
+    """Register an op of a family; ``rule`` gets the op's name first, for its errors.
+    ``may_fail``, ``may_fail_on_int`` and ``commutative`` are the OpDef's properties
+    that passes read (see :class:`~nexus.ir.opdef.OpDef`)."""
 
     def type_rule(ins: Sequence[Type], a: Mapping[str, Any], values: Sequence[Any]) -> Type:
         return rule(name, ins, a, values)
@@ -91,6 +96,9 @@ def define(
             differentiable=differentiable,
             doc=doc,
             family=family,
+            may_fail=may_fail,
+            may_fail_on_int=may_fail_on_int,
+            commutative=commutative,
         )
     )
 

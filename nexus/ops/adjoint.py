@@ -100,19 +100,20 @@ _ALL = frozenset(FLOAT_DTYPES | {"i8", "i16", "i32", "i64", "u8", "bool"})
 
 
 define("SumToLike", FAMILY, ("x", "like"), _like_rule, _sum_to_like,
-                  doc="Sums `x` over broadcast axes down to the shape of `like` (adjoint of broadcasting).")
+                  doc="Sums `x` over broadcast axes down to the shape of `like` (adjoint of broadcasting).",
+                  may_fail=True)
 define("BroadcastLike", FAMILY, ("x", "like"), _like_rule, _broadcast_like,
-                  doc="Broadcasts `x` to the shape of `like`.")
+                  doc="Broadcasts `x` to the shape of `like`.", may_fail=True)
 define("ReshapeLike", FAMILY, ("x", "like"), _like_rule, _reshape_like,
-                  doc="Gives `x` the shape of `like`.")
+                  doc="Gives `x` the shape of `like`.", may_fail=True)
 define("GatherGrad", FAMILY, ("grad", "data", "indices"), _gather_grad_rule, _gather_grad,
                   attrs={"axis": Attr("int", 0, "the axis Gather indexed")},
-                  doc="Zeros shaped like `data` with `grad` added at the gathered positions.")
+                  doc="Zeros shaped like `data` with `grad` added at the gathered positions.", may_fail=True)
 define("UnreduceLike", FAMILY, ("grad", "x"), _unreduce_rule, _unreduce_like,
                   attrs={"axes": Attr("ints", None, "the reduced axes; all when absent"),
                          "keepdims": Attr("bool", False, "whether the reduction kept the axes"),
                          "mean": Attr("bool", False, "divide by the number of reduced elements")},
-                  doc="Broadcasts the adjoint of a reduction of `x` back to the shape of `x`.")
+                  doc="Broadcasts the adjoint of a reduction of `x` back to the shape of `x`.", may_fail=True)
 define("ZerosLike", FAMILY, ("x",), unary_rule(_ALL), _zeros_like, doc="Zeros shaped like `x`.")
 define("OnesLike", FAMILY, ("x",), unary_rule(_ALL), _ones_like, doc="Ones shaped like `x`.")
 
@@ -175,12 +176,13 @@ def _concat_grad_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _:
 
 
 define("SliceGrad", FAMILY, ("grad", "data", "starts", "ends", "axes_then_steps"), _like1_rule, _slice_grad,
-                  variadic=True, doc="Zeros shaped like `data` with `grad` where Slice read (adjoint of Slice).")
+                  variadic=True, doc="Zeros shaped like `data` with `grad` where Slice read (adjoint of Slice).",
+                  may_fail=True)
 define("GatherNDGrad", FAMILY, ("grad", "data", "indices"), _like1_rule, _gather_nd_grad,
                   attrs={"batch_dims": Attr("int", 0, "as GatherND")},
-                  doc="Zeros shaped like `data` with `grad` added where GatherND read.")
+                  doc="Zeros shaped like `data` with `grad` added where GatherND read.", may_fail=True)
 define("TileGrad", FAMILY, ("grad", "x"), _like1_rule, _tile_grad,
-                  doc="Sums the tiles of `grad` onto the shape of `x` (adjoint of Tile).")
+                  doc="Sums the tiles of `grad` onto the shape of `x` (adjoint of Tile).", may_fail=True)
 define("ConcatGrad", FAMILY, ("grad", "inputs"), _concat_grad_rule, _concat_grad, variadic=True,
                   attrs={"axis": Attr("int", doc="Concat's axis"), "index": Attr("int", doc="which input")},
-                  doc="The slice of `grad` that Concat took from input `index` (adjoint of Concat).")
+                  doc="The slice of `grad` that Concat took from input `index` (adjoint of Concat).", may_fail=True)

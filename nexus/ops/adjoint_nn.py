@@ -160,25 +160,25 @@ _POOL = {
 }
 
 define("ConvGradX", FAMILY, ("grad", "x", "w"), _like1_rule, _conv_grad_x, attrs=_CONV,
-                  doc="Adjoint of Conv in its input x.")
+                  doc="Adjoint of Conv in its input x.", may_fail=True)
 define("ConvGradW", FAMILY, ("grad", "x", "w"), _w_rule, _conv_grad_w, attrs=_CONV,
-                  doc="Adjoint of Conv in its weight w.")
+                  doc="Adjoint of Conv in its weight w.", may_fail=True)
 define("ConvTransposeGradW", FAMILY, ("grad", "x", "w"), _w_rule, _convt_grad_w,
                   attrs={**_CONV, "output_padding": Attr("ints", None, "as the forward op")},
-                  doc="Adjoint of ConvTranspose in its weight w.")
+                  doc="Adjoint of ConvTranspose in its weight w.", may_fail=True)
 define("MaxPoolGrad", FAMILY, ("grad", "x"), _like1_rule, _max_pool_grad,
                   attrs={**_POOL, "dilations": Attr("ints", None, "as the forward op")},
-                  doc="Adjoint of MaxPool: each window's cotangent goes to its (first) maximum.")
+                  doc="Adjoint of MaxPool: each window's cotangent goes to its (first) maximum.", may_fail=True)
 define("AveragePoolGrad", FAMILY, ("grad", "x"), _like1_rule, _avg_pool_grad,
                   attrs={**_POOL, "count_include_pad": Attr("bool", False, "as the forward op")},
-                  doc="Adjoint of AveragePool: each window's cotangent shared over its elements.")
+                  doc="Adjoint of AveragePool: each window's cotangent shared over its elements.", may_fail=True)
 define("ResizeGrad", FAMILY, ("grad", "x", "sizes"), _like1_rule, _resize_grad,
                   attrs={"mode": Attr("str", "nearest", ""),
                          "coordinate_transformation_mode": Attr("str", "half_pixel", ""),
                          "nearest_mode": Attr("str", "round_prefer_floor", "")},
-                  doc="Adjoint of Resize (nearest and linear).")
+                  doc="Adjoint of Resize (nearest and linear).", may_fail=True)
 define("BooleanMaskGrad", FAMILY, ("grad", "x", "mask"), _like1_rule, _boolean_mask_grad,
-                  doc="Zeros shaped like x with grad written where the mask is true.")
+                  doc="Zeros shaped like x with grad written where the mask is true.", may_fail=True)
 
 
 
@@ -190,4 +190,5 @@ def _put_along_axis_grad(g: Any, x: Any, indices: Any, axis: int = -1) -> Any:
 
 define("TakeAlongAxisGrad", FAMILY, ("grad", "x", "indices"), _like1_rule, _put_along_axis_grad,
                   attrs={"axis": Attr("int", -1, "the axis indexed")},
-                  doc="Zeros shaped like x with grad written at `indices` along `axis` (adjoint of TopK's values).")
+                  doc="Zeros shaped like x with grad written at `indices` along `axis` (adjoint of TopK's values).",
+                  may_fail=True)

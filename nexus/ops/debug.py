@@ -30,4 +30,4 @@ def _assert(cond: Any, message: str = "") -> Any:
 
 define("Assert", "debug", ("condition",), _assert_rule, _assert, pure=False,
            attrs={"message": Attr("str", "", "raised with AssertionError when the condition is false")},
-           doc="Raises AssertionError(message) when the bool condition is false; returns it.")
+           doc="Raises AssertionError(message) when the bool condition is false; returns it.", may_fail=True)

@@ -1,9 +1,9 @@
 """Generate the op table (docs/ops.md) from the registry: ``python -m nexus.ops.doc``.
 
 Everything in the table comes from the OpDef records: name, inputs, attributes with
-kinds and defaults, differentiable, pure, doc.  The dtypes column is found by asking
-each op's type rule which dtypes of its first input it accepts (the other inputs probed
-with that dtype, i64 or bool), so it cannot drift from the rules.
+kinds and defaults, differentiable, pure, may fail, commutative, doc.  The dtypes column
+is found by asking each op's type rule which dtypes of its first input it accepts (the
+other inputs probed with that dtype, i64 or bool), so it cannot drift from the rules.
 """
 
 from __future__ import annotations
@@ -90,10 +90,15 @@ def _inputs_text(op: OpDef) -> str:
     return ", ".join(names)
 
 
+def _may_fail_text(op: OpDef) -> str:
+    return "yes" if op.may_fail else "ints" if op.may_fail_on_int else ""
+
+
 def op_row(op: OpDef) -> str:
     """One Markdown table row for ``op``."""
     cells = [f"**{op.name}**", _inputs_text(op), _attr_text(op), _dtype_text(accepted_dtypes(op)),
-             "yes" if op.differentiable else "", "" if op.pure else "impure", op.doc.replace("|", "\\|")]
+             "yes" if op.differentiable else "", "" if op.pure else "impure", _may_fail_text(op),
+             "yes" if op.commutative else "", op.doc.replace("|", "\\|")]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -109,11 +114,13 @@ def generate() -> str:
         "Inputs ending in `...` repeat (variadic). Dtypes are those the type rule accepts for the first",
         "input; binary elementwise ops need equal dtypes (insert a Cast). `differentiable` marks ops with",
         "a vector-Jacobian product. Multi-output ops return a tuple read with `Proj`; data-dependent sizes",
-        "are the last component and a fresh symbol in the shapes.",
+        "are the last component and a fresh symbol in the shapes. `may fail` marks ops that can raise on",
+        "values their types allow (`ints`: only on integers, as division by zero), which passes do not",
+        "run speculatively; `commutative` ops may have their two inputs swapped.",
         "",
     ]
-    header = ["| op | inputs | attributes | dtypes | differentiable | pure | doc |",
-              "|---|---|---|---|---|---|---|"]
+    header = ["| op | inputs | attributes | dtypes | differentiable | pure | may fail | commutative | doc |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for fam in families:
         lines += [f"## {fam}", "", *header]
         lines += [op_row(o) for o in sorted(ops.values(), key=lambda o: o.name) if o.family == fam]

@@ -190,7 +190,7 @@ define("NonMaxSuppression", FAMILY,
        },
        doc="ONNX NonMaxSuppression. boxes [B, N, 4] with scores [B, C, N] give Proj 0 = selected indices "
            "[nb, 3] (batch, class, box); boxes [N, 4] with scores [N] give box indices [nb] (or the boxes "
-           "themselves with select_boxes). Proj 1 = nb, an i64 scalar.")
+           "themselves with select_boxes). Proj 1 = nb, an i64 scalar.", may_fail=True)
 SIZE_OUTPUTS["NonMaxSuppression"] = (1, 0, 0)
 
 
@@ -214,7 +214,7 @@ def _nonzero(x: Any) -> tuple[np.ndarray, np.int64]:
 
 
 define("NonZero", FAMILY, ("x",), _nonzero_rule, _nonzero,
-       doc="Indices of the non-zero elements, [rank, nz] i64 (ONNX NonZero); Proj 1 = nz.")
+       doc="Indices of the non-zero elements, [rank, nz] i64 (ONNX NonZero); Proj 1 = nz.", may_fail=True)
 SIZE_OUTPUTS["NonZero"] = (1, 0, 1)
 
 
@@ -248,7 +248,7 @@ def _unique(x: Any, sorted: bool = True) -> tuple[Any, ...]:
 define("Unique", FAMILY, ("x",), _unique_rule, _unique,
        attrs={"sorted": Attr("bool", True, "values ascending; else in order of first occurrence")},
        doc="Unique elements of the flattened x: (values [u], first indices [u], inverse [numel], "
-           "counts [u], u) as ONNX Unique without axis.")
+           "counts [u], u) as ONNX Unique without axis.", may_fail=True)
 SIZE_OUTPUTS["Unique"] = (4, 0, 0)
 
 
@@ -273,7 +273,7 @@ def _boolean_mask(x: Any, mask: Any) -> tuple[np.ndarray, np.int64]:
 
 
 define("BooleanMask", FAMILY, ("x", "mask"), _mask_rule, _boolean_mask, differentiable=True,
-       doc="x[mask] for a bool mask over the leading dims of x: [k, rest...]; Proj 1 = k.")
+       doc="x[mask] for a bool mask over the leading dims of x: [k, rest...]; Proj 1 = k.", may_fail=True)
 SIZE_OUTPUTS["BooleanMask"] = (1, 0, 0)
 
 
@@ -317,5 +317,5 @@ define("TopK", FAMILY, ("x", "k"), _topk_rule, _topk, differentiable=True,
            "sorted": Attr("bool", True, "in order of value (else of index)"),
        },
        doc="The k largest (or smallest) along `axis`: (values, indices i64, k); k is an i64 scalar that may "
-           "be computed at run time (the dim is then a fresh symbol).")
+           "be computed at run time (the dim is then a fresh symbol).", may_fail=True)
 SIZE_OUTPUTS["TopK"] = (2, 0, -1)  # -1: the dim named by the op's `axis` attribute

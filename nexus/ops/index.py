@@ -110,7 +110,7 @@ define("Slice", FAMILY, ("data", "starts", "ends", "axes_then_steps"), _slice_ru
        differentiable=True,
        doc="data[starts:ends:steps] on `axes` (default: the first len(starts) axes), all four 1-D int tensors "
            "computed in the graph or constant; negative indices count from the end; out-of-range ones clamp "
-           "(ONNX Slice). Inputs: data, starts, ends, optional axes, optional steps.")
+           "(ONNX Slice). Inputs: data, starts, ends, optional axes, optional steps.", may_fail=True)
 
 
 # --- GatherND / ScatterND ----------------------------------------------------------------
@@ -145,7 +145,8 @@ def _gather_nd(data: Any, indices: Any, batch_dims: int = 0) -> Any:
 
 define("GatherND", FAMILY, ("data", "indices"), _gather_nd_rule, _gather_nd, differentiable=True,
        attrs={"batch_dims": Attr("int", 0, "leading dims shared by data and indices")},
-       doc="Picks slices data[i_0, ..., i_{k-1}] for each index tuple in the last axis of `indices` (ONNX).")
+       doc="Picks slices data[i_0, ..., i_{k-1}] for each index tuple in the last axis of `indices` (ONNX).",
+       may_fail=True)
 
 _REDUCTIONS = {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
@@ -184,7 +185,8 @@ def _scatter_nd(data: Any, indices: Any, updates: Any, reduction: str = "none") 
 
 define("ScatterND", FAMILY, ("data", "indices", "updates"), _scatter_nd_rule, _scatter_nd, differentiable=True,
        attrs={"reduction": Attr("str", "none", "none (duplicate indices: last wins), add, mul, max or min")},
-       doc="A copy of data with data[indices[...]] = updates (or combined by `reduction`), as ONNX ScatterND.")
+       doc="A copy of data with data[indices[...]] = updates (or combined by `reduction`), as ONNX ScatterND.",
+       may_fail=True)
 
 
 # --- OneHot ------------------------------------------------------------------------------
@@ -217,4 +219,5 @@ def _one_hot(indices: Any, depth: Any, values: Any, axis: int = -1) -> Any:
 
 define("OneHot", FAMILY, ("indices", "depth", "values"), _one_hot_rule, _one_hot,
        attrs={"axis": Attr("int", -1, "where the new axis of size depth goes")},
-       doc="values[1] where the index hits, values[0] elsewhere; a new axis of size depth (ONNX OneHot).")
+       doc="values[1] where the index hits, values[0] elsewhere; a new axis of size depth (ONNX OneHot).",
+       may_fail=True)

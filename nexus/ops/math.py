@@ -88,8 +88,15 @@ _BINARY: list[tuple[str, Callable[..., Any], frozenset[str], bool, str]] = [
     ("Maximum", np.maximum, NUMERIC, True, "elementwise max(a, b)"),
     ("Minimum", np.minimum, NUMERIC, True, "elementwise min(a, b)"),
 ]
+# Integer division by zero raises (see _check_int_divisor), and NumPy refuses negative
+# integer powers; on floats these give inf or nan instead.
+_INT_MAY_FAIL = frozenset({"Div", "FloorDiv", "Mod", "Pow"})
+# Binary ops whose two inputs may be swapped (CSE merges a + b with b + a).
+_COMMUTATIVE = frozenset({"Add", "Mul", "Maximum", "Minimum", "Equal", "NotEqual", "And", "Or", "Xor"})
+
 for _name, _fn, _allowed, _diff, _doc in _BINARY:
-    define(_name, FAMILY, ("a", "b"), _binary(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc)
+    define(_name, FAMILY, ("a", "b"), _binary(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc,
+           may_fail_on_int=_name in _INT_MAY_FAIL, commutative=_name in _COMMUTATIVE)
 
 
 # --- unary math --------------------------------------------------------------------------
@@ -182,11 +189,12 @@ for _name, _fn in [
     ("Equal", np.equal),
     ("NotEqual", np.not_equal),
 ]:
-    define(_name, FAMILY, ("a", "b"), _compare, _fn, doc=f"elementwise {_fn.__name__}, a bool tensor")
+    define(_name, FAMILY, ("a", "b"), _compare, _fn, doc=f"elementwise {_fn.__name__}, a bool tensor",
+           commutative=_name in _COMMUTATIVE)
 
-define("And", FAMILY, ("a", "b"), _binary(BOOL), np.logical_and, doc="logical and of bools")
-define("Or", FAMILY, ("a", "b"), _binary(BOOL), np.logical_or, doc="logical or of bools")
-define("Xor", FAMILY, ("a", "b"), _binary(BOOL), np.logical_xor, doc="logical xor of bools")
+define("And", FAMILY, ("a", "b"), _binary(BOOL), np.logical_and, doc="logical and of bools", commutative=True)
+define("Or", FAMILY, ("a", "b"), _binary(BOOL), np.logical_or, doc="logical or of bools", commutative=True)
+define("Xor", FAMILY, ("a", "b"), _binary(BOOL), np.logical_xor, doc="logical xor of bools", commutative=True)
 define("Not", FAMILY, ("x",), unary_rule(BOOL), np.logical_not, doc="logical not of a bool")
 
 

@@ -50,11 +50,12 @@ define("RandomUniform", FAMILY, ("shape", "seed"), _rule, _uniform, pure=False,
            "low": Attr("float", 0.0, "lower bound (included)"),
            "high": Attr("float", 1.0, "upper bound (excluded)"),
        },
-       doc="Uniform samples in [low, high) of the shape held in `shape`; the same seed gives the same tensor.")
+       doc="Uniform samples in [low, high) of the shape held in `shape`; the same seed gives the same tensor.",
+       may_fail=True)
 define("RandomNormal", FAMILY, ("shape", "seed"), _rule, _normal, pure=False,
        attrs={
            "dtype": Attr("dtype", "f32", "a float dtype"),
            "mean": Attr("float", 0.0, "mean"),
            "scale": Attr("float", 1.0, "standard deviation"),
        },
-       doc="Normal samples of the shape held in `shape`; the same seed gives the same tensor.")
+       doc="Normal samples of the shape held in `shape`; the same seed gives the same tensor.", may_fail=True)

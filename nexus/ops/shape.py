@@ -77,7 +77,7 @@ def _reshape(x: Any, shape: Any) -> Any:
 
 
 define("Reshape", FAMILY, ("data", "shape"), _reshape_rule, _reshape, differentiable=True,
-       doc="Gives `data` the shape held in the 1-D integer tensor `shape` (one -1 is inferred).")
+       doc="Gives `data` the shape held in the 1-D integer tensor `shape` (one -1 is inferred).", may_fail=True)
 
 
 def _transpose_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
@@ -116,7 +116,7 @@ def _gather(x: Any, idx: Any, axis: int = 0) -> Any:
 
 define("Gather", FAMILY, ("data", "indices"), _gather_rule, _gather,
        attrs={"axis": Attr("int", 0, "the axis indexed")}, differentiable=True,
-       doc="Picks entries along `axis` (negative indices count from the end): `x[t]`.")
+       doc="Picks entries along `axis` (negative indices count from the end): `x[t]`.", may_fail=True)
 
 
 # --- rank changes ------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def _expand(x: Any, shape: Any) -> Any:
 
 
 define("Expand", FAMILY, ("x", "shape"), _expand_rule, _expand, differentiable=True,
-       doc="Broadcasts x against the shape held in `shape` (NumPy rules both ways, as ONNX Expand).")
+       doc="Broadcasts x against the shape held in `shape` (NumPy rules both ways, as ONNX Expand).", may_fail=True)
 
 
 def _tile_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
@@ -346,7 +346,7 @@ def _tile(x: Any, repeats: Any) -> Any:
 
 
 define("Tile", FAMILY, ("x", "repeats"), _tile_rule, _tile, differentiable=True,
-       doc="Repeats x `repeats[i]` times along axis i (one entry per axis).")
+       doc="Repeats x `repeats[i]` times along axis i (one entry per axis).", may_fail=True)
 
 
 _PAD_MODES = ("constant", "reflect", "edge")
@@ -387,7 +387,7 @@ define("Pad", FAMILY, ("x", "pads"), _pad_rule, _pad, differentiable=True,
            "mode": Attr("str", "constant", "constant, reflect or edge"),
            "value": Attr("float", 0.0, "the fill value in constant mode"),
        },
-       doc="Pads (negative: crops) by `pads` = [begin_0..begin_{r-1}, end_0..end_{r-1}] (ONNX Pad).")
+       doc="Pads (negative: crops) by `pads` = [begin_0..begin_{r-1}, end_0..end_{r-1}] (ONNX Pad).", may_fail=True)
 
 
 # --- shapes as values --------------------------------------------------------------------
@@ -430,7 +430,7 @@ def _const_of_shape(shape: Any, value: Any) -> Any:
 
 define("ConstantOfShape", FAMILY, ("shape",), _const_of_shape_rule, _const_of_shape,
        attrs={"value": Attr("tensor", np.zeros((), np.float32), "the fill value (one element; gives the dtype)")},
-       doc="A tensor of the shape held in `shape`, filled with `value`.")
+       doc="A tensor of the shape held in `shape`, filled with `value`.", may_fail=True)
 
 
 def _range_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
@@ -475,7 +475,7 @@ def _range(start: Any, limit: Any, delta: Any) -> np.ndarray:
 
 define("Range", FAMILY, ("start", "limit", "delta"), _range_rule, _range,
        doc="start, start + delta, ... below limit (above for delta < 0): max(ceil((limit - start) / delta), 0) "
-           "elements of the inputs' dtype.")
+           "elements of the inputs' dtype.", may_fail=True)
 
 
 # --- run-time shape checks ---------------------------------------------------------------
@@ -501,4 +501,4 @@ define("CheckDims", FAMILY, ("a", "b"), _check_dims_rule, _check_dims, pure=Fals
            "message": Attr("str", "", "what was assumed (named in the error)"),
        },
        doc="Fails at run time unless two sizes agree; inserted by insert_shape_checks where shape inference "
-           "had to assume it. The op it guards depends on it (deps).")
+           "had to assume it. The op it guards depends on it (deps).", may_fail=True)

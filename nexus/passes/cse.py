@@ -2,7 +2,7 @@
 
 A preorder walk of the dominator tree keeps a scoped table of value keys (op, inputs,
 attributes, type); a pure node whose key is already in scope is replaced by the earlier
-node, which dominates it.  Commutative ops sort their inputs first.  Phis are merged only
+node, which dominates it.  Commutative ops (``OpDef.commutative``) sort their inputs first.  Phis are merged only
 with Phis of the same block (their inputs mean "per edge of this block").
 """
 
@@ -20,8 +20,6 @@ from nexus.ir.node import Block, Node
 from nexus.ir.printer import node_order
 from nexus.passes.cfgutil import is_movable
 from nexus.passes.manager import Pass
-
-COMMUTATIVE = frozenset({"Add", "Mul", "Maximum", "Minimum", "Equal", "NotEqual", "And", "Or", "Xor"})
 
 
 def _attr_key(v: Any) -> Hashable:
@@ -42,7 +40,7 @@ def _attr_key(v: Any) -> Hashable:
 
 def value_key(n: Node) -> Hashable:
     ids = [id(v) for v in n.inputs]
-    if n.op.name in COMMUTATIVE:
+    if n.op.commutative:
         ids.sort()
     attrs = tuple(sorted((k, _attr_key(v)) for k, v in n.attrs.items()))
     block = id(n.block) if n.op.kind == "phi" else None

@@ -6,10 +6,10 @@ for header Phis whose entry values differ).  A pure node without ordering edges 
 inputs are all defined outside the loop (or already hoisted) moves to the preheader.
 
 The preheader runs whenever the loop is entered, but a body block may not run at all
-(zero trips, an untaken branch).  So an op that can fail at run time (integer division,
-Gather, Reshape, ops of unknown families, broadcasting of shapes not known statically)
-is hoisted only from blocks that dominate every exit of the loop, i.e. that run each time
-the loop is entered.  ``speculate=false`` applies that rule to every op.
+(zero trips, an untaken branch).  So an op that can fail at run time (``OpDef.may_fail``:
+Gather, Reshape...; ``OpDef.may_fail_on_int``: integer division; broadcasting of shapes
+not known statically) is hoisted only from blocks that dominate every exit of the loop,
+i.e. that run each time the loop is entered.  ``speculate=false`` applies that rule to every op.
 """
 
 from __future__ import annotations
@@ -25,20 +25,15 @@ from nexus.passes.cfgutil import add_edge, is_movable, remove_edge
 from nexus.passes.loops import Loop, loop_forest
 from nexus.passes.manager import Pass
 
-# Families whose ops fail only on malformed shapes, which the type rules catch when
-# shapes are static.
-_SAFE_FAMILIES = frozenset({"math", "reduce", "linalg", "shape", "activation", "nn"})
-_MAY_FAIL = frozenset({"Gather", "Reshape"})
-_INT_DIV = frozenset({"Div", "FloorDiv", "Mod", "Pow"})
-
 
 def may_fail(n: Node) -> bool:
-    """Whether running ``n`` on values its types allow could raise."""
-    if n.op.name == "Constant":
-        return False
-    if n.op.name in _MAY_FAIL or n.op.family not in _SAFE_FAMILIES:
+    """Whether running ``n`` on values its types allow could raise: the op says so
+    (``OpDef.may_fail``, or ``may_fail_on_int`` with an integer result), or it combines
+    inputs whose shapes are not all static (they may not broadcast at run time)."""
+    op = n.op
+    if op.may_fail:
         return True
-    if n.op.name in _INT_DIV and isinstance(n.type, TensorType) and n.type.dtype in INT_DTYPES:
+    if op.may_fail_on_int and isinstance(n.type, TensorType) and n.type.dtype in INT_DTYPES:
         return True
     if len(n.inputs) > 1:
         for v in n.inputs:
