@@ -27,6 +27,8 @@ _OLD_SAFE_FAMILIES = {"math", "reduce", "linalg", "shape", "activation", "nn"}
 _OLD_MAY_FAIL = {"Gather", "Reshape"}
 _OLD_INT_DIV = {"Div", "FloorDiv", "Mod", "Pow"}
 _OLD_COMMUTATIVE = {"Add", "Mul", "Maximum", "Minimum", "Equal", "NotEqual", "And", "Or", "Xor"}
+# Dropped on purpose: maximum/minimum of +0.0 and -0.0 depend on the order.
+NOT_COMMUTATIVE_NOW = {"Maximum", "Minimum"}
 
 
 def _old_may_fail(op: OpDef) -> bool:
@@ -49,22 +51,26 @@ def test_may_fail_matches_the_old_lists() -> None:
 
 def test_may_fail_on_int_and_commutative_match_the_old_lists() -> None:
     assert {name for name, op in OPS.items() if op.may_fail_on_int} == _OLD_INT_DIV
-    assert {name for name, op in OPS.items() if op.commutative} == _OLD_COMMUTATIVE
+    assert {name for name, op in OPS.items() if op.commutative} == _OLD_COMMUTATIVE - NOT_COMMUTATIVE_NOW
     for op in all_ops().values():  # control ops too: every flag is a plain bool
         assert {type(op.may_fail), type(op.may_fail_on_int), type(op.commutative)} == {bool}, op.name
 
 
-@pytest.mark.parametrize("name", sorted(_OLD_COMMUTATIVE))
+@pytest.mark.parametrize("name", sorted(_OLD_COMMUTATIVE - NOT_COMMUTATIVE_NOW))
 def test_commutative_kernels_ignore_the_order(name: str) -> None:
     op = OPS[name]
     assert len(op.inputs) == 2 and not op.variadic
     rng = np.random.default_rng(0)
     if name in ("And", "Or", "Xor"):
         a, b = rng.random(16) < 0.5, rng.random(16) < 0.5
-    else:
-        a, b = rng.integers(-3, 4, 16).astype(np.float64), rng.integers(-3, 4, 16).astype(np.float64)
+    else:  # signed zeros included: commutative means bit for bit
+        a = np.concatenate([rng.integers(-3, 4, 16).astype(np.float64), [0.0, -0.0]])
+        b = np.concatenate([rng.integers(-3, 4, 16).astype(np.float64), [-0.0, 0.0]])
     assert op.kernel is not None
-    np.testing.assert_array_equal(op.kernel(a, b), op.kernel(b, a))
+    ab, ba = np.asarray(op.kernel(a, b)), np.asarray(op.kernel(b, a))
+    np.testing.assert_array_equal(ab, ba)
+    if ab.dtype.kind == "f":
+        np.testing.assert_array_equal(np.signbit(ab), np.signbit(ba))
 
 
 @pytest.mark.parametrize("name", sorted(_OLD_INT_DIV))
@@ -172,7 +178,10 @@ graph @c {
 }""")
     optimize(g, "cse", verify_each=True)
     count = {name: sum(n.op.name == name for n in g.nodes()) for name in ("Sub", "Maximum", "Add", "Mul")}
-    assert count == {"Sub": 2, "Maximum": 1, "Add": 4, "Mul": 2}
+    # Maximum is not commutative bit for bit (signed zeros), so both stay.
+    assert count == {"Sub": 2, "Maximum": 2, "Add": 4, "Mul": 2}
     a, b = np.float32(1.5), np.float32(-2.25)
     want = (a + b) * (b + a) + (a - b) * (b - a) + 2 * max(a, b)
+    assert np.signbit(np.maximum(np.float32(0.0), np.float32(-0.0))) != np.signbit(
+        np.maximum(np.float32(-0.0), np.float32(0.0)))  # why Maximum is not marked commutative
     assert float(g(a, b)) == pytest.approx(float(want))

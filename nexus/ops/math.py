@@ -92,7 +92,9 @@ _BINARY: list[tuple[str, Callable[..., Any], frozenset[str], bool, str]] = [
 # integer powers; on floats these give inf or nan instead.
 _INT_MAY_FAIL = frozenset({"Div", "FloorDiv", "Mod", "Pow"})
 # Binary ops whose two inputs may be swapped (CSE merges a + b with b + a).
-_COMMUTATIVE = frozenset({"Add", "Mul", "Maximum", "Minimum", "Equal", "NotEqual", "And", "Or", "Xor"})
+# Not Maximum/Minimum: NumPy's maximum(0.0, -0.0) is -0.0 but maximum(-0.0, 0.0) is 0.0,
+# and the passes promise bit-identical results.
+_COMMUTATIVE = frozenset({"Add", "Mul", "Equal", "NotEqual", "And", "Or", "Xor"})
 
 for _name, _fn, _allowed, _diff, _doc in _BINARY:
     define(_name, FAMILY, ("a", "b"), _binary(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc,
