@@ -183,7 +183,7 @@ class ScriptFunction:
             if spec is not None and spec[1] is not None and len(spec[1]) == rank:
                 out.append(TensorType(dtype, spec[1]))
             else:
-                out.append(TensorType(dtype, tuple(sym(f"{p}_{i}") for i in range(rank))))
+                out.append(TensorType(dtype, tuple(_dim_symbol(f"{p}_{i}") for i in range(rank))))
         return out
 
     def graph_for(self, *args: Any) -> Graph:
@@ -307,6 +307,16 @@ class ScriptFunction:
 
 
 _PY_KEYS = {bool: ("bool", 0), int: ("i64", 0), float: ("f64", 0)}
+_SYMBOLS: dict[str, Any] = {}
+
+
+def _dim_symbol(name: str) -> Any:
+    """``sym(name)``, memoised: sympy would return an equal (usually the same, from its
+    own cache) Symbol, but asking it costs more than the rest of a small argument's type."""
+    s = _SYMBOLS.get(name)
+    if s is None:
+        s = _SYMBOLS[name] = sym(name)
+    return s
 
 
 _RUN: list[Any] = []

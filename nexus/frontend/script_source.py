@@ -180,8 +180,8 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
     if args.kwarg is not None:
         raise error_at(src, args.kwarg, "`**kwargs` parameters are not supported", "list the parameters one by one")
     if args.kwonlyargs or args.posonlyargs:
-        node = (args.kwonlyargs or args.posonlyargs)[0]
-        raise error_at(src, node, "keyword-only and positional-only parameters are not supported",
+        first = (args.kwonlyargs or args.posonlyargs)[0]
+        raise error_at(src, first, "keyword-only and positional-only parameters are not supported",
                        "use plain positional parameters")
     if args.defaults:
         raise error_at(src, args.defaults[0], "default parameter values are not supported",
@@ -189,19 +189,13 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
     found: list[tuple[int, int, ast.AST, str, str]] = []
     assigned = {a.arg for a in args.args}
     # ast.walk's breadth-first order (ties in `found` keep it), without its generators and
-    # without visiting the context/operator singletons (Load, Store, Add...): 4x fewer nodes.
-    queue: list[ast.AST] = _children(fdef)
-    i = 0
-    while i < len(queue):
-        node = queue[i]
-        i += 1
+    # without visiting the context/operator singletons (Load, Store, Add...).
+    for node in _walk(fdef)[1:]:
         cls = node.__class__
         if cls is ast.Name:
             if node.ctx.__class__ is ast.Store:  # type: ignore[attr-defined]
                 assigned.add(node.id)  # type: ignore[attr-defined]
             continue
-        if cls is not ast.Constant:
-            queue += _children(node)
         entry = _UNSUPPORTED.get(cls)
         if entry is not None:
             found.append((getattr(node, "lineno", 0), getattr(node, "col_offset", 0), node, *entry))
@@ -228,33 +222,32 @@ _LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _children(node: ast.AST) -> list[ast.AST]:
-    """``ast.iter_child_nodes(node)`` as a list, leaving out context and operator nodes."""
-    cls = node.__class__
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
-    out: list[ast.AST] = []
-    for f in fields:
-        v = getattr(node, f, None)
-        if isinstance(v, list):
-            out.extend(item for item in v if isinstance(item, ast.AST))
-        elif isinstance(v, ast.AST):
-            out.append(v)
-    return out
+def _walk(root: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(root))`` (same breadth-first order) without the context and
+    operator nodes (Load, Store, Add...), which are a third of a typical tree."""
+    queue = [root]
+    append = queue.append
+    fields_of = _FIELDS
+    i = 0
+    while i < len(queue):
+        node = queue[i]
+        i += 1
+        cls = node.__class__
+        fields = fields_of.get(cls)
+        if fields is None:
+            fields = fields_of[cls] = tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
+        for f in fields:
+            v = getattr(node, f, None)
+            if v.__class__ is list:
+                for item in v:
+                    if isinstance(item, ast.AST):
+                        append(item)
+            elif isinstance(v, ast.AST):
+                append(v)
+    return queue
 
 
 def stored_names(node: ast.AST) -> frozenset[str]:
     """Every name bound (stored) anywhere inside ``node``."""
-    out: set[str] = set()
-    queue = [node]
-    i = 0
-    while i < len(queue):
-        n = queue[i]
-        i += 1
-        if n.__class__ is ast.Name:
-            if n.ctx.__class__ is not ast.Load:  # type: ignore[attr-defined]
-                out.add(n.id)  # type: ignore[attr-defined]
-            continue
-        queue += _children(n)
-    return frozenset(out)
+    return frozenset(n.id for n in _walk(node)  # type: ignore[attr-defined]
+                     if n.__class__ is ast.Name and n.ctx.__class__ is not ast.Load)  # type: ignore[attr-defined]

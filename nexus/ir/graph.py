@@ -40,13 +40,15 @@ class Graph:
         self.version = 0
         self._cache: dict[str, tuple[int, Any]] = {}
         self.start_block = self.new_block("entry")
-        self.start = self.add("Start", [], self.start_block, type=TupleType(tuple(arg_types)))
+        start_type = TupleType(tuple(arg_types))
+        self.start = self.add("Start", [], self.start_block, type=start_type)
         names = list(arg_names) if arg_names is not None else [None] * len(arg_types)
         if len(names) != len(arg_types):
             raise GraphError("arg_names and arg_types differ in length")
+        # Each Proj's type is the argument's (what the Proj rule would compute from Start).
         self.args: list[Node] = [
-            self.add("Proj", [self.start], self.start_block, {"num": i}, name=names[i])
-            for i in range(len(arg_types))
+            self.add("Proj", [self.start], self.start_block, {"num": i}, type=t, name=names[i])
+            for i, t in enumerate(start_type.elems)
         ]
         self.end_block = self.new_block("exit")
         self.end = self.add("End", [], self.end_block)
@@ -118,7 +120,7 @@ class Graph:
         # Hot path of every frontend (the W7 build adds ~25 nodes): plain loops, no
         # generator chains, and the attribute check skipped for ops without attributes
         # called without any (complete_attrs would return {} for them).
-        opdef = get_op(op) if op.__class__ is str else op  # type: ignore[arg-type]
+        opdef = get_op(op) if isinstance(op, str) else op
         if opdef.name == "Block":
             raise GraphError("create blocks with Graph.new_block")
         if block.graph is not self:

@@ -35,6 +35,7 @@ from nexus.runtime.pool import blas_threads
 MAX_INLINE_DEPTH = 40  # CPython refuses more than 100 indentation levels
 _GOTO = "@goto "  # placeholder for a state transition, resolved when the states are known
 _serial = itertools.count()
+_PADS = tuple("    " * i for i in range(MAX_INLINE_DEPTH + 8))  # indentation strings
 
 Line = tuple[int, str, "Node | None"]  # (relative indent, text, node run by the line)
 
@@ -249,8 +250,14 @@ class _Gen:
         for ind, text, node in body:
             if text.startswith(_GOTO):  # with one state the loop needs no state variable
                 text = "pass" if one_state else "st = " + text[len(_GOTO):]
-            for part in text.split("\n"):
-                lines.append("    " * ind + part)
+            pad = _PADS[ind] if ind < len(_PADS) else "    " * ind
+            if "\n" in text:
+                for part in text.split("\n"):
+                    lines.append(pad + part)
+                    if node is not None:
+                        line_nodes[len(lines)] = node
+            else:
+                lines.append(pad + text)
                 if node is not None:
                     line_nodes[len(lines)] = node
         return "\n".join(lines) + "\n", line_nodes
