@@ -12,6 +12,8 @@ object, so no frontend cache can help) and measures:
 - ONNX Runtime: building the ``Loop`` model with ``onnx.helper`` + the session + one run.
 
 Two sizes: T=1000 (W3 small: the run dominates) and T=1 (the build dominates).
+Each implementation runs in a process of its own (``--peer all`` interleaves them in one,
+as the other workloads do): a JAX compile slowed every later call in its process by 1.6x.
 ``python bench/w7_script.py`` prints the table (``--json`` for the runner).
 """
 
@@ -33,7 +35,7 @@ if __package__ in (None, ""):  # run as a file: make `bench` and `nexus` importa
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import nexus as nx  # noqa: E402
-from bench.common import Row, Skip, measure, rows_from, table  # noqa: E402
+from bench.common import Row, Skip, measure, rows_from, subprocess_rows, table  # noqa: E402
 
 D = H = 32
 B = 1
@@ -136,7 +138,29 @@ def onnx_impl(args: tuple[Any, ...]) -> Callable[[], Any]:
     return lambda: onnx_models.rnn_loop()(*args)
 
 
-def local(repeats: int, sizes: tuple[int, ...]) -> list[Row]:
+PEERS = ("nexus", "torchscript", "jax", "onnxruntime")
+
+
+def isolated(repeats: int, sizes: tuple[int, ...]) -> list[Row]:
+    """Each implementation in a process of its own.  Measured together, a JAX compile
+    left the process 1.6x slower for every later nexus call (warm calls included, GC and
+    pauses ruled out), which is JAX's cost, not the build time of the others."""
+    arg = ["--repeats", str(repeats), "--sizes", ",".join(map(str, sizes)), "--no-scripts"]
+    rows: list[Row] = []
+    for peer in PEERS:
+        try:
+            rows += subprocess_rows("bench.w7_script", [*arg, "--peer", peer], {})
+        except Exception as e:  # noqa: BLE001  (a peer that fails is reported, not fatal)
+            print(f"w7: {peer} failed in its process: {e}", file=sys.stderr)
+    for r in rows:  # ratios across processes: of medians, not paired by round
+        base = next((b for b in rows if b.workload == r.workload and b.impl == "nexus script + first call"), None)
+        r.ratio = base.median / r.median if base is not None and r.median > 0 else None
+        r.note = "own process; ratio of medians"
+    return rows
+
+
+def local(repeats: int, sizes: tuple[int, ...], peer: str = "all") -> list[Row]:
+    """All implementations interleaved in this process, or only ``peer``'s."""
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         for T in sizes:
@@ -146,10 +170,14 @@ def local(repeats: int, sizes: tuple[int, ...]) -> list[Row]:
             os.makedirs(sub)
             for d in ("aT", "bT", "cT"):
                 os.makedirs(os.path.join(sub, d + str(T)))
-            impls = nexus_impls(args, sub, "T" + str(T))
-            for name, make in [("torchscript script + 2 calls", lambda: torch_impl(args, sub)),
-                               ("jax jit lower+compile + call", lambda: jax_impl(args, sub)),
-                               ("onnxruntime Loop model + session + run", lambda: onnx_impl(args))]:
+            impls = nexus_impls(args, sub, "T" + str(T)) if peer in ("all", "nexus") else {}
+            for group, name, make in [
+                ("torchscript", "torchscript script + 2 calls", lambda: torch_impl(args, sub)),
+                ("jax", "jax jit lower+compile + call", lambda: jax_impl(args, sub)),
+                ("onnxruntime", "onnxruntime Loop model + session + run", lambda: onnx_impl(args)),
+            ]:
+                if peer not in ("all", group):
+                    continue
                 try:
                     impls[name] = make()
                 except (ImportError, Skip):
@@ -194,7 +222,7 @@ def script_versions(repeats: int) -> list[Row]:
 
 def run(repeats: int) -> list[Row]:
     """For the suite runner."""
-    return local(repeats, (1000, 1)) + script_versions(repeats)
+    return isolated(repeats, (1000, 1)) + script_versions(repeats)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,10 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--sizes", default="1000,1")
     ap.add_argument("--no-scripts", action="store_true", help="skip the W1-W3 @nx.script rows")
+    ap.add_argument("--peer", choices=("isolated", "all", *PEERS), default="isolated",
+                    help="isolated (default): each implementation in its own process; all: interleaved "
+                         "in this one; or only the one named")
     a = ap.parse_args(argv)
     if a.repeats + 2 > FRESH:
         ap.error(f"at most {FRESH - 2} repeats (fresh functions are made ahead)")
-    rows = local(a.repeats, tuple(int(s) for s in a.sizes.split(",")))
+    sizes = tuple(int(s) for s in a.sizes.split(","))
+    rows = isolated(a.repeats, sizes) if a.peer == "isolated" else local(a.repeats, sizes, a.peer)
     if not a.no_scripts:
         rows += script_versions(a.repeats)
     print(json.dumps([r.as_dict() for r in rows]) if a.json else table(rows))
