@@ -164,3 +164,14 @@ def test_picture_labels_tensor_edges_with_shapes() -> None:
     dot = to_dot(parse(SYMBOLIC))
     edges = [line for line in dot.splitlines() if "->" in line and 'label=" [N, 4]"' in line]
     assert len(edges) == 2  # both inputs of the Add
+
+
+def test_run_reports_a_symbol_bound_twice_in_one_line(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "pair.nx"
+    path.write_text(SYMBOLIC.replace("@double", "@pair").replace(
+        "%0 = Start : (f32[N, 4])", "%0 = Start : (f32[N, 4], f32[N, 4])").replace(
+        "%y = Add %x, %x", "%x2 = Proj %0 {num = 1} : f32[N, 4]\n  %y = Add %x, %x2"))
+    assert main(["run", str(path), "-i", "x=[[1,2,3,4]]", "-i", "x2=[[1,2,3,4],[5,6,7,8]]"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "N = 2" in err and "N = 1" in err and "'x'" in err and "'x2'" in err

@@ -109,10 +109,6 @@ def normalize_axis(op: str, axis: int, rank: int) -> int:
     return axis % rank if rank else 0
 
 
-def as_array(value: Any) -> np.ndarray:
-    return np.asarray(value)
-
-
 # --- shape values ------------------------------------------------------------------------
 # A rule's ``values[i]`` is what is known about input ``i`` before running: a NumPy array
 # for constants, or (from shape inference) an object array of ints and sympy expressions

@@ -54,7 +54,7 @@ class ShapeInferenceError(OpTypeError):
     """A type rule rejected a node during inference; names the node, op, block and line."""
 
 
-class BindingError(TypeError):
+class BindingError(OpTypeError):
     """Arguments whose dtypes, ranks or sizes do not fit the graph's argument types."""
 
 
