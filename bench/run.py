@@ -18,11 +18,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import w1_seed, w2_count, w3_rnn, w6_parallel
+from bench import w1_seed, w2_count, w3_rnn, w6_parallel, w8_call
 from bench.common import Row, machine, table
 
 WORKLOADS: dict[str, Callable[[int], list[Row]]] = {
     "W1": w1_seed.run, "W2": w2_count.run, "W3": w3_rnn.run, "W6": w6_parallel.run,
+    "W8": w8_call.run,
 }
 README = Path(__file__).with_name("README.md")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -67,6 +68,10 @@ def targets(rows: list[Row]) -> list[str]:
     check("W6 (machine check) NumPy on 2 threads by hand vs sequential, BLAS 1 thread",
           "W6 4 chains x 3 (512 matmul+relu), BLAS 1", "numpy, 2 threads by hand", "nexus sequential", 1.6,
           speedup=True)
+    check("W8 W1 through @nx.script / DSL graph with the same argument (issue 10)", "W8 W1 with n",
+          "nexus @script(n)", "nexus DSL nx.run(g, n)", 1.3)
+    check("W8 @nx.script identity / TorchScript identity (issue 10)", "W8 identity",
+          "nexus @script", "torchscript", 1.0)
     return out
 
 
