@@ -7,7 +7,7 @@ import numpy as np
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType, sym
-from nexus.testing.seed_graphs import skip5_loop
+from nexus.seeds import skip5_loop
 
 MOD = 1000003
 

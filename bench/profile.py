@@ -18,7 +18,7 @@ from bench import w1_seed, w2_count, w3_rnn
 from bench.graphs import w1_seed as seed_graph
 from bench.graphs import w2_count as count_graph
 from bench.graphs import w3_rnn as rnn_graph
-from nexus.runtime.interpreter import prepare
+from nexus.backends.python.interpreter import prepare
 
 
 def per_call(fn: Callable[[], Any], number: int = 2000, repeats: int = 7) -> float:

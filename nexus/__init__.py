@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from nexus import ops  # noqa: F401, I001  (the op families register themselves; ir imports no op)
+from nexus.backends import NexusRuntimeError, compile, run
 from nexus.ir import (
     Graph,
     ParseError,
@@ -21,7 +23,6 @@ from nexus.ir import (
     structurally_equal,
     verify,
 )
-from nexus.runtime import NexusRuntimeError, run
 
 __version__ = "0.1.0"
 
@@ -33,7 +34,8 @@ _EXPORTS: dict[str, str] = {
     "render": "nexus.viz",
     "optimize": "nexus.passes",
     "infer_shapes": "nexus.passes.shapes",
-    "bind_shapes": "nexus.passes.shapes",
+    "bind_shapes": "nexus.ir.binding",
+    "BindingError": "nexus.ir.binding",
     "grad": "nexus.autodiff",
     "value_and_grad": "nexus.autodiff",
     "vjp": "nexus.autodiff",
@@ -76,5 +78,5 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Graph", "NexusRuntimeError", "ParseError", "TensorType", "TupleType", "VerifyError", "X",
-    "parse", "print_graph", "run", "structurally_equal", "verify", *_EXPORTS,
+    "compile", "parse", "print_graph", "run", "structurally_equal", "verify", *_EXPORTS,
 ]

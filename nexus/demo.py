@@ -14,13 +14,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from nexus import seeds
+from nexus.backends.python import run
 from nexus.io import save
 from nexus.ir.graph import Graph
 from nexus.ir.parser import parse
 from nexus.ir.printer import print_graph, structurally_equal
 from nexus.ir.verify import verify
-from nexus.runtime import run
-from nexus.testing import seed_graphs
 from nexus.viz import GraphvizMissing, render
 
 
@@ -58,10 +58,10 @@ def _first_example_py(y: float = 50.0) -> float:
 
 
 EXAMPLES: list[tuple[str, str, Callable[[], Graph], Callable[[], object]]] = [
-    ("ifelse", "a=1, b=2; c = a+b if a<b else a-b; d = c*2", seed_graphs.ifelse, _ifelse_py),
-    ("skip5_loop", "sum 1..10, skip 5 (continue), break once sum > 25", seed_graphs.skip5_loop, _skip5_py),
+    ("ifelse", "a=1, b=2; c = a+b if a<b else a-b; d = c*2", seeds.ifelse, _ifelse_py),
+    ("skip5_loop", "sum 1..10, skip 5 (continue), break once sum > 25", seeds.skip5_loop, _skip5_py),
     ("first_example", "x from 5 while x < 100, nested if/break/continue, y = 50",
-     seed_graphs.first_example, _first_example_py),
+     seeds.first_example, _first_example_py),
 ]
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 
-from nexus import demo
+from nexus import demo, seeds
 from nexus.io import load
 from nexus.ir import structurally_equal
-from nexus.testing import seed_graphs
 from nexus.viz import dot
 
 
@@ -16,7 +15,7 @@ def test_demo_builds_runs_and_draws(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "3 of 3 examples agree with plain Python" in out
     assert "run: 31 (plain Python: 31) ok" in out and "run: 6.0 (plain Python: 6.0) ok" in out
-    for name, build in seed_graphs.ALL.items():
+    for name, build in seeds.ALL.items():
         assert structurally_equal(load(tmp_path / f"{name}.nx"), build())
         if dot.dot_program():
             assert "<svg" in (tmp_path / f"{name}.svg").read_text()

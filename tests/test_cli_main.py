@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import nexus as nx
+from nexus import seeds
 from nexus.cli.main import main
 from nexus.cli.values import InputError, parse_value, to_array
 from nexus.ir import Graph, TensorType, parse, structurally_equal
-from nexus.testing import seed_graphs
 from nexus.testing.extras import require_program
 
 
@@ -31,10 +31,10 @@ def _args_graph() -> Graph:
 
 
 def test_show_prints_text_that_parses_back(capsys, tmp_path) -> None:
-    nx.save(seed_graphs.skip5_loop(), tmp_path / "loop.nx")
+    nx.save(seeds.skip5_loop(), tmp_path / "loop.nx")
     code, out, err = _run(capsys, "show", str(tmp_path / "loop.nx"))
     assert code == 0 and not err
-    assert structurally_equal(parse(out), seed_graphs.skip5_loop())
+    assert structurally_equal(parse(out), seeds.skip5_loop())
     code, out, _ = _run(capsys, "show", "--types", "seed:ifelse")
     assert code == 0 and out.startswith("# @ifelse() -> (f32)\n")
 
@@ -43,7 +43,7 @@ def test_verify(capsys, tmp_path) -> None:
     code, out, _ = _run(capsys, "verify", "seed:first_example")
     assert code == 0 and "ok: graph @first_example is valid" in out
     # Break the text: the Phi of the join loses an input.
-    text = nx.print_graph(seed_graphs.ifelse()).replace("Phi %c_then, %c_else", "Phi %c_then")
+    text = nx.print_graph(seeds.ifelse()).replace("Phi %c_then, %c_else", "Phi %c_then")
     (tmp_path / "bad.nx").write_text(text)
     code, out, err = _run(capsys, "verify", str(tmp_path / "bad.nx"))
     assert code == 1 and not out
@@ -88,7 +88,7 @@ def test_run_with_inputs(capsys, tmp_path) -> None:
 
 def test_run_endless_loop_is_stopped(capsys, tmp_path) -> None:
     # With y = 10 seed 000's first example never ends; the block limit stops it.
-    nx.save(seed_graphs.first_example(10.0), tmp_path / "loop.nx")
+    nx.save(seeds.first_example(10.0), tmp_path / "loop.nx")
     code, _, err = _run(capsys, "run", str(tmp_path / "loop.nx"), "--max-iterations", "1000")
     assert code == 1 and "max_iterations" in err and "Traceback" not in err
 

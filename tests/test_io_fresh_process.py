@@ -13,7 +13,7 @@ import numpy as np
 import nexus as nx
 from nexus.autodiff.graph_mode import vjp_graph
 from nexus.ir import Graph, TensorType
-from nexus.testing.seed_graphs import _B
+from nexus.seeds import _B
 
 
 def _fresh_load_and_run(path: Path, arg: float) -> list[float]:

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import nexus as nx
+from nexus import seeds
 from nexus.io import LoadError, load, payload_path, save
 from nexus.ir import Graph, structurally_equal, verify
 from nexus.ir.parser import parse
 from nexus.ir.printer import print_graph
 from nexus.ir.types import TensorType
-from nexus.testing import seed_graphs
 
 
 def _const_graph(arrays: dict[str, np.ndarray]) -> Graph:
@@ -89,13 +89,13 @@ def test_small_graph_writes_no_payload_and_removes_stale(tmp_path) -> None:
     path = tmp_path / "s.nx"
     save(_const_graph({"big": np.ones(100, np.float32)}), path)
     assert os.path.exists(payload_path(path))
-    save(seed_graphs.ifelse(), path)
+    save(seeds.ifelse(), path)
     assert not os.path.exists(payload_path(path))
-    assert structurally_equal(load(path), seed_graphs.ifelse())
+    assert structurally_equal(load(path), seeds.ifelse())
 
 
 def test_seed_graphs_and_arguments_round_trip(tmp_path) -> None:
-    for name, build in seed_graphs.ALL.items():
+    for name, build in seeds.ALL.items():
         g = build()
         save(g, tmp_path / f"{name}.nx")
         h = load(tmp_path / f"{name}.nx")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nexus import seeds
+from nexus.backends.python import run
 from nexus.ir import Graph, parse, print_graph, structurally_equal, verify
 from nexus.ir.graph import GraphError
 from nexus.ir.node import Block, Node
 from nexus.ir.verify import VerifyError
-from nexus.runtime import run
-from nexus.testing import seed_graphs
 
 
 def check_use_lists(g: Graph) -> None:
@@ -38,7 +38,7 @@ def const(g: Graph, block: Block, value: float, name: str | None = None) -> Node
 
 
 def test_replace_all_uses_with() -> None:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     c_then = find(g, "c_then")
     ten = const(g, find(g, "then"), 10.0, "ten")  # type: ignore[arg-type]
     users = c_then.users
@@ -64,7 +64,7 @@ def test_replace_all_uses_with_deps_and_repeated_inputs() -> None:
 
 
 def test_erase_with_users_is_refused() -> None:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     with pytest.raises(GraphError, match="cannot erase <Add %c_then>: still used by <Phi %c>"):
         g.erase(find(g, "c_then"))
     with pytest.raises(GraphError, match="cannot erase block \\^then: it still has"):
@@ -74,7 +74,7 @@ def test_erase_with_users_is_refused() -> None:
 
 
 def test_erase_unused_node_updates_its_inputs_uses() -> None:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     a = find(g, "a")
     before = a.num_uses
     extra = g.add("Neg", [a], g.start_block)
@@ -86,7 +86,7 @@ def test_erase_unused_node_updates_its_inputs_uses() -> None:
 
 
 def test_erase_dead_unreachable_region() -> None:
-    g = seed_graphs.skip5_loop()
+    g = seeds.skip5_loop()
     before = print_graph(g)
     # An unreachable loop: two blocks jumping to each other, with a value flowing around.
     b1 = g.new_block("dead1")
@@ -105,7 +105,7 @@ def test_erase_dead_unreachable_region() -> None:
 
 
 def test_move() -> None:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     two = find(g, "two")
     g.move(two, find(g, "then"))  # type: ignore[arg-type]
     check_use_lists(g)
@@ -118,9 +118,9 @@ def test_move() -> None:
         g.move(find(g, "then"), find(g, "join"))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", sorted(seed_graphs.ALL))
+@pytest.mark.parametrize("name", sorted(seeds.ALL))
 def test_clone_is_equal_and_independent(name: str) -> None:
-    g = seed_graphs.ALL[name]()
+    g = seeds.ALL[name]()
     ret_block = g.returns[0].block
     assert ret_block is not None
     g.returns[0].add_dep(next(iter(ret_block.members)))  # deps are cloned too
@@ -148,9 +148,9 @@ def _split_points(g: Graph) -> list[tuple[str, int]]:
     return out
 
 
-@pytest.mark.parametrize("name", sorted(seed_graphs.ALL))
+@pytest.mark.parametrize("name", sorted(seeds.ALL))
 def test_split_block_keeps_semantics(name: str) -> None:
-    build = seed_graphs.ALL[name]
+    build = seeds.ALL[name]
     want = run(build(), max_iterations=100_000)
     points = _split_points(build())
     assert len(points) > 5
@@ -167,7 +167,7 @@ def test_split_block_keeps_semantics(name: str) -> None:
 
 
 def test_split_block_twice_and_at_a_phi() -> None:
-    g = seed_graphs.skip5_loop()
+    g = seeds.skip5_loop()
     header = find(g, "header")
     cmp = find(g, "loop_cond")
     tail = g.split_block(cmp)
@@ -182,7 +182,7 @@ def test_split_block_twice_and_at_a_phi() -> None:
 def test_analysis_cache_is_invalidated_by_edits() -> None:
     from nexus.ir.analysis import dominators
 
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     d1 = dominators(g)
     assert dominators(g) is d1
     g.split_block(find(g, "d"))
@@ -191,7 +191,7 @@ def test_analysis_cache_is_invalidated_by_edits() -> None:
 
 
 def test_block_input_edits_keep_phis_in_step() -> None:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     join, phi = find(g, "join"), find(g, "c")
     j_else = join.input(1)
     join.remove_input(0)
@@ -253,7 +253,7 @@ def test_split_block_keeps_late_phis_and_moves_dependent_members() -> None:
 
 
 def test_erase_dead_refuses_without_changing_anything() -> None:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     text = print_graph(g)
     then = find(g, "then")
     with pytest.raises(GraphError, match="still used by <Phi %c>, which is not erased with it"):

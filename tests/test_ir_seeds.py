@@ -8,10 +8,10 @@ import subprocess
 import numpy as np
 import pytest
 
+from nexus import seeds
+from nexus.backends.python import NexusRuntimeError, run
 from nexus.ir import parse, print_graph, structurally_equal, verify
 from nexus.ir.printer import block_order, structural_diff
-from nexus.runtime import NexusRuntimeError, run
-from nexus.testing import seed_graphs
 from nexus.testing.extras import require_program
 from nexus.viz import to_dot
 
@@ -49,9 +49,9 @@ def first_example_py(y: float, limit: int = 10_000) -> float:
     raise RuntimeError("endless")
 
 
-@pytest.mark.parametrize("name", sorted(seed_graphs.ALL))
+@pytest.mark.parametrize("name", sorted(seeds.ALL))
 def test_seed_verifies_prints_and_parses_back_equal(name: str) -> None:
-    g = verify(seed_graphs.ALL[name]())
+    g = verify(seeds.ALL[name]())
     text = print_graph(g)
     h = parse(text)
     assert structural_diff(g, h) == ""
@@ -60,25 +60,25 @@ def test_seed_verifies_prints_and_parses_back_equal(name: str) -> None:
     assert [b.name for b in block_order(g)] == [b.name for b in block_order(h)]
 
 
-@pytest.mark.parametrize("name", sorted(seed_graphs.ALL))
+@pytest.mark.parametrize("name", sorted(seeds.ALL))
 def test_seed_draws(name: str) -> None:
     exe = require_program("dot", "graphviz")
-    proc = subprocess.run([exe, "-Tsvg"], input=to_dot(seed_graphs.ALL[name]()).encode(), capture_output=True,
+    proc = subprocess.run([exe, "-Tsvg"], input=to_dot(seeds.ALL[name]()).encode(), capture_output=True,
                           timeout=60)
     assert proc.returncode == 0 and not proc.stderr and b"<svg" in proc.stdout
 
 
 def test_seed_results_match_plain_python() -> None:
-    assert float(run(seed_graphs.ifelse())) == ifelse_py() == 6.0
-    assert int(run(seed_graphs.skip5_loop())) == skip5_py() == 31
+    assert float(run(seeds.ifelse())) == ifelse_py() == 6.0
+    assert int(run(seeds.skip5_loop())) == skip5_py() == 31
     for y in (50.0, 2.0, 60.0, 1.5):
-        assert float(run(seed_graphs.first_example(y), max_iterations=100_000)) == first_example_py(y)
+        assert float(run(seeds.first_example(y), max_iterations=100_000)) == first_example_py(y)
     # Parsed graphs compute the same.
-    assert int(run(parse(print_graph(seed_graphs.skip5_loop())))) == 31
+    assert int(run(parse(print_graph(seeds.skip5_loop())))) == 31
 
 
 def test_first_example_with_y_10_never_ends() -> None:
     with pytest.raises(RuntimeError):
         first_example_py(10.0)
     with pytest.raises(NexusRuntimeError, match="max_iterations"):
-        run(seed_graphs.first_example(10.0), max_iterations=5_000)
+        run(seeds.first_example(10.0), max_iterations=5_000)

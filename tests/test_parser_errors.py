@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from nexus import seeds
 from nexus.ir import ParseError, parse, print_graph
-from nexus.testing import seed_graphs
 
 HEAD = "graph @g {\n^entry:\n  %0 = Start : ()\n"
 
@@ -46,7 +46,7 @@ def test_parse_error_points_at_line_and_column(text: str, line: int, col: int, m
 
 
 def test_error_in_a_printed_graph_names_the_right_line() -> None:
-    lines = print_graph(seed_graphs.skip5_loop()).split("\n")
+    lines = print_graph(seeds.skip5_loop()).split("\n")
     k = next(i for i, ln in enumerate(lines) if "%sum_update = Add" in ln)
     lines[k] = lines[k].replace("%sum, %i", "%sum, %missing")
     with pytest.raises(ParseError, match=f"line {k + 1}, col 27: %missing is not defined"):

@@ -11,10 +11,10 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from nexus import seeds
 from nexus.ir import Graph, ParseError, TensorType, parse, print_graph
 from nexus.ir.node import SourceLoc
 from nexus.ir.types import sym
-from nexus.testing import seed_graphs
 
 
 def _rich_graph() -> str:
@@ -38,7 +38,7 @@ def _rich_graph() -> str:
 
 
 HEAD = "graph @g {\n^entry:\n  %0 = Start : ()\n"
-CORPUS = [print_graph(b()) for b in seed_graphs.ALL.values()] + [_rich_graph()]
+CORPUS = [print_graph(b()) for b in seeds.ALL.values()] + [_rich_graph()]
 TOKENS = ["%", "^", "@", "{", "}", "[", "]", "(", ")", "<", ">", ":", ",", "=", '"', " ", "\n", "#", ".", "-",
           "0", "1", "9", "x", "X", "nan", "inf", "Phi", "Jmp", "Cond", "Return", "Add", "Proj", "Start", "End",
           "tensor<", "tensor<f32[2]: [1.0, 2.0]>", "%0", "%x", "%c", "^entry", "^exit(%9):", "f32", "i64",

@@ -11,7 +11,7 @@ from nexus.passes import optimize
 from nexus.passes.examples import rnn, rnn_inputs, rnn_reference, seed004
 from nexus.passes.liveness import liveness
 from nexus.passes.loops import IrreducibleError, check_reducible, loop_forest
-from nexus.testing.seed_graphs import skip5_loop
+from nexus.seeds import skip5_loop
 
 NESTED = """
 graph @nested {
@@ -317,7 +317,7 @@ graph @fx {
 
 
 def test_default_pipeline_folds_seed_ifelse_completely() -> None:
-    from nexus.testing.seed_graphs import ifelse
+    from nexus.seeds import ifelse
 
     g = ifelse()
     optimize(g, verify_each=True)

@@ -21,7 +21,7 @@ import pytest
 from nexus.ir import Graph, TensorType, print_graph, verify
 from nexus.ir.node import Block, Node
 from nexus.passes import DEFAULT_PIPELINE, optimize
-from nexus.testing.seed_graphs import ALL as SEEDS
+from nexus.seeds import ALL as SEEDS
 
 SINGLE_PASSES = ["constfold", "dce", "cse", "simplifycfg", "licm", "inline", "canonicalize"]
 PIPELINES = [*SINGLE_PASSES, None, "licm,constfold,cse,dce,simplifycfg"]

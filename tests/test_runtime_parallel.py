@@ -12,8 +12,8 @@ import pytest
 
 import nexus as nx
 from bench.graphs import w2_count, w3_rnn, w6_chains
-from nexus.runtime.interpreter import source
-from nexus.testing import seed_graphs
+from nexus import seeds
+from nexus.backends.python.interpreter import source
 
 
 def w6_numpy(x: np.ndarray, ws: list[np.ndarray], chains: int, depth: int) -> np.ndarray:
@@ -54,7 +54,7 @@ def test_rnn_parallel_equals_sequential_and_numpy() -> None:
 
 
 def test_seed_and_count_graphs_parallel() -> None:
-    for make in seed_graphs.ALL.values():
+    for make in seeds.ALL.values():
         g = make()
         assert nx.run(g, parallel=True) == nx.run(g, parallel=False)
     s = 0
@@ -101,7 +101,7 @@ def test_cost_model_decides_what_goes_to_the_pool(monkeypatch: pytest.MonkeyPatc
 
 def test_kahn_groups_of_the_w6_block() -> None:
     """4 chains of (matmul, relu) x 3: six groups of four independent nodes, then the sums."""
-    from nexus.runtime.plan import make_plan
+    from nexus.backends.python.plan import make_plan
 
     g = w6_chains(8)
     (entry,) = [bp for b, bp in make_plan(g).blocks.items() if b is g.start_block]

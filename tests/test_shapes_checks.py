@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nexus.backends.python import NexusRuntimeError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType, sym
 from nexus.passes.shapes import insert_shape_checks
-from nexus.runtime import NexusRuntimeError
 
 N, M, K = sym("N"), sym("M"), sym("K")
 

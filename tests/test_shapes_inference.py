@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import sympy
 
+from nexus.ir.binding import BindingError, bind_shapes
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType, parse_dim, sym
 from nexus.ops.check import check_value
-from nexus.passes.shapes import BindingError, ShapeInferenceError, bind_shapes, infer_shapes
+from nexus.passes.shapes import ShapeInferenceError, infer_shapes
 
 T, D, H, N = sym("T"), sym("D"), sym("H"), sym("N")
 
@@ -286,10 +287,10 @@ def test_inferred_graphs_verify_and_round_trip(make) -> None:  # type: ignore[no
 
 
 def test_seed_graphs_keep_their_scalar_types() -> None:
-    from nexus.testing import seed_graphs
+    from nexus import seeds
 
     want = {"ifelse": "f32", "skip5_loop": "i32", "first_example": "f32"}
-    for name, make in seed_graphs.ALL.items():
+    for name, make in seeds.ALL.items():
         g = infer_shapes(make())
         assert g.result_types == (TensorType(want[name], ()),)
 

@@ -8,11 +8,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from nexus import seeds
 from nexus.ir import Graph, TensorType, X, verify
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import get_op
 from nexus.ir.verify import VerifyError, problems
-from nexus.testing import seed_graphs
 
 F32 = TensorType("f32", ())
 
@@ -45,13 +45,13 @@ def _ret(g: Graph, block: Block, *values: Node) -> Node:
 
 # Each case: (builder of a broken graph, the message verify must give).
 def use_not_dominated() -> Graph:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     _find(g, "d").set_input(0, _find(g, "c_then"))  # the join reads the then-side value
     return g
 
 
 def phi_input_not_dominating_its_edge() -> Graph:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     phi = _find(g, "c")
     then_v, else_v = phi.inputs
     phi.set_input(0, else_v)
@@ -60,7 +60,7 @@ def phi_input_not_dominating_its_edge() -> Graph:
 
 
 def phi_arity_wrong() -> Graph:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     _find(g, "c").remove_input(1)
     return g
 
@@ -91,7 +91,7 @@ def control_value_used_as_data() -> Graph:
 
 
 def tuple_used_as_data() -> Graph:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     cond = next(n for n in g.start_block.members if n.op.name == "Cond")
     _find(g, "d").set_input(1, g.add("Neg", [cond], g.start_block, type=F32, name="bad"))
     return g
@@ -113,7 +113,7 @@ def result_type_wrong() -> Graph:
 
 
 def dangling_use_after_erase() -> Graph:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     c_then = _find(g, "c_then")
     # Graph.erase refuses (the Phi still reads it); a buggy pass drops it by hand.
     with pytest.raises(Exception, match="still used by <Phi %c>"):
@@ -133,13 +133,13 @@ def phi_in_entry_block() -> Graph:
 
 
 def data_node_in_end_block() -> Graph:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     _const(g, g.end_block, name="stray")
     return g
 
 
 def dangling_cond_exit() -> Graph:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     # The else block is entered from a new block instead of the Cond's false exit.
     j = g.add("Jmp", [], g.new_block("detour"))
     _block(g, "else").set_input(0, j)
@@ -212,13 +212,13 @@ def data_cycle_inside_a_block() -> Graph:
 
 
 def cond_exit_in_another_block() -> Graph:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     g.move(_find(g, "true"), _block(g, "else"))
     return g
 
 
 def returns_disagree() -> Graph:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     then = _block(g, "then")
     jmp = then.terminator
     assert jmp is not None
@@ -327,7 +327,7 @@ def test_messages_show_the_node_line_and_source_location() -> None:
 
 
 def test_valid_graphs_pass() -> None:
-    for build in seed_graphs.ALL.values():
+    for build in seeds.ALL.values():
         assert problems(build()) == []
     g = Graph("empty_return")
     _ret(g, g.start_block)

@@ -8,11 +8,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nexus import seeds
+from nexus.backends.python import NexusRuntimeError, run
 from nexus.ir import Graph, TensorType, X, parse, print_graph, structurally_equal
 from nexus.ir.node import Block, Node
 from nexus.ir.verify import problems
-from nexus.runtime import NexusRuntimeError, run
-from nexus.testing import seed_graphs
 
 TYPES = [X, TensorType("f32", ()), TensorType("i32", ()), TensorType("bool", ()), TensorType("f32", (2,))]
 
@@ -23,7 +23,7 @@ def _all(g: Graph) -> list[Node]:
 
 @st.composite
 def edited(draw: st.DrawFn) -> Graph:
-    g = draw(st.sampled_from(list(seed_graphs.ALL.values())))()
+    g = draw(st.sampled_from(list(seeds.ALL.values())))()
     for _ in range(draw(st.integers(1, 3))):
         nodes = _all(g)
         n = draw(st.sampled_from(nodes))

@@ -10,8 +10,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from nexus import seeds
 from nexus.ir import Graph
-from nexus.testing import seed_graphs
 from nexus.testing.extras import require_program
 from nexus.viz import GraphvizMissing, dot, render, to_dot
 
@@ -26,13 +26,13 @@ def _layout(g: Graph) -> dict:
 
 
 def _with_dep() -> Graph:
-    g = seed_graphs.ifelse()
+    g = seeds.ifelse()
     a, b = [n for n in g.start_block.members if n.op.name == "Constant"][:2]
     b.add_dep(a)
     return g
 
 
-GRAPHS = {**{k: f for k, f in seed_graphs.ALL.items()}, "with_dep": _with_dep}
+GRAPHS = {**{k: f for k, f in seeds.ALL.items()}, "with_dep": _with_dep}
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))
@@ -86,7 +86,7 @@ def test_dot_structure(name: str) -> None:
 
 
 def test_loop_back_edges_do_not_constrain() -> None:
-    g = seed_graphs.skip5_loop()
+    g = seeds.skip5_loop()
     text = to_dot(g)
     header = next(b for b in g.blocks if b.name == "header")
     # Edges 1 and 2 into the header come from the continue and the latch: back edges.
@@ -99,7 +99,7 @@ def test_loop_back_edges_do_not_constrain() -> None:
 
 def test_render_formats(tmp_path) -> None:
     require_program("dot", "graphviz")
-    g = seed_graphs.skip5_loop()
+    g = seeds.skip5_loop()
     svg = render(g, tmp_path / "a.svg")
     assert open(svg).read().lstrip().startswith("<?xml") and "^header" in open(svg).read()
     png = render(g, tmp_path / "a.png")
@@ -112,9 +112,9 @@ def test_render_formats(tmp_path) -> None:
 def test_without_graphviz_writes_dot_and_names_the_package(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(dot, "dot_program", lambda: None)
     with pytest.raises(GraphvizMissing, match="Debian package 'graphviz'") as info:
-        render(seed_graphs.ifelse(), tmp_path / "x.svg")
+        render(seeds.ifelse(), tmp_path / "x.svg")
     assert info.value.dot_path.endswith("x.dot")
-    assert open(info.value.dot_path).read() == to_dot(seed_graphs.ifelse())
+    assert open(info.value.dot_path).read() == to_dot(seeds.ifelse())
 
 
 def test_labels_are_escaped() -> None:

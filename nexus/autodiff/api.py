@@ -16,8 +16,8 @@ import numpy as np
 from nexus.autodiff import tape as tape_mode
 from nexus.autodiff.checkpoint import checkpointed_vjp
 from nexus.autodiff.graph_mode import GradError, vjp_graph
+from nexus.backends.python import run
 from nexus.ir.graph import Graph
-from nexus.runtime import run
 
 MODES = ("graph", "tape")
 

@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 from nexus.autodiff.tape import Paused, Tape, _is_float, backward, run_from
+from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.types import TensorType
-from nexus.runtime.interpreter import NexusRuntimeError, to_value
 
 State = dict[Node, tuple[Any, bool]]  # node -> (current value, active)
 
@@ -36,11 +35,8 @@ def checkpointed_vjp(g: Graph, args: Sequence[Any], argnums: Sequence[int], cota
     ones for every result), keeping a checkpoint every ``every`` block entries."""
     if every < 1:
         raise ValueError(f"checkpoint must be a positive number of block entries, got {every}")
-    if len(args) != len(g.args):
-        raise NexusRuntimeError(f"graph @{g.name} takes {len(g.args)} arguments, got {len(args)}")
     state: State = {}
-    for i, (a, t) in enumerate(zip(args, g.arg_types)):
-        v = to_value(a, t if isinstance(t, TensorType) else None)
+    for i, v in enumerate(signature(g).convert(args)):
         state[g.args[i]] = (v, i in argnums and _is_float(v))
     start = dict(state)
     # A value used only in its own block (and not by a Phi) is dead at every block entry:

@@ -17,11 +17,11 @@ import numpy as np
 
 from nexus.autodiff.emit import EagerEmitter
 from nexus.autodiff.vjp import vjp_rule
+from nexus.backends.base import NexusRuntimeError
+from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.printer import node_order
-from nexus.ir.types import TensorType
-from nexus.runtime.interpreter import NexusRuntimeError, to_value
 
 
 @dataclass(slots=True)
@@ -59,12 +59,9 @@ def record(g: Graph, args: Sequence[Any], argnums: Sequence[int], *,
            max_iterations: int | None = None) -> tuple[Tape, list[int], list[int]]:
     """Run ``g`` on ``args``; returns the tape, the value ids of the arguments and of the
     results.  Arguments in ``argnums`` (and float values computed from them) are active."""
-    if len(args) != len(g.args):
-        raise NexusRuntimeError(f"graph @{g.name} takes {len(g.args)} arguments, got {len(args)}")
     tape = Tape()
     arg_ids = []
-    for i, (a, t) in enumerate(zip(args, g.arg_types)):
-        v = to_value(a, t if isinstance(t, TensorType) else None)
+    for i, v in enumerate(signature(g).convert(args)):
         arg_ids.append(tape.new_value(v, i in argnums and _is_float(v)))
     out = _run(tape, g, arg_ids, max_iterations)
     return tape, arg_ids, out

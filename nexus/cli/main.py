@@ -38,7 +38,7 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 def load_graph(path: str) -> Graph:
     """Load a graph file, or build a seed graph for ``seed:NAME``."""
     if path.startswith("seed:"):
-        from nexus.testing.seed_graphs import ALL
+        from nexus.seeds import ALL
 
         build = ALL.get(path[5:])
         if build is None:
@@ -91,7 +91,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
 
 # --- run -----------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
-    from nexus.runtime import run
+    from nexus.backends.python import run
 
     g = load_graph(args.file)
     verify(g)
@@ -206,8 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ERRORS as e:
         return _fail(e, file)
     except Exception as e:  # noqa: BLE001  (runtime and type errors name their node; no traceback)
+        from nexus.backends.python import NexusRuntimeError
         from nexus.ir.opdef import OpTypeError
-        from nexus.runtime import NexusRuntimeError
 
         if isinstance(e, (NexusRuntimeError, OpTypeError, ValueError, RecursionError)):
             return _fail(e, file)

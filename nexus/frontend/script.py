@@ -123,7 +123,7 @@ class ScriptFunction:
         self._named_dims = any(s is not None and s[1] is not None and any(not isinstance(d, int) for d in s[1])
                                for s in self.specs)
         self._graphs: dict[Hashable, Graph] = {}
-        self._entries: dict[Hashable, tuple[Graph, Any]] = {}  # the call's fast path
+        self._entries: dict[Hashable, tuple[Graph, Any, Any]] = {}  # the call's fast path
         self._hints: dict[Hashable, dict[Hashable, Type]] = {}
         self._building: set[Hashable] = set()
         self._last: Graph | None = None
@@ -270,12 +270,12 @@ class ScriptFunction:
         entry = self._entries.get(key)
         if entry is None:
             g = self._graphs.get(key) or self._build(key)
-            entry = self._entries[key] = (g, _converter(g))
-        g, convert = entry
+            entry = self._entries[key] = (g, g.compile(), _converter(g))
+        g, exe, convert = entry
         self._last = g
         if self._named_dims:
             self._check_dims(args)
-        return convert(_run()(g, *args))
+        return convert(exe(*args))
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         out = list(args)
@@ -317,18 +317,6 @@ def _dim_symbol(name: str) -> Any:
     if s is None:
         s = _SYMBOLS[name] = sym(name)
     return s
-
-
-_RUN: list[Any] = []
-
-
-def _run() -> Any:
-    # nexus.runtime imports the passes; importing it lazily keeps `import nexus` light.
-    if not _RUN:
-        from nexus.runtime import run
-
-        _RUN.append(run)
-    return _RUN[0]
 
 
 def _converter(g: Graph) -> Any:

@@ -6,7 +6,7 @@ analysis cache stay right.  ``version`` counts mutations; cached analyses compar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from nexus.ir.node import TERMINATORS, Block, Node, SourceLoc
@@ -284,10 +284,24 @@ class Graph:
         visit(self)
         return list(seen)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from nexus.runtime import run
+    def compile(self, backend: str = "python", **options: Any) -> Any:
+        """This graph compiled on ``backend`` (``nx.compile``): an executable to call."""
+        if not _COMPILER:
+            raise GraphError("no backend is loaded: `import nexus` loads them")
+        return _COMPILER[0](self, backend, **options)
 
-        return run(self, *args, **kwargs)
+    def __call__(self, *args: Any, **options: Any) -> Any:
+        """Run on the python backend: ``g(x, max_iterations=100)`` is ``nx.run(g, x, ...)``."""
+        return self.compile("python", **options)(*args)
+
+
+# How graphs run is decided above the IR: nexus.backends installs its ``compile`` here
+# when it loads (the package facade imports it), so the IR imports no backend.
+_COMPILER: list[Callable[..., Any]] = []
+
+
+def install_compiler(compile: Callable[..., Any]) -> None:
+    _COMPILER[:] = [compile]
 
 
 def infer_type(opdef: OpDef, in_types: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:

@@ -184,7 +184,6 @@ def register(op: OpDef) -> OpDef:
 
 
 def get_op(name: str) -> OpDef:
-    _load_families()
     try:
         return REGISTRY[name]
     except KeyError:
@@ -192,17 +191,4 @@ def get_op(name: str) -> OpDef:
 
 
 def all_ops() -> dict[str, OpDef]:
-    _load_families()
     return REGISTRY
-
-
-_loaded = False
-
-
-def _load_families() -> None:
-    # The op families register themselves on import; importing them here keeps
-    # `nexus.ir` free of a static dependency on `nexus.ops`.
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        import nexus.ops  # noqa: F401

@@ -1,4 +1,4 @@
-"""Shape inference over the whole CFG, and binding argument dims at call time.
+"""Shape inference over the whole CFG, and the run-time checks of what it assumed.
 
 ``infer_shapes(g)`` recomputes every node's type from the argument types with the ops'
 type rules, in reverse postorder, iterating to a fixpoint around loops.  A Phi's type is
@@ -16,8 +16,7 @@ Path sensitivity: a block entered only through the true exit of ``Cond(Equal(a, 
 itself and the blocks it dominates; the fact is applied there and nowhere else (not in
 the other branch, not after the join).
 
-``bind_shapes(g, args)`` binds the symbols of the argument types to the sizes of actual
-arguments and reports conflicts naming both arguments.
+Binding argument dims at call time is ``nexus.ir.binding``.
 """
 
 from __future__ import annotations
@@ -54,11 +53,6 @@ class ShapeInferenceError(OpTypeError):
     """A type rule rejected a node during inference; names the node, op, block and line."""
 
 
-class BindingError(OpTypeError):
-    """Arguments whose dtypes, ranks or sizes do not fit the graph's argument types."""
-
-
-# --- public API ------------------------------------------------------------------------
 def infer_shapes(g: Graph, arg_types: Sequence[Type] | None = None) -> Graph:
     """Annotate every reachable node of ``g`` with its inferred type (in place) and
     return ``g``.  ``arg_types`` replaces the argument types first (e.g. to specialise
@@ -72,60 +66,6 @@ def infer_shapes(g: Graph, arg_types: Sequence[Type] | None = None) -> Graph:
     _Inference(g).run()
     g.touch()
     return g
-
-
-def bind_shapes(g: Graph, args: Sequence[Any]) -> dict[sympy.Symbol, int]:
-    """Bind the dim symbols of ``g``'s argument types to the sizes of ``args``.
-
-    Returns ``{symbol: size}``.  Raises BindingError naming the argument (and, for a
-    conflict, both arguments, the symbol and the two sizes) on a wrong count, dtype
-    kind, rank or size."""
-    if len(args) != len(g.args):
-        raise BindingError(f"graph @{g.name} takes {len(g.args)} arguments, got {len(args)}")
-    env: dict[sympy.Symbol, int] = {}
-    where: dict[sympy.Symbol, tuple[str, int]] = {}
-    exprs: list[tuple[str, int, Any, int]] = []
-    for i, (node, value) in enumerate(zip(g.args, args)):
-        t = g.arg_types[i]
-        name = f"argument {i}" + (f" {node.name!r}" if node.name else "")
-        if not isinstance(t, TensorType):
-            continue
-        arr = np.asarray(value)
-        _check_dtype_kind(name, arr, t)
-        if t.shape is None:
-            continue
-        if arr.ndim != len(t.shape):
-            raise BindingError(f"{name} has rank {arr.ndim} (shape {list(arr.shape)}), "
-                               f"the graph takes {t} (rank {len(t.shape)})")
-        for k, (d, n) in enumerate(zip(t.shape, arr.shape)):
-            if isinstance(d, int):
-                if d != n:
-                    raise BindingError(f"{name} has size {n} in dim {k}, the graph takes {t}")
-            elif isinstance(d, sympy.Symbol):
-                if d in env and env[d] != n:
-                    first, fk = where[d]
-                    raise BindingError(
-                        f"{name} binds {d} = {n} (dim {k}), but {first} bound {d} = {env[d]} (dim {fk})")
-                env.setdefault(d, n)
-                where.setdefault(d, (name, k))
-            else:
-                exprs.append((name, k, d, n))
-    for name, k, d, n in exprs:
-        value = d.subs(env)
-        free = value.free_symbols
-        if not free:
-            if int(value) != n:
-                raise BindingError(f"{name} has size {n} in dim {k}, but {format_dim(d)} = {value} "
-                                   f"with {_bindings_text(d, env)}")
-            continue
-        if len(free) == 1:
-            (s,) = free
-            sols = [v for v in sympy.solve(sympy.Eq(value, n), s) if v.is_integer and v >= 0]
-            if not sols:
-                raise BindingError(f"{name} has size {n} in dim {k}: no size of {s} makes {format_dim(d)} = {n}")
-            env[s] = int(sols[0])
-            where[s] = (name, k)
-    return env
 
 
 # --- the fixpoint ----------------------------------------------------------------------
@@ -487,24 +427,6 @@ def _eval_symbolic(n: Node, ins: list[Any]) -> Any:
     return np.array(flat, dtype=object).reshape(out.shape)
 
 
-def _check_dtype_kind(name: str, arr: np.ndarray, t: TensorType) -> None:
-    """Refuse arguments whose kind would be narrowed (float for int, int for bool)."""
-    rank = {"b": 0, "u": 1, "i": 1, "f": 2}
-    got, want = arr.dtype.kind, np.dtype(_np_name(t.dtype)).kind
-    if got not in rank or rank[got] > rank[want]:
-        raise BindingError(f"{name} has dtype {arr.dtype}, the graph takes {t}; convert it first")
-
-
-def _np_name(dtype: str) -> str:
-    from nexus.ir.types import numpy_dtype
-
-    return str(numpy_dtype(dtype))
-
-
-def _bindings_text(d: Any, env: Mapping[Any, int]) -> str:
-    return ", ".join(f"{s} = {env[s]}" for s in sorted(d.free_symbols, key=str) if s in env)
-
-
 
 # --- run-time checks for what inference assumed -------------------------------------------
 _BROADCASTING = frozenset({
@@ -576,4 +498,4 @@ def insert_shape_checks(g: Graph) -> Graph:
     return g
 
 
-__all__ = ["BindingError", "ShapeInferenceError", "bind_shapes", "infer_shapes", "insert_shape_checks", "shape_str"]
+__all__ = ["ShapeInferenceError", "infer_shapes", "insert_shape_checks", "shape_str"]

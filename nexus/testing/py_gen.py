@@ -503,9 +503,9 @@ def trivial_phis(g: Any) -> list[Any]:
 
 
 def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Failure | None:
+    from nexus.backends.python import run
     from nexus.frontend.script_types import to_python
     from nexus.passes import optimize
-    from nexus.runtime import run
 
     g = sf.graph_for(*args)
     try:

@@ -2,7 +2,7 @@
 
 They are the fixtures of the IR tests, the pictures and the CLI demo.  Each builder
 returns a verified-to-be-valid graph; the plain-Python programs they mirror are in
-``tests/test_seed_graphs.py``.
+``tests/test_ir_seeds.py``.
 """
 
 from __future__ import annotations

@@ -25,13 +25,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus.backends.base import MissingLoweringError, lowering_table
+from nexus.backends.python.cost import BLAS_OPS, is_heavy
+from nexus.backends.python.lowering import BACKEND
+from nexus.backends.python.plan import BlockPlan, Edge, Plan, value_inputs
+from nexus.backends.python.pool import blas_threads
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType
-from nexus.runtime.cost import BLAS_OPS, is_heavy
-from nexus.runtime.fastops import fast_expr
-from nexus.runtime.plan import BlockPlan, Edge, Plan, value_inputs
-from nexus.runtime.pool import blas_threads
 
+_RULES = lowering_table(BACKEND).rules
 MAX_INLINE_DEPTH = 40  # CPython refuses more than 100 indentation levels
 _GOTO = "@goto "  # placeholder for a state transition, resolved when the states are known
 _serial = itertools.count()
@@ -88,7 +90,7 @@ class _Gen:
             run_call = self.ns["_call"]
             self.ns[key] = functools.partial(run_call, n.attrs["callee"])
         elif n.op.kernel is None:
-            self.ns[key] = functools.partial(self.ns["_no_kernel"], n)
+            raise MissingLoweringError(BACKEND, n)
         else:
             attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
             self.ns[key] = functools.partial(n.op.kernel, **attrs) if attrs else n.op.kernel
@@ -180,7 +182,8 @@ class _Gen:
 
     def inline(self, n: Node) -> str:
         args = [self.var(v) for v in n.inputs]
-        expr = fast_expr(n, args)
+        rule = _RULES.get(n.op.name)
+        expr = rule(n, args) if rule is not None else None
         if expr is None:
             if n.op.name == "Call":
                 expr = f"{self.kernel(n)}(_lim, _par, {', '.join(args)})"

@@ -1,0 +1,205 @@
+"""The backend seam: every way of running a graph plugs in here.
+
+A backend is a name, a ``compile(graph, **options) -> Executable`` function and a
+lowering table keyed by op (as JAX keeps one rule table per transformation).  Rules are
+registered with :func:`register_lowering`; a node whose op has no rule is a
+:class:`MissingLoweringError` naming the op, the node, its source line and the backend.
+Backends register themselves when their module is imported; :data:`BACKEND_MODULES`
+names the module of each built-in backend, imported on first use, so an optional
+dependency (JAX, llvmlite, onnxruntime) is loaded only by the backend that needs it.
+
+:func:`compile` takes a Graph, a finished DSL function (``with nx.function(...) as f``)
+or anything with a ``specialize(args)`` method (``@nx.script`` functions, which build one
+graph per argument signature).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from nexus.ir.graph import Graph
+from nexus.ir.node import Node
+from nexus.ir.opdef import REGISTRY
+
+
+class NexusRuntimeError(RuntimeError):
+    """A failure while running a graph; names the node, its op, block and source line."""
+
+    def __init__(self, msg: str, node: Node | None = None):
+        self.node = node
+        if node is not None:
+            where = f"{node.op.name} %{node.name or '?'} in ^{node.block.name if node.block else '?'}"
+            if node.loc is not None:
+                where += f" (created at {node.loc})"
+            msg = f"{where}: {msg}"
+        super().__init__(msg)
+
+
+class BackendError(ValueError):
+    """An unknown backend, or options a backend does not take."""
+
+
+class MissingLoweringError(NotImplementedError):
+    """A node whose op the backend has no rule for."""
+
+    def __init__(self, backend: str, node: Node):
+        self.backend, self.node = backend, node
+        where = f"%{node.name or '?'} in ^{node.block.name if node.block else '?'}"
+        if node.loc is not None:
+            where += f" (created at {node.loc})"
+        super().__init__(f"backend {backend!r} has no lowering rule for op {node.op.name} ({where}); "
+                         f"register one with @register_lowering({backend!r}, {node.op.name!r})")
+
+
+class Executable(ABC):
+    """A compiled graph: call it with NumPy arrays (or Python numbers)."""
+
+    backend: str
+    graph: Graph
+
+    @abstractmethod
+    def __call__(self, *args: Any) -> Any:
+        """Run on ``args``; one result as is, several as a tuple."""
+
+    @abstractmethod
+    def source(self) -> str:
+        """What the backend generated (Python source, HLO, LLVM IR...), for reading."""
+
+
+Rule = TypeVar("Rule", bound=Callable[..., Any])
+
+
+@dataclass
+class LoweringTable:
+    """A backend's rules, keyed by op name."""
+
+    backend: str
+    rules: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    def register(self, *ops: str) -> Callable[[Rule], Rule]:
+        def add(rule: Rule) -> Rule:
+            for op in ops:
+                if op in self.rules:
+                    raise ValueError(f"backend {self.backend!r}: op {op!r} has two lowering rules")
+                self.rules[op] = rule
+            return rule
+
+        return add
+
+    def get(self, op: str) -> Callable[..., Any] | None:
+        return self.rules.get(op)
+
+    def rule(self, node: Node) -> Callable[..., Any]:
+        """The rule for ``node``'s op; MissingLoweringError if there is none."""
+        rule = self.rules.get(node.op.name)
+        if rule is None:
+            raise MissingLoweringError(self.backend, node)
+        return rule
+
+    def __contains__(self, op: object) -> bool:
+        return op in self.rules
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.rules)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A registered backend."""
+
+    name: str
+    compile: Callable[..., Executable]  # (graph, **options) -> Executable
+    doc: str = ""
+
+
+BACKEND_MODULES: dict[str, str] = {"python": "nexus.backends.python"}
+BACKENDS: dict[str, Backend] = {}
+TABLES: dict[str, LoweringTable] = {}
+
+
+def register_backend(name: str, compile: Callable[..., Executable], doc: str = "") -> Backend:
+    if name in BACKENDS:
+        raise ValueError(f"backend {name!r} is registered twice")
+    backend = BACKENDS[name] = Backend(name, compile, doc)
+    return backend
+
+
+def lowering_table(backend: str) -> LoweringTable:
+    """The lowering table of ``backend`` (made on first use)."""
+    table = TABLES.get(backend)
+    if table is None:
+        table = TABLES[backend] = LoweringTable(backend)
+    return table
+
+
+def register_lowering(backend: str, *ops: str) -> Callable[[Rule], Rule]:
+    """Decorator: ``rule`` lowers ``ops`` on ``backend``.  The ops must be registered."""
+    unknown = [op for op in ops if op not in REGISTRY]
+    if unknown:
+        raise ValueError(f"backend {backend!r}: lowering rule for unknown op(s) {', '.join(unknown)}")
+    return lowering_table(backend).register(*ops)
+
+
+def get_backend(name: str) -> Backend:
+    backend = BACKENDS.get(name)
+    if backend is None and name in BACKEND_MODULES:
+        importlib.import_module(BACKEND_MODULES[name])
+        backend = BACKENDS.get(name)
+    if backend is None:
+        known = ", ".join(sorted({*BACKENDS, *BACKEND_MODULES}))
+        raise BackendError(f"unknown backend {name!r} (known: {known})")
+    return backend
+
+
+class Specializable(Protocol):
+    """A function that builds one graph per argument signature (``@nx.script``)."""
+
+    def specialize(self, args: tuple[Any, ...]) -> tuple[Graph, Callable[[Any], Any]]:
+        """The graph for ``args``' signature and the conversion of its results."""
+        ...
+
+
+class Specialized(Executable):
+    """A :class:`Specializable` compiled per argument signature on ``backend``."""
+
+    def __init__(self, fn: Specializable, backend: Backend, options: Mapping[str, Any]):
+        self.fn, self.backend, self.options = fn, backend.name, dict(options)
+        self._compile = backend.compile
+        self._exes: dict[Graph, Executable] = {}
+        self.graph: Graph | None = None  # type: ignore[assignment]  # the last one called
+
+    def __call__(self, *args: Any) -> Any:
+        g, convert = self.fn.specialize(args)
+        exe = self._exes.get(g)
+        if exe is None:
+            exe = self._exes[g] = self._compile(g, **self.options)
+        self.graph = g
+        return convert(exe(*args))
+
+    def source(self) -> str:
+        if self.graph is None:
+            raise BackendError("nothing compiled yet: call it once, so that a signature is known")
+        return self._exes[self.graph].source()
+
+
+def compile(target: Any, backend: str = "python", **options: Any) -> Executable:  # noqa: A001
+    """Compile a Graph, a finished DSL function or an ``@nx.script`` function on ``backend``."""
+    b = get_backend(backend)
+    if isinstance(target, Graph):
+        return b.compile(target, **options)
+    if hasattr(target, "specialize"):
+        return Specialized(target, b, options)
+    graph = getattr(target, "graph", None)
+    if isinstance(graph, Graph):
+        return b.compile(graph, **options)
+    raise TypeError(f"nx.compile takes a Graph, a DSL function or an @nx.script function, "
+                    f"not {type(target).__name__}")
+
+
+def check_tables(tables: Mapping[str, LoweringTable] | None = None) -> list[str]:
+    """Ops named by a lowering table that the registry does not know (empty: all fine)."""
+    return [f"{t.backend}:{op}" for t in (tables or TABLES).values() for op in t if op not in REGISTRY]

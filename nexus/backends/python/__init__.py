@@ -1,0 +1,9 @@
+"""The python backend: each graph compiled to one Python function over NumPy kernels
+(the block interpreter of seed 000).  ``nx.run(g, ...)`` and ``g(...)`` use it."""
+
+from nexus.backends.base import NexusRuntimeError, register_backend
+from nexus.backends.python.interpreter import PythonExecutable, compile_python, run, source
+
+register_backend("python", compile_python, doc="generated Python over NumPy kernels; runs everywhere")
+
+__all__ = ["NexusRuntimeError", "PythonExecutable", "compile_python", "run", "source"]

@@ -1,0 +1,162 @@
+"""The block interpreter of seed 000, section 5, prepared once per graph version.
+
+State is the current block and the control edge it was entered by.  Per block:
+(1) Phis take the input at the position of that edge, all read before any is written;
+(2) dataflow nodes run in Kahn groups (independent heavy nodes of a group on the thread
+pool, the rest inline); (3) the terminator picks the next edge.
+
+Preparing a graph (:mod:`nexus.backends.python.plan`) and compiling it to a Python function
+(:mod:`nexus.backends.python.codegen`) happen on the first call and are cached on the graph
+until it changes (``g.cached``).  A :class:`PythonExecutable` converts the arguments
+(``nexus.ir.binding``), calls the compiled function and turns any exception into a
+:class:`NexusRuntimeError` naming the node; ``run(g, *args)`` is ``compile_python(g)(*args)``.
+"""
+
+from __future__ import annotations
+
+import types
+from concurrent.futures import Future
+from typing import Any
+
+from nexus.backends.base import Executable, NexusRuntimeError
+from nexus.backends.python.codegen import Generated, generate
+from nexus.backends.python.lowering import BACKEND
+from nexus.backends.python.plan import PlanError, make_plan
+from nexus.backends.python.pool import cores, get_pool
+from nexus.ir.binding import signature
+from nexus.ir.graph import Graph
+
+
+# --- helpers the generated code calls ---------------------------------------------------
+class _IterationLimit(NexusRuntimeError):
+    pass
+
+
+def _too_many(limit: int, block: str) -> NexusRuntimeError:
+    return _IterationLimit(f"entered more than {limit} blocks (max_iterations) and was about to enter "
+                           f"^{block}; is a loop endless?")
+
+
+def _call(callee: Graph, limit: int | None, parallel: bool | None, *args: Any) -> Any:
+    return run(callee, *args, max_iterations=limit, parallel=parallel)
+
+
+def _submit(fn: Any, *args: Any) -> Future[Any]:
+    return get_pool().submit(fn, *args)
+
+
+def _join(fut: Future[Any], fn: Any, *args: Any) -> Any:
+    """The result of a submitted node; if no worker has started it, run it here."""
+    if fut.cancel():
+        return fn(*args)
+    return fut.result()
+
+
+_HOOKS = {"_error": NexusRuntimeError, "_too_many": _too_many, "_call": _call,
+          "_submit": _submit, "_join": _join}
+
+
+class Prepared:
+    """A graph's plan and its compiled variants, keyed by (counting, parallel mode)."""
+
+    def __init__(self, g: Graph):
+        self.graph = g
+        try:
+            self.plan = make_plan(g)
+        except PlanError as e:
+            raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
+        self.variants: dict[tuple[bool, str], Generated] = {}
+
+    def variant(self, count: bool, parallel: str) -> Generated:
+        key = (count, parallel)
+        gen = self.variants.get(key)
+        if gen is None:
+            gen = self.variants[key] = generate(self.plan, count=count, parallel=parallel, hooks=_HOOKS)
+        return gen
+
+    def locate(self, e: BaseException) -> NexusRuntimeError:
+        """Wrap a kernel's exception, naming the node whose generated line raised it."""
+        node = None
+        files = {gen.filename: gen for gen in self.variants.values()}
+        tb: types.TracebackType | None = e.__traceback__
+        while tb is not None:
+            gen = files.get(tb.tb_frame.f_code.co_filename)
+            if gen is not None:
+                node = gen.node_at(tb.tb_lineno)
+            tb = tb.tb_next
+        if isinstance(e, UnboundLocalError):
+            msg = ("reads a value that was not computed on the path taken (the graph breaks "
+                   "dominance; nx.verify explains)")
+        else:
+            msg = f"{type(e).__name__}: {e}"
+        if node is None:
+            msg = f"graph @{self.graph.name}: {msg}"
+        return NexusRuntimeError(msg, node)
+
+
+def prepare(g: Graph) -> Prepared:
+    """The cached execution plan of ``g`` (rebuilt after any mutation)."""
+    return g.cached("python.prepared", Prepared)  # type: ignore[no-any-return]
+
+
+class PythonExecutable(Executable):
+    """``g`` compiled to a Python function.  It follows the graph: a call after the graph
+    changed compiles the new version (nothing goes stale silently)."""
+
+    backend = BACKEND
+
+    def __init__(self, g: Graph, max_iterations: int | None = None, parallel: bool | None = None):
+        self.graph = g
+        self.max_iterations = max_iterations
+        self.parallel = parallel
+        self._version = -1
+        self._refresh()
+
+    def _refresh(self) -> None:
+        g = self.graph
+        p = self.prepared = prepare(g)
+        self.signature = signature(g)
+        counting = self.max_iterations is not None
+        mode = "on" if self.parallel else "off" if self.parallel is not None or cores() < 2 else "auto"
+        self.fn = p.variant(counting, mode).fn
+        self._version = g.version
+
+    def __call__(self, *args: Any) -> Any:
+        if self.graph.version != self._version:
+            self._refresh()
+        values = self.signature.convert(args) if args or self.signature.types else ()
+        try:
+            return self.fn(self.max_iterations, *values)
+        except NexusRuntimeError as e:
+            if e.node is None and isinstance(e, _IterationLimit):
+                raise NexusRuntimeError(f"graph @{self.graph.name}: {e}") from None
+            raise
+        except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
+            raise self.prepared.locate(e) from e
+
+    def source(self) -> str:
+        return source(self.graph, max_iterations=self.max_iterations is not None, parallel=self.parallel)
+
+
+def compile_python(g: Graph, max_iterations: int | None = None, parallel: bool | None = None) -> PythonExecutable:
+    """The python backend's executable for ``g`` (one per graph and options, cached)."""
+    exe: PythonExecutable = g.cached(f"python.exe.{max_iterations}.{parallel}",
+                                     lambda g: PythonExecutable(g, max_iterations, parallel))
+    return exe
+
+
+def run(g: Graph, *args: Any, max_iterations: int | None = None, parallel: bool | None = None) -> Any:
+    """Run ``g`` on ``args``.  One result is returned as is, several as a tuple.
+
+    ``max_iterations`` bounds the number of blocks entered (a guard against endless
+    loops).  ``parallel``: True runs every group of independent nodes on the thread
+    pool, False runs everything in this thread, None (default) sends only nodes whose
+    estimated cost is worth a thread hop, on machines with more than one core.
+    """
+    return compile_python(g, max_iterations, parallel)(*args)
+
+
+def source(g: Graph, *, max_iterations: bool = False, parallel: bool | None = None) -> str:
+    """The Python source the interpreter runs for ``g`` (for debugging and docs)."""
+    mode = "on" if parallel else "off" if parallel is not None else "auto"
+    return prepare(g).variant(max_iterations, mode).source
