@@ -11,7 +11,8 @@ import pytest
 from nexus import seeds
 from nexus.backends.python import NexusRuntimeError, run
 from nexus.ir import parse, print_graph, structurally_equal, verify
-from nexus.ir.printer import block_order, structural_diff
+from nexus.ir.analysis import block_order
+from nexus.ir.printer import structural_diff
 from nexus.testing.extras import require_program
 from nexus.viz import to_dot
 

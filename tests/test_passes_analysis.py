@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from nexus.ir import Graph, TensorType, parse, verify
+from nexus.ir.analysis import liveness
 from nexus.passes import optimize
 from nexus.passes.examples import rnn, rnn_inputs, rnn_reference, seed004
-from nexus.passes.liveness import liveness
 from nexus.passes.loops import IrreducibleError, check_reducible, loop_forest
 from nexus.seeds import skip5_loop
 

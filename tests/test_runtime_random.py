@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import nexus as nx
+from nexus.ir.analysis import node_order
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.printer import node_order
 from nexus.ir.types import TensorType
 
 SHAPE = (2, 3)

@@ -27,10 +27,10 @@ from typing import Any
 
 from nexus.autodiff.emit import GraphEmitter
 from nexus.autodiff.vjp import vjp_rule
+from nexus.ir.analysis import node_order
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import OpTypeError
-from nexus.ir.printer import node_order
 from nexus.ir.types import FLOAT_DTYPES, TensorType, TupleType, Type
 from nexus.ops.stack import STACK
 

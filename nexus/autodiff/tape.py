@@ -18,10 +18,10 @@ import numpy as np
 from nexus.autodiff.emit import EagerEmitter
 from nexus.autodiff.vjp import vjp_rule
 from nexus.backends.base import NexusRuntimeError
+from nexus.ir.analysis import node_order
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.printer import node_order
 
 
 @dataclass(slots=True)

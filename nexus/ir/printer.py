@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.ir.analysis import block_order, node_order
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType, dtype_of, format_dim
@@ -37,72 +38,7 @@ INLINE_LIMIT = 16  # tensors with more elements go to the payload when one is gi
 _NAME_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 
 
-# --- canonical order ---------------------------------------------------------------------
-def block_order(g: Graph) -> list[Block]:
-    """Entry first, then reverse postorder of the CFG, then unreachable blocks, exit last."""
-    seen: set[Block] = set()
-    post: list[Block] = []
-    stack: list[tuple[Block, Any]] = [(g.start_block, iter(_succs(g.start_block)))]
-    seen.add(g.start_block)
-    while stack:
-        block, it = stack[-1]
-        nxt = next(it, None)
-        if nxt is None:
-            stack.pop()
-            post.append(block)
-        elif nxt not in seen and nxt.graph is g:
-            seen.add(nxt)
-            stack.append((nxt, iter(_succs(nxt))))
-    order = [b for b in reversed(post) if b is not g.end_block]
-    order += [b for b in g.blocks if b not in seen and b is not g.end_block]
-    if g.end_block in g.blocks:
-        order.append(g.end_block)
-    return order
-
-
-def _succs(block: Block) -> list[Block]:
-    # Every control value defined in the block that a block uses is an exit.  Visit them
-    # in the canonical node order (Cond exits by num), not in insertion order, so that a
-    # parsed graph orders its blocks as the printed one did.
-    out = []
-    for n in node_order(block):
-        for user, i in n.uses:
-            if isinstance(user, Block) and i >= 0 and user not in out:
-                out.append(user)
-    return out
-
-
-def node_order(block: Block) -> list[Node]:
-    """Phis first, then a stable topological order of the rest, the terminator last."""
-    members = list(block.members)
-    phis = [n for n in members if n.op.kind == "phi"]
-    term = block.terminator
-    tail = [term] if term is not None else []
-    if term is not None and term.op.name == "Cond":
-        tail += sorted((u for u in term.users if u.op.name == "Proj" and u.block is block),
-                       key=lambda p: p.attrs["num"])
-    rest = [n for n in members if n.op.kind != "phi" and n not in tail]
-    placed: set[Node] = set(phis)
-    out: list[Node] = list(phis)
-    pending = rest
-    local = set(rest)
-    while pending:
-        progress = False
-        nxt = []
-        for n in pending:
-            if all(d in placed or d not in local for d in (*n.inputs, *n.deps)):
-                out.append(n)
-                placed.add(n)
-                progress = True
-            else:
-                nxt.append(n)
-        if not progress:  # a cycle (an invalid graph): keep the members' order
-            out.extend(nxt)
-            break
-        pending = nxt
-    return out + tail
-
-
+# --- canonical order (nexus.ir.analysis) ---------------------------------------------------
 def graph_nodes(g: Graph) -> list[Node]:
     return [n for b in block_order(g) for n in node_order(b)]
 

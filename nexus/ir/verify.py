@@ -7,11 +7,11 @@ them; ``problems`` returns them as a list.
 
 from __future__ import annotations
 
-from nexus.ir.analysis import dominators
+from nexus.ir.analysis import block_order, dominators
 from nexus.ir.graph import Graph, infer_type, known_value
 from nexus.ir.node import TERMINATORS, Block, Node
 from nexus.ir.opdef import OpTypeError
-from nexus.ir.printer import _name_graph, _node_line, block_order
+from nexus.ir.printer import _name_graph, _node_line
 from nexus.ir.types import TupleType, X, compatible
 
 

@@ -14,10 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.analysis import dominators
+from nexus.ir.analysis import dominators, node_order
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.printer import node_order
 from nexus.passes.cfgutil import is_movable
 from nexus.passes.manager import Pass
 

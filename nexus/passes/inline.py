@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nexus.ir.analysis import node_order
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.printer import node_order
 from nexus.passes.manager import Pass
 
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nexus.ir.analysis import dominators, reverse_postorder
+from nexus.ir.analysis import dominators, node_order, reverse_postorder
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.printer import node_order
 from nexus.ir.types import INT_DTYPES, TensorType
 from nexus.passes.cfgutil import add_edge, is_movable, remove_edge
 from nexus.passes.loops import Loop, loop_forest

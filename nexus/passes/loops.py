@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nexus.ir.analysis import DomTree, dominators
+from nexus.ir.analysis import DomTree, depth_first, dominators
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 
@@ -146,25 +146,9 @@ def _grow(lp: Loop, latch: Block, dom: DomTree) -> None:
 
 
 def _irreducible_edges(g: Graph, dom: DomTree) -> list[tuple[Block, Block]]:
-    bad: list[tuple[Block, Block]] = []
-    on_stack = {g.start_block}
-    seen = {g.start_block}
-    stack = [(g.start_block, iter(g.start_block.succs))]
-    while stack:
-        b, it = stack[-1]
-        s = next(it, None)
-        if s is None:
-            stack.pop()
-            on_stack.discard(b)
-            continue
-        if s in on_stack:
-            if not dom.dominates(s, b):
-                bad.append((b, s))
-        elif s not in seen and s.graph is g:
-            seen.add(s)
-            on_stack.add(s)
-            stack.append((s, iter(s.succs)))
-    return bad
+    """Retreating edges of the depth-first walk whose target does not dominate their
+    source: edges into a cycle with more than one entry."""
+    return [(b, s) for b, s in depth_first(g).retreating if not dom.dominates(s, b)]
 
 
 def loop_forest(g: Graph) -> LoopForest:

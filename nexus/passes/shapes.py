@@ -27,11 +27,10 @@ from typing import Any
 import numpy as np
 import sympy
 
-from nexus.ir.analysis import dominators, reverse_postorder
+from nexus.ir.analysis import dominators, node_order, reverse_postorder
 from nexus.ir.graph import Graph, infer_type, known_value
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import OpTypeError
-from nexus.ir.printer import node_order
 from nexus.ir.types import TensorType, TupleType, Type, format_dim, fresh_dim, shape_str, simplify_dim
 
 # Nodes whose type is structural and never recomputed.

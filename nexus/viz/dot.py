@@ -16,9 +16,10 @@ import subprocess
 
 import numpy as np
 
+from nexus.ir.analysis import block_order, node_order
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.printer import _name_graph, block_order, node_order
+from nexus.ir.printer import _name_graph
 from nexus.ir.types import TensorType, shape_str
 
 # Colours, one per kind of node and edge; the tests read them from here.

@@ -2,7 +2,8 @@
 
 Per reachable block: its Phis, the Kahn groups of its dataflow nodes (each group's nodes
 are independent of one another), its terminator and the control edges it can leave by,
-and the values live on entry and exit (for freeing each value after its last use).
+and the values live on entry and exit (``nexus.ir.analysis.liveness``: for freeing each
+value after its last use).
 Constants and arguments are not scheduled: they are bound once per call.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nexus.ir.analysis import liveness
 from nexus.ir.graph import Graph
 from nexus.ir.node import TERMINATORS, Block, Node
 
@@ -37,12 +39,6 @@ class BlockPlan:
     edges: list[Edge]  # Jmp: [edge]; Cond: [false, true]; Return / none: []
     live_in: set[Node] = field(default_factory=set)
     live_out: set[Node] = field(default_factory=set)
-
-    def uses_on_edge(self, edge: Edge) -> list[Node]:
-        """Values read by the Phi copies of ``edge``."""
-        if edge.target is None:
-            return []
-        return [p.input(edge.index) for p in edge.target.phis]
 
 
 @dataclass
@@ -161,39 +157,7 @@ def make_plan(g: Graph) -> Plan:
                 work.append(e.target)
     consts = [n for b in blocks for n in b.members if n.op.name == "Constant"]  # classify: "const"
     plan = Plan(g, blocks, consts, list(g.args), in_edges)
-    _liveness(plan)
+    live = liveness(g)
+    for b, bp in blocks.items():
+        bp.live_in, bp.live_out = live.live_in.get(b, set()), live.live_out.get(b, set())
     return plan
-
-
-def _liveness(plan: Plan) -> None:
-    """Backward dataflow: live_out(B) = U over edges (live_in(S) | Phi inputs of the edge);
-    live_in(B) = uses(B) | (live_out(B) - defs(B))."""
-    uses: dict[Block, set[Node]] = {}
-    defs: dict[Block, set[Node]] = {}
-    for b, bp in plan.blocks.items():
-        d = set(bp.phis) | {n for grp in bp.groups for n in grp}
-        if b is plan.graph.start_block:
-            d |= set(plan.args)
-        used: set[Node] = set()
-        for n in [*(n for grp in bp.groups for n in grp), *([bp.term] if bp.term is not None else [])]:
-            used.update(v for v in value_inputs(n) if v not in d)
-        uses[b], defs[b] = used, d
-    # Per block, once: the plan of each successor and the values its edge's Phis read.
-    succs: dict[Block, list[tuple[BlockPlan, set[Node]]]] = {}
-    for b, bp in plan.blocks.items():
-        succs[b] = [(plan.blocks[e.target], {v for v in bp.uses_on_edge(e) if v.op.name != "Constant"})
-                    for e in bp.edges if e.target is not None]
-    order = list(plan.blocks)[::-1]
-    changed = True
-    while changed:
-        changed = False
-        for b in order:
-            bp = plan.blocks[b]
-            out: set[Node] = set()
-            for target, phi_uses in succs[b]:
-                out |= target.live_in
-                out |= phi_uses
-            new_in = uses[b] | (out - defs[b])
-            if out != bp.live_out or new_in != bp.live_in:
-                bp.live_out, bp.live_in = out, new_in
-                changed = True
