@@ -17,9 +17,9 @@ from nexus.backends.base import (
     register_lowering,
 )
 from nexus.backends.python import run, source
-from nexus.ir.graph import install_compiler
+from nexus.ir.graph import install_backends
 
-install_compiler(compile)
+install_backends(compile, run)
 
 __all__ = [
     "BACKENDS", "Backend", "BackendError", "Executable", "LoweringTable", "MissingLoweringError",

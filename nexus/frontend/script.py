@@ -66,7 +66,7 @@ from nexus.frontend.script_source import (
     source_from_text,
 )
 from nexus.frontend.script_ssa import LoopTypeRetry
-from nexus.frontend.script_types import to_python
+from nexus.frontend.script_types import python_converter
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node, SourceLoc
 from nexus.ir.types import Dim, DimSyntaxError, TensorType, Type, dtype_of, parse_dim, sym
@@ -123,7 +123,7 @@ class ScriptFunction:
         self._named_dims = any(s is not None and s[1] is not None and any(not isinstance(d, int) for d in s[1])
                                for s in self.specs)
         self._graphs: dict[Hashable, Graph] = {}
-        self._entries: dict[Hashable, tuple[Graph, Any, Any]] = {}  # the call's fast path
+        self._entries: dict[Hashable, tuple[Graph, Any, Any]] = {}  # the call's fast path, see __call__
         self._hints: dict[Hashable, dict[Hashable, Type]] = {}
         self._building: set[Hashable] = set()
         self._last: Graph | None = None
@@ -264,18 +264,44 @@ class ScriptFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             args = self._bind(args, kwargs)
-        if len(args) != len(self.params):
-            self._check_arity(args)
-        key = self._key_of(args)
-        entry = self._entries.get(key)
+        # The fast path: the arguments' classes (and dtype and rank of arrays) name the
+        # specialisation; anything else (lists, a new signature) takes _entry.
+        key: list[Any] = []
+        for a in args:
+            cls = a.__class__
+            if cls is np.ndarray:
+                key.append((a.dtype, a.ndim))
+            elif cls in _PY_KEYS:
+                key.append(cls)
+            else:
+                key = []
+                break
+        entry = self._entries.get(tuple(key)) if key or not args else None
         if entry is None:
-            g = self._graphs.get(key) or self._build(key)
-            entry = self._entries[key] = (g, g.compile(), _converter(g))
+            entry = self._entry(args, tuple(key) if key else None)
         g, exe, convert = entry
         self._last = g
         if self._named_dims:
             self._check_dims(args)
         return convert(exe(*args))
+
+    def _entry(self, args: tuple[Any, ...], fast_key: Hashable | None) -> tuple[Graph, Any, Any]:
+        """The graph, executable and result conversion for ``args``' signature."""
+        if len(args) != len(self.params):
+            self._check_arity(args)
+        g = self._graph(self._key_of(args))
+        entry = (g, g.compile(), _converter(g))
+        if fast_key is not None:
+            self._entries[fast_key] = entry
+        return entry
+
+    def specialize(self, args: tuple[Any, ...]) -> tuple[Graph, Any]:
+        """The graph for ``args``' signature and the conversion of its results to what
+        the Python function returns (``nx.compile`` compiles one graph per signature)."""
+        g, _, convert = self._entry(args, None)
+        if self._named_dims:
+            self._check_dims(args)
+        return g, convert
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         out = list(args)
@@ -320,14 +346,14 @@ def _dim_symbol(name: str) -> Any:
 
 
 def _converter(g: Graph) -> Any:
-    """A function turning the interpreter's result into what the Python function returns."""
+    """A function turning the graph's result into what the Python function returns."""
     types_ = g.result_types
     if not types_:
         return lambda out: None
     if len(types_) == 1:
-        t = types_[0]
-        return lambda out: to_python(out, t)
-    return lambda out: tuple(to_python(v, t) for v, t in zip(out, types_))
+        return python_converter(types_[0])
+    convs = [python_converter(t) for t in types_]
+    return lambda out: tuple(c(v) for c, v in zip(convs, out))
 
 
 def _value_key(a: Any, param: str) -> tuple[str, int]:

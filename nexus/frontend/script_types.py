@@ -68,12 +68,13 @@ def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
 
 
-def to_python(value: Any, t: Any) -> Any:
-    """A result as Python gives it: weak scalars become int/float/bool."""
+def python_converter(t: Any) -> Any:
+    """How a result of type ``t`` is returned as Python returns it: weak scalars become
+    bool/int/float (chosen once per type, applied on every call)."""
     if isinstance(t, TensorType) and t.shape == () and t.dtype in WEAK_DTYPES:
-        if t.dtype == "bool":
-            return bool(value)
-        if t.dtype == "i64":
-            return int(value)
-        return float(value)
+        return {"bool": bool, "i64": int, "f64": float}[t.dtype]
+    return _same
+
+
+def _same(value: Any) -> Any:
     return value

@@ -20,6 +20,9 @@ from nexus.ir.graph import Graph
 from nexus.ir.opdef import OpTypeError
 from nexus.ir.types import TensorType, format_dim, numpy_dtype
 
+# Python scalars that convert exactly to a NumPy scalar of this dtype kind.
+_SCALAR_KINDS: dict[type, str] = {bool: "b", int: "i", float: "f"}
+
 
 class BindingError(OpTypeError):
     """Arguments whose count, dtypes, ranks or sizes do not fit the graph's argument types."""
@@ -30,6 +33,11 @@ def to_value(x: Any, t: TensorType | None = None) -> Any:
     values.  Raises BindingError when the dtype would be narrowed (float to int)."""
     if t is not None and isinstance(x, (np.ndarray, np.generic)) and x.dtype == numpy_dtype(t.dtype):
         return x[()] if x.ndim == 0 else x  # type: ignore[index]  # already right: the common case
+    if type(x) is int and t is not None and numpy_dtype(t.dtype).kind in "iu":
+        try:
+            numpy_dtype(t.dtype).type(x)
+        except OverflowError:
+            raise BindingError(f"argument {x} is out of bounds for {t}") from None
     arr = np.asarray(x)
     if t is not None:
         want = numpy_dtype(t.dtype)
@@ -43,55 +51,88 @@ def to_value(x: Any, t: TensorType | None = None) -> Any:
 
 
 class Signature:
-    """What a call of one graph version checks and converts."""
+    """What a call of one graph version checks and converts.
+
+    ``convert`` is generated once per signature (calls cost about as much as the graph
+    itself for small graphs): per argument, one guard that accepts a value that is
+    already right (an array of the dtype and rank, a NumPy scalar of the dtype, a Python
+    scalar of the dtype's kind) and otherwise the general conversion with its errors."""
 
     def __init__(self, g: Graph):
         self.graph = g
         self.types: list[TensorType | None] = [t if isinstance(t, TensorType) else None for t in g.arg_types]
-        # Scalars need no check beyond their dtype; arguments with dims are checked.
-        self.dims = [(i, t.shape) for i, t in enumerate(self.types)
-                     if t is not None and t.shape is not None and t.shape != ()]
-        # Ints and plain symbols are checked inline; expressions need the solver.
-        self.plain_dims = all(isinstance(d, (int, sympy.Symbol)) for _, shape in self.dims for d in shape)
+        count: dict[Any, int] = {}
+        for t in self.types:
+            for d in (t.shape or ()) if t is not None else ():
+                if not isinstance(d, int):
+                    count[d] = count.get(d, 0) + 1
+        # Dims that are expressions (2*N) or symbols sizing several dims need the solver
+        # or a cross-check; a symbol sizing one dim needs only the rank, checked per argument.
+        shared = any(n > 1 or not isinstance(d, sympy.Symbol) for d, n in count.items())
+        self.convert = self._generate(shared)
 
-    def convert(self, args: Sequence[Any]) -> list[Any]:
-        """The arguments as runtime values, dims checked.  Raises BindingError."""
-        if len(args) != len(self.types):
-            raise BindingError(f"graph @{self.graph.name} takes {len(self.types)} arguments, got {len(args)}")
+    def _generate(self, shared: bool) -> Any:
+        n = len(self.types)
+        ns: dict[str, Any] = {"_nd": np.ndarray, "_slow": self._slow, "_bind": bind_shapes, "_g": self.graph,
+                              "_error": self._count_error}
+        lines = ["def convert(args):", f"    if len(args) != {n}: _error(args)"]
+        if n:
+            lines.append(f"    {', '.join(f'a{k}' for k in range(n))}, = args")
+        for k, t in enumerate(self.types):
+            a = f"a{k}"
+            if t is None:
+                lines.append(f"    {a} = _slow({k}, {a})")
+                continue
+            dt = numpy_dtype(t.dtype)
+            ns[f"_d{k}"], ns[f"_t{k}"] = dt, dt.type
+            if t.shape == ():
+                py = next((c for c, kind in _SCALAR_KINDS.items() if kind == dt.kind), None)
+                ns[f"_p{k}"] = py
+                lines += [f"    if {a}.__class__ is _p{k}:",
+                          f"        try: {a} = _t{k}({a})",
+                          f"        except OverflowError: {a} = _slow({k}, {a})",
+                          f"    elif {a}.__class__ is not _t{k}: {a} = _slow({k}, {a})"]
+                continue
+            guard = f"{a}.__class__ is _nd and {a}.dtype == _d{k}"
+            if t.shape is not None:
+                guard += f" and {a}.ndim == {len(t.shape)}"
+                guard += "".join(f" and {a}.shape[{i}] == {d}" for i, d in enumerate(t.shape) if isinstance(d, int))
+            lines.append(f"    if not ({guard}): {a} = _slow({k}, {a})")
+        values = ", ".join(f"a{k}" for k in range(n))
+        if shared:
+            lines.append(f"    _bind(_g, [{values}])")
+        lines.append(f"    return [{values}]")
+        exec(compile("\n".join(lines), f"<nexus signature @{self.graph.name}>", "exec"), ns)  # noqa: S102
+        return ns["convert"]
+
+    def _count_error(self, args: Sequence[Any]) -> None:
+        raise BindingError(f"graph @{self.graph.name} takes {len(self.types)} arguments, got {len(args)}")
+
+    def _slow(self, k: int, x: Any) -> Any:
+        """The general conversion of argument ``k``, with the errors naming it."""
+        t = self.types[k]
         try:
-            values = [to_value(x, t) for x, t in zip(args, self.types)]
+            v = to_value(x, t)
         except BindingError as e:
-            raise self._name_argument(args, e) from None
-        if self.dims:
-            self.check_dims(values)
-        return values
+            node = self.graph.args[k]
+            raise BindingError(f"graph @{self.graph.name}, argument {k} (%{node.name or k}): {e}") from None
+        if t is not None and t.shape is not None:
+            ints = tuple((i, d) for i, d in enumerate(t.shape) if isinstance(d, int))
+            if np.ndim(v) != len(t.shape) or not _sizes_fit(np.shape(v), ints):
+                self._rank_or_size_error(k, v)
+        return v
+
+    def _rank_or_size_error(self, k: int, value: Any) -> None:
+        values: list[Any] = [np.zeros((), np.bool_)] * len(self.types)
+        values[k] = value
+        bind_shapes(self.graph, values, only=k)
 
     def check_dims(self, values: Sequence[Any]) -> None:
         """Raise BindingError unless the arguments' sizes fit the declared dims."""
-        if self.plain_dims:
-            env: dict[Any, int] = {}
-            for i, shape in self.dims:
-                got = np.shape(values[i])
-                if len(got) != len(shape):
-                    break
-                for d, n in zip(shape, got):
-                    if (d != n) if isinstance(d, int) else (env.setdefault(d, n) != n):
-                        break
-                else:
-                    continue
-                break
-            else:
-                return
-        bind_shapes(self.graph, values)  # the solver, and the message naming the arguments
+        bind_shapes(self.graph, values)
 
-    def _name_argument(self, args: Sequence[Any], e: BindingError) -> BindingError:
-        g = self.graph
-        for k, (x, t, node) in enumerate(zip(args, self.types, g.args)):
-            try:
-                to_value(x, t)
-            except BindingError:
-                return BindingError(f"graph @{g.name}, argument {k} (%{node.name or k}): {e}")
-        return e
+def _sizes_fit(shape: tuple[int, ...], ints: tuple[tuple[int, int], ...]) -> bool:
+    return all(shape[k] == d for k, d in ints)
 
 
 def signature(g: Graph) -> Signature:
@@ -100,12 +141,12 @@ def signature(g: Graph) -> Signature:
     return sig
 
 
-def bind_shapes(g: Graph, args: Sequence[Any]) -> dict[sympy.Symbol, int]:
+def bind_shapes(g: Graph, args: Sequence[Any], only: int | None = None) -> dict[sympy.Symbol, int]:
     """Bind the dim symbols of ``g``'s argument types to the sizes of ``args``.
 
     Returns ``{symbol: size}``.  Raises BindingError naming the argument (and, for a
     conflict, both arguments, the symbol and the two sizes) on a wrong count, dtype
-    kind, rank or size."""
+    kind, rank or size.  ``only``: look at that argument alone."""
     if len(args) != len(g.args):
         raise BindingError(f"graph @{g.name} takes {len(g.args)} arguments, got {len(args)}")
     env: dict[sympy.Symbol, int] = {}
@@ -113,6 +154,8 @@ def bind_shapes(g: Graph, args: Sequence[Any]) -> dict[sympy.Symbol, int]:
     exprs: list[tuple[str, int, Any, int]] = []
     for i, (node, value) in enumerate(zip(g.args, args)):
         t = g.arg_types[i]
+        if only is not None and i != only:
+            continue
         name = f"argument {i}" + (f" {node.name!r}" if node.name else "")
         if not isinstance(t, TensorType):
             continue

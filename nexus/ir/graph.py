@@ -291,17 +291,21 @@ class Graph:
         return _COMPILER[0](self, backend, **options)
 
     def __call__(self, *args: Any, **options: Any) -> Any:
-        """Run on the python backend: ``g(x, max_iterations=100)`` is ``nx.run(g, x, ...)``."""
-        return self.compile("python", **options)(*args)
+        """Run on the default backend: ``g(x, max_iterations=100)`` is ``nx.run(g, x, ...)``."""
+        if not _RUNNER:
+            raise GraphError("no backend is loaded: `import nexus` loads them")
+        return _RUNNER[0](self, *args, **options)
 
 
-# How graphs run is decided above the IR: nexus.backends installs its ``compile`` here
-# when it loads (the package facade imports it), so the IR imports no backend.
+# How graphs run is decided above the IR: nexus.backends installs its ``compile`` and
+# ``run`` here when it loads (the package facade imports it), so the IR imports no backend.
 _COMPILER: list[Callable[..., Any]] = []
+_RUNNER: list[Callable[..., Any]] = []
 
 
-def install_compiler(compile: Callable[..., Any]) -> None:
+def install_backends(compile: Callable[..., Any], run: Callable[..., Any]) -> None:
     _COMPILER[:] = [compile]
+    _RUNNER[:] = [run]
 
 
 def infer_type(opdef: OpDef, in_types: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:

@@ -504,7 +504,7 @@ def trivial_phis(g: Any) -> list[Any]:
 
 def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Failure | None:
     from nexus.backends.python import run
-    from nexus.frontend.script_types import to_python
+    from nexus.frontend.script_types import python_converter
     from nexus.passes import optimize
 
     g = sf.graph_for(*args)
@@ -512,7 +512,8 @@ def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Fai
         opt = optimize(g.clone()[0])
         out = run(opt, *args)
         types = opt.result_types
-        got = tuple(to_python(v, t) for v, t in zip(out, types)) if len(types) > 1 else to_python(out, types[0])
+        got = (tuple(python_converter(t)(v) for v, t in zip(out, types)) if len(types) > 1
+               else python_converter(types[0])(out))
     except Exception:  # noqa: BLE001
         return Failure(src, args, want, "optimized graph: " + traceback.format_exc(limit=4))
     if not same(want, got):

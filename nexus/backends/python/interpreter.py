@@ -115,7 +115,7 @@ class PythonExecutable(Executable):
     def _refresh(self) -> None:
         g = self.graph
         p = self.prepared = prepare(g)
-        self.signature = signature(g)
+        self.convert = signature(g).convert
         counting = self.max_iterations is not None
         mode = "on" if self.parallel else "off" if self.parallel is not None or cores() < 2 else "auto"
         self.fn = p.variant(counting, mode).fn
@@ -124,7 +124,7 @@ class PythonExecutable(Executable):
     def __call__(self, *args: Any) -> Any:
         if self.graph.version != self._version:
             self._refresh()
-        values = self.signature.convert(args) if args or self.signature.types else ()
+        values = self.convert(args)
         try:
             return self.fn(self.max_iterations, *values)
         except NexusRuntimeError as e:
@@ -153,6 +153,9 @@ def run(g: Graph, *args: Any, max_iterations: int | None = None, parallel: bool 
     pool, False runs everything in this thread, None (default) sends only nodes whose
     estimated cost is worth a thread hop, on machines with more than one core.
     """
+    if max_iterations is None and parallel is None:  # the common case, without the key's cost
+        exe: PythonExecutable = g.cached("python.exe.None.None", PythonExecutable)
+        return exe(*args)
     return compile_python(g, max_iterations, parallel)(*args)
 
 
