@@ -29,7 +29,7 @@ def _proj(ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Ty
     (t,) = ins
     if not isinstance(t, TupleType):
         raise OpTypeError(f"Proj: input must be a tuple, got {t}")
-    num = attrs["num"]
+    num = int(attrs["num"])
     if not 0 <= num < len(t.elems):
         raise OpTypeError(f"Proj: num = {num} is out of range for {t}")
     return t.elems[num]

@@ -246,7 +246,7 @@ class _Cursor:
         return self.match(_NUMBER, "a number")
 
     def make_array(self, items: list[str], t: TensorType, start: int) -> np.ndarray:
-        shape = tuple(int(d) for d in t.shape or ())  # type: ignore[arg-type]
+        shape = tuple(int(d) for d in t.shape or ())
         count = math.prod(shape)  # exact: np.prod would wrap around on huge shapes
         if len(items) != count:
             raise self.error(f"{t} holds {count} values, found {len(items)}", start)
@@ -404,7 +404,7 @@ def _node_line(cur: _Cursor) -> _Line:
     return _Line(name, op, inputs, attrs, deps, t, loc, cur.lineno, col)
 
 
-def _build(name: str, blocks: list[_BlockText], graphs: dict[str, Graph], payload: dict, end_line: int) -> Graph:
+def _build(name: str, blocks: list[_BlockText], graphs: dict[str, Graph], payload: dict[str, Any], end_line: int) -> Graph:
     g = Graph.__new__(Graph)
     g.name, g.blocks, g.version, g._cache = name, {}, 0, {}
     values: dict[str, Node] = {}
@@ -459,7 +459,7 @@ def _build(name: str, blocks: list[_BlockText], graphs: dict[str, Graph], payloa
     return g
 
 
-def _make_node(ln: _Line, graphs: dict[str, Graph], payload: dict) -> Node:
+def _make_node(ln: _Line, graphs: dict[str, Graph], payload: dict[str, Any]) -> Node:
     try:
         opdef = get_op(ln.op)
     except KeyError:
@@ -486,7 +486,7 @@ def _make_node(ln: _Line, graphs: dict[str, Graph], payload: dict) -> Node:
     return Node(opdef, [], full, ln.type, None, ln.loc)
 
 
-def _attr_value(key: str, raw: Any, kind: str, graphs: dict[str, Graph], payload: dict, ln: _Line) -> Any:
+def _attr_value(key: str, raw: Any, kind: str, graphs: dict[str, Graph], payload: dict[str, Any], ln: _Line) -> Any:
     if isinstance(raw, _Ref):
         if kind != "graph":
             raise ValueError(f"@{raw.name} is a graph reference")

@@ -161,7 +161,7 @@ def _ref(values: Namer, node: Node) -> str:
     return f"%{name}" if name is not None else f"%<outside:{node.op.name}>"
 
 
-def _node_line(n: Node, values: Namer, labels: Namer, payload: dict | None, gname: str, locs: bool) -> str:
+def _node_line(n: Node, values: Namer, labels: Namer, payload: dict[str, Any] | None, gname: str, locs: bool) -> str:
     text = f"%{values[n]} = {n.op.name}" if n.op.name != "End" else "End"
     if n.inputs:
         text += " " + ", ".join(_ref(values, v) for v in n.inputs)

@@ -162,7 +162,7 @@ def format_dim(dim: Dim) -> str:
     if isinstance(dim, int):
         return str(dim)
     text = sympy.sstr(dim)
-    return text.replace(" ", "")
+    return str(text).replace(" ", "")
 
 
 # --- parsing dims and types (used by the text parser and by Tensor["N", 4] annotations) --
@@ -328,7 +328,7 @@ def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
         elif isinstance(da, int) and isinstance(db, int):
             raise ValueError(f"shapes {shape_str(a)} and {shape_str(b)} do not broadcast")
         elif not (getattr(da, "is_Symbol", False) and getattr(db, "is_Symbol", False)) \
-                and sympy.simplify(da - db) == 0:  # type: ignore[operator]
+                and sympy.simplify(da - db) == 0:
             # Two distinct plain symbols never simplify to 0; skipping simplify for them
             # saves ~10-40 ms per op when a frontend builds graphs over symbolic shapes.
             out.append(da)

@@ -27,7 +27,7 @@ def static_elements(node: Node) -> int | None:
         return None
     if not all(isinstance(d, int) for d in t.shape):
         return None
-    return math.prod(t.shape)  # type: ignore[arg-type]
+    return math.prod(t.shape)
 
 
 def _matmul_flops(node: Node) -> int | None:

@@ -53,7 +53,7 @@ def blas_threads() -> int:
     if info is not None:
         blas = [i["num_threads"] for i in info() if i.get("user_api") == "blas"]
         if blas:
-            return max(blas)
+            return int(max(blas))
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
         value = os.environ.get(var, "")
         if value.isdigit() and int(value) > 0:
