@@ -11,6 +11,7 @@ import pytest
 
 import nexus as nx
 from nexus.frontend.script import ScriptError, script_source
+from nexus.passes import optimize
 
 # (source of `f`, expected text in the message, 1-based line of the error, call args or
 # None when the error comes at decoration)
@@ -178,10 +179,9 @@ def test_mutating_a_python_list_is_rejected() -> None:
 
 
 def test_assert_survives_optimization() -> None:
-    passes = pytest.importorskip("nexus.passes")
     f = script_source("def f(x):\n    y = x * 2\n    assert y < 10, 'too big'\n    return x\n", "f")
     assert f(1) == 1
-    g = passes.optimize(f.graph.clone()[0])
+    g = optimize(f.graph.clone()[0])
     assert nx.run(g, 2) == 2
     with pytest.raises(nx.NexusRuntimeError, match="too big"):
         nx.run(g, 7)

@@ -10,6 +10,7 @@ import nexus as nx
 from nexus import Tensor
 from nexus.ir.printer import structural_diff
 from nexus.testing.py_gen import trivial_phis
+from nexus.viz import to_dot
 
 
 def check_graph(g: nx.Graph) -> None:
@@ -18,10 +19,6 @@ def check_graph(g: nx.Graph) -> None:
     assert not trivial_phis(g)  # Braun et al.: no Phi with one distinct input is left
     again = nx.parse(nx.print_graph(g))
     assert structural_diff(again, g) == ""
-    try:
-        from nexus.viz import to_dot
-    except ImportError:  # the viz module is optional for this test
-        return
     dot = to_dot(g)
     assert "digraph" in str(dot)
 
