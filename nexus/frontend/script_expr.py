@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from nexus.frontend.script_errors import ScriptError, SourceText, error_at
+from nexus.frontend.script_errors import ScriptError, SourceText, error_at, matmul_mismatch
 from nexus.frontend.script_source import ParsedFunction
 from nexus.frontend.script_ssa import UNDEF, MergeTypeError, SSABuilder, generalize
 from nexus.frontend.script_types import (
@@ -30,7 +30,7 @@ from nexus.frontend.script_types import (
 )
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
-from nexus.ir.opdef import OpTypeError
+from nexus.ir.opdef import OpTypeError, get_op
 from nexus.ir.types import TensorType, Type, dtype_of, format_dim, numpy_dtype
 
 
@@ -152,9 +152,20 @@ class ExprLowering:
         try:
             return self.g.add(op, inputs, block or self.cur, attrs, type=type, name=name, loc=self._loc)
         except OpTypeError as e:
-            kinds = ", ".join(str(v.type) for v in inputs)
-            raise self.error(None, f"{e} (operands: {kinds})",
-                             "convert explicitly with float(...)/int(...) or check the shapes") from None
+            raise self.op_error(op, inputs, attrs, e) from None
+
+    def op_error(self, op: str, inputs: list[Node], attrs: dict[str, Any] | None, e: OpTypeError) -> ScriptError:
+        """An op's type rule rejected its operands.  A conversion hint only where the dtypes
+        are at fault; a shape error names the shapes (for MatMul the dims that disagree)."""
+        kinds = ", ".join(str(v.type) for v in inputs)
+        if not _shapes_at_fault(op, inputs, attrs):
+            return self.error(None, f"{e} (operands: {kinds})", "convert explicitly with float(...)/int(...)")
+        types_ = [v.type for v in inputs]
+        if op == "MatMul" and all(isinstance(t, TensorType) for t in types_):
+            why = matmul_mismatch(types_[0], types_[1], _operand_texts(self._node))  # type: ignore[arg-type]
+            if why is not None:
+                return self.error(None, why[0], why[1])
+        return self.error(None, f"{e} (operands: {kinds})")
 
     def const(self, value: Any, dtype: str) -> Node:
         """A Constant in the entry block (evaluated once per call, shared)."""
@@ -675,6 +686,31 @@ def _fold(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Static | None:
     if isinstance(out, int) and I64_MIN <= out <= I64_MAX:
         return Static(out)
     return None
+
+
+def _shapes_at_fault(op: str, inputs: list[Node], attrs: dict[str, Any] | None) -> bool:
+    """Whether ``op``'s type rule accepts these operands once their shapes are forgotten
+    (unknown rank): then the shapes, not the dtypes or attributes, are what it rejected."""
+    opdef = get_op(op)
+    if opdef.type_rule is None or not opdef.arity_ok(len(inputs)):
+        return False
+    types_ = [TensorType(t.dtype, None) if isinstance(t, TensorType) else t for t in (v.type for v in inputs)]
+    if any(t is None for t in types_):
+        return False
+    try:
+        opdef.type_rule(types_, opdef.complete_attrs(attrs or {}), [None] * len(inputs))  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001  (rejected for another reason than the shapes)
+        return False
+    return True
+
+
+def _operand_texts(node: ast.AST | None) -> tuple[str, str]:
+    """The two operands of ``a @ b`` or ``f(a, b)`` as written, for hints."""
+    if isinstance(node, ast.BinOp):
+        return ast.unparse(node.left), ast.unparse(node.right)
+    if isinstance(node, ast.Call) and len(node.args) >= 2:
+        return ast.unparse(node.args[0]), ast.unparse(node.args[1])
+    return "the left operand", "the right operand"
 
 
 def _fits_not(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> bool:
