@@ -84,12 +84,15 @@ _BINOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
     ast.Mod: ("Mod", operator.mod),
     ast.Pow: ("Pow", operator.pow),
     ast.MatMult: ("MatMul", operator.matmul),
-    ast.BitAnd: ("And", operator.and_),
-    ast.BitOr: ("Or", operator.or_),
-    ast.BitXor: ("Xor", operator.xor),
-    ast.LShift: ("", operator.lshift),
-    ast.RShift: ("", operator.rshift),
+    ast.BitAnd: ("BitwiseAnd", operator.and_),
+    ast.BitOr: ("BitwiseOr", operator.or_),
+    ast.BitXor: ("BitwiseXor", operator.xor),
+    ast.LShift: ("LeftShift", operator.lshift),
+    ast.RShift: ("RightShift", operator.rshift),
 }
+# &, |, ^ on bools are the logical ops (Python's True & False is a bool).
+_LOGICAL = {"BitwiseAnd": "And", "BitwiseOr": "Or", "BitwiseXor": "Xor"}
+_SHIFTS = frozenset({"LeftShift", "RightShift"})
 _CMPOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
     ast.Lt: ("Less", operator.lt),
     ast.LtE: ("LessEqual", operator.le),
@@ -353,20 +356,26 @@ class ExprLowering:
             if _fits_not(fn, a.value, b.value):
                 raise self.error(node, f"the integer result of `{a.value!r} {_OP_SYMBOL[type(op)]} {b.value!r}` "
                                        "does not fit in int64", "scripts compute with 64-bit integers; use a float")
-        sym = _OP_SYMBOL[type(op)]
-        if not name:
-            raise self.error(node, f"the shift operator `{sym}` is not supported", "multiply or floor-divide by 2**k")
-        if name in ("And", "Or", "Xor"):
-            x, y = self.unify([a, b], arith=False)
-            if _dtype(x) != "bool":
-                raise self.error(node, f"bitwise `{sym}` is only supported on bools, not {_dtype(x)}",
-                                 "use `and`/`or` for conditions; integers have no bitwise ops here")
-            return self.emit(name, [x, y])
+        if name in _LOGICAL or name in _SHIFTS:
+            return self.bitwise(name, _OP_SYMBOL[type(op)], a, b, node)
         if name == "Pow":
             return self.power(a, b, node)
         x, y = self.unify([a, b], arith=True)
         if name == "Div" and not is_float(_dtype(x)):
             x, y = self.cast(x, "f64"), self.cast(y, "f64")  # Python's / on ints gives a float
+        return self.emit(name, [x, y])
+
+    def bitwise(self, name: str, sym: str, a: Val, b: Val, node: ast.AST) -> Node:
+        """``&``, ``|``, ``^``, ``<<``, ``>>`` with Python's typing: on two bools the first
+        three are the logical ops; a bool next to an int is an int (``True & 3 == 1``), and
+        shifts make bools ints (``True << 1 == 2``).  Floats have no bitwise ops."""
+        x, y = self.unify([a, b], arith=name in _SHIFTS)
+        dt = _dtype(x)
+        if dt == "bool":
+            return self.emit(_LOGICAL[name], [x, y])
+        if not is_int(dt):
+            raise self.error(node, f"`{sym}` needs integers or bools, not {dt}",
+                             "convert with int(...) (nx.cast(x, 'i64') for tensors)")
         return self.emit(name, [x, y])
 
     def power(self, a: Val, b: Val, node: ast.AST) -> Node:
@@ -397,14 +406,15 @@ class ExprLowering:
             if dt == "bool":
                 x = self.cast(x, "i64")
             return self.emit("Neg", [x])
-        # ~x: logical not on bool tensors (NumPy), -x - 1 on ints (Python)
+        # ~x: logical not on bool tensors (NumPy), -x - 1 on ints and Python bools (Python)
         if dt == "bool" and weak_dtype_of(x) is None:
             return self.emit("Not", [x])
         if dt == "bool":
             x = self.cast(x, "i64")
         if not is_int(_dtype(x)):
-            raise self.error(node, f"`~` needs an integer, got {_dtype(x)}")
-        return self.emit("Sub", [self.emit("Neg", [x]), self.const(1, _dtype(x))])
+            raise self.error(node, f"`~` needs an integer or a bool, not {_dtype(x)}",
+                             "convert with int(...) (nx.cast(x, 'i64') for tensors)")
+        return self.emit("BitwiseNot", [x])
 
     def truth(self, v: Val, node: ast.AST | None = None) -> Node:
         """A bool scalar: Python's truth value of ``v``."""
