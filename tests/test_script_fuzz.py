@@ -21,6 +21,7 @@ def test_generator_makes_the_promised_constructs() -> None:
 
     text = "".join(Gen(random.Random(s)).program().split("def f(")[1] for s in range(40))
     for construct in ("while ", "for ", "break", "continue", "elif ", "else:", " and ", " or ", "return ",
-                      "_absdiff(", ", ", "+=", "range(", "_tri(", "_steps("):
+                      "_absdiff(", ", ", "+=", "range(", "_tri(", "_steps(", " & ", " | ", " ^ ", "(~", " << ",
+                      " >> ", ") & ("):
         assert construct in text, construct
 
