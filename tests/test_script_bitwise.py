@@ -11,6 +11,7 @@ import pytest
 
 import nexus as nx
 from nexus.frontend.script import ScriptError, script_source
+from nexus.passes import optimize
 
 OPS = ["&", "|", "^", "<<", ">>"]
 
@@ -125,3 +126,17 @@ def test_floats_are_refused_at_build(src: str, message: str) -> None:
     exec(compile(src, "<oracle>", "exec"), ns)  # noqa: S102  (plain Python, the oracle)
     with pytest.raises(TypeError):  # Python refuses them too
         ns["f"](1.5)
+
+
+def test_optimizer_keeps_a_failing_shift_on_its_path() -> None:
+    """A shift by a negative constant in a branch not taken must not fail: constant folding
+    leaves it, and LICM does not hoist it out of the branch (may_fail_on_int)."""
+    src = ("def f(a, n):\n    t = 0\n    for i in range(n):\n        if a > 0:\n            t = t + (5 << -1)\n"
+           "        t = t ^ (i << 2)\n    return t\n")
+    f = script_source(src, "f")
+    g = optimize(f.graph_for(-1, 4).clone()[0])
+    assert nx.run(g, -1, 4) == f.fn(-1, 4)
+    with pytest.raises(nx.NexusRuntimeError, match="negative shift count"):
+        nx.run(g, 1, 4)
+    with pytest.raises(ValueError):
+        f.fn(1, 4)
