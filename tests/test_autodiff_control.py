@@ -12,9 +12,11 @@ import pytest
 import nexus as nx
 from nexus.autodiff import vjp_graph
 from nexus.autodiff.examples import damped_loop, damped_python, rnn
+from nexus.frontend import script
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType
+from nexus.passes import optimize
 from nexus.testing.extras import require
 
 MODES = ["graph", "tape"]
@@ -228,8 +230,6 @@ def test_errors_name_the_problem() -> None:
 
 
 def _script_rnn() -> object:
-    script = require("nexus.frontend.script", "script")
-
     def rnn_cell(W: object, U: object, x: object, h: object) -> object:
         return nx.tanh(W @ x + U @ h)  # type: ignore[attr-defined,operator]
 
@@ -263,7 +263,6 @@ def test_script_rnn_matches_torch(mode: str) -> None:
 def test_gradient_graphs_optimise_and_still_agree() -> None:
     """The gradient graph is an ordinary graph: the default pipeline (verifying after each
     pass) keeps its results."""
-    passes = require("nexus.passes", "passes")
     cases = [(rnn(), (1, 2, 3), _rnn_args(np.random.default_rng(5), 4)),
              (damped_loop(), (0, 1), [np.full(5, 3.0), np.full(5, 0.1), 0.1, 6.0, 40]),
              (_nested(), (0, 1), [np.array([0.3, -0.8]), 0.9, 4])]
@@ -271,7 +270,7 @@ def test_gradient_graphs_optimise_and_still_agree() -> None:
         gg = vjp_graph(g, argnums, seed="ones")
         want = nx.run(gg, *args)
         opt, _ = gg.clone()
-        passes.optimize(opt, verify_each=True)
+        optimize(opt, verify_each=True)
         got = nx.run(opt, *args)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-12)

@@ -29,6 +29,9 @@ _OLD_INT_DIV = {"Div", "FloorDiv", "Mod", "Pow"}
 _OLD_COMMUTATIVE = {"Add", "Mul", "Maximum", "Minimum", "Equal", "NotEqual", "And", "Or", "Xor"}
 # Dropped on purpose: maximum/minimum of +0.0 and -0.0 depend on the order.
 NOT_COMMUTATIVE_NOW = {"Maximum", "Minimum"}
+# Ops added since: the integer bitwise ops (shifts raise on a negative count).
+NEW_COMMUTATIVE = {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}
+NEW_INT_MAY_FAIL = {"LeftShift", "RightShift"}
 
 
 def _old_may_fail(op: OpDef) -> bool:
@@ -50,19 +53,22 @@ def test_may_fail_matches_the_old_lists() -> None:
 
 
 def test_may_fail_on_int_and_commutative_match_the_old_lists() -> None:
-    assert {name for name, op in OPS.items() if op.may_fail_on_int} == _OLD_INT_DIV
-    assert {name for name, op in OPS.items() if op.commutative} == _OLD_COMMUTATIVE - NOT_COMMUTATIVE_NOW
+    assert {name for name, op in OPS.items() if op.may_fail_on_int} == _OLD_INT_DIV | NEW_INT_MAY_FAIL
+    assert {name for name, op in OPS.items() if op.commutative} == (
+        _OLD_COMMUTATIVE - NOT_COMMUTATIVE_NOW) | NEW_COMMUTATIVE
     for op in all_ops().values():  # control ops too: every flag is a plain bool
         assert {type(op.may_fail), type(op.may_fail_on_int), type(op.commutative)} == {bool}, op.name
 
 
-@pytest.mark.parametrize("name", sorted(_OLD_COMMUTATIVE - NOT_COMMUTATIVE_NOW))
+@pytest.mark.parametrize("name", sorted((_OLD_COMMUTATIVE - NOT_COMMUTATIVE_NOW) | NEW_COMMUTATIVE))
 def test_commutative_kernels_ignore_the_order(name: str) -> None:
     op = OPS[name]
     assert len(op.inputs) == 2 and not op.variadic
     rng = np.random.default_rng(0)
     if name in ("And", "Or", "Xor"):
         a, b = rng.random(16) < 0.5, rng.random(16) < 0.5
+    elif name in NEW_COMMUTATIVE:
+        a, b = rng.integers(-100, 100, 16), rng.integers(-100, 100, 16)
     else:  # signed zeros included: commutative means bit for bit
         a = np.concatenate([rng.integers(-3, 4, 16).astype(np.float64), [0.0, -0.0]])
         b = np.concatenate([rng.integers(-3, 4, 16).astype(np.float64), [-0.0, 0.0]])
@@ -71,6 +77,14 @@ def test_commutative_kernels_ignore_the_order(name: str) -> None:
     np.testing.assert_array_equal(ab, ba)
     if ab.dtype.kind == "f":
         np.testing.assert_array_equal(np.signbit(ab), np.signbit(ba))
+
+
+@pytest.mark.parametrize("name", sorted(NEW_INT_MAY_FAIL))
+def test_shifts_raise_on_a_negative_count(name: str) -> None:
+    kernel = OPS[name].kernel
+    assert kernel is not None
+    with pytest.raises(ValueError, match="negative shift count"):
+        kernel(np.array([2, 2], np.int64), np.array([1, -1], np.int64))
 
 
 @pytest.mark.parametrize("name", sorted(_OLD_INT_DIV))

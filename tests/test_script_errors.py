@@ -11,6 +11,7 @@ import pytest
 
 import nexus as nx
 from nexus.frontend.script import ScriptError, script_source
+from nexus.passes import optimize
 
 # (source of `f`, expected text in the message, 1-based line of the error, call args or
 # None when the error comes at decoration)
@@ -58,7 +59,7 @@ CASES: list[tuple[str, str, int, tuple | None]] = [
     ("def f(x):\n    if x:\n        return 1\n    return 0\n",
      "the truth value of a tensor of shape [x_0] is ambiguous", 2, (np.ones(3),)),
     ("def f(a, b):\n    return a ** b\n", "`**` on integers needs a constant exponent", 2, (2, 3)),
-    ("def f(a, b):\n    return a & b\n", "bitwise `&` is only supported on bools", 2, (2, 3)),
+    ("def f(a, b):\n    return a & b\n", "`&` needs integers or bools, not f64", 2, (2.0, 3)),
     ("def f(x):\n    return x.sum()\n", "tensor attribute `.sum` is not supported", 2, (np.ones(3),)),
     ("def f(x):\n    if x > 0:\n        return x, x\n    return x\n",
      "this return gives 1 values but an earlier one gives 2", 4, (1,)),
@@ -178,10 +179,68 @@ def test_mutating_a_python_list_is_rejected() -> None:
 
 
 def test_assert_survives_optimization() -> None:
-    passes = pytest.importorskip("nexus.passes")
     f = script_source("def f(x):\n    y = x * 2\n    assert y < 10, 'too big'\n    return x\n", "f")
     assert f(1) == 1
-    g = passes.optimize(f.graph.clone()[0])
+    g = optimize(f.graph.clone()[0])
     assert nx.run(g, 2) == 2
     with pytest.raises(nx.NexusRuntimeError, match="too big"):
         nx.run(g, 7)
+
+
+MATMUL_SRC = 'def f(a: nx.Tensor["N", 3], b: nx.Tensor[4, "M"]):\n    c = a * 2.0\n    return {expr}\n'
+
+
+@pytest.mark.parametrize("expr", ["c @ b", "nx.matmul(c, b)", "np.matmul(c, b)"])
+def test_matmul_shape_mismatch_names_shapes_and_dims(expr: str) -> None:
+    """A shape error is not a dtype error: the message gives both shapes, the two dims that
+    must agree and where they are, and no hint about float(...)/int(...)."""
+    f = script_source(MATMUL_SRC.format(expr=expr), "f", {"nx": nx, "np": np})
+    with pytest.raises(ScriptError) as info:
+        f(np.ones((2, 3)), np.ones((4, 5)))
+    err = info.value
+    text = str(err)
+    assert err.line == 3, text
+    assert "f64[N, 3]" in text and "f64[4, M]" in text, text
+    assert "dim 1 of the left operand is 3" in text and "dim 0 of the right operand is 4" in text, text
+    assert "float(" not in text and "int(" not in text, text
+    lines = text.splitlines()
+    caret = next(i for i, ln in enumerate(lines) if ln.strip() == "^")
+    assert lines[caret - 1].strip() == f"return {expr}"
+    assert lines[caret].index("^") == lines[caret - 1].index(expr)
+
+
+def test_matmul_shape_mismatch_hints_a_transpose_when_one_fits() -> None:
+    src = 'def f(a: nx.Tensor["N", 3], b: nx.Tensor[4, 3]):\n    return a @ b\n'
+    with pytest.raises(ScriptError) as info:
+        script_source(src, "f", {"nx": nx})(np.ones((2, 3)), np.ones((4, 3)))
+    text = str(info.value)
+    assert "dim 1 of the left operand is 3" in text and "dim 0 of the right operand is 4" in text, text
+    assert "instead:" in text and "b.T" in text, text
+    # the hint is right: with it the script runs, and gives NumPy's result
+    g = script_source(src.replace("a @ b", "a @ b.T"), "f", {"nx": nx})
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(4, 3)
+    np.testing.assert_allclose(g(a, b), a @ b.T)
+
+
+def test_matmul_batch_dims_that_do_not_broadcast() -> None:
+    src = 'def f(a: nx.Tensor[2, "N", 3], b: nx.Tensor[5, 3, "M"]):\n    return a @ b\n'
+    with pytest.raises(ScriptError) as info:
+        script_source(src, "f", {"nx": nx})(np.ones((2, 4, 3)), np.ones((5, 3, 6)))
+    text = str(info.value)
+    assert "f64[2, N, 3]" in text and "f64[5, 3, M]" in text and "batch dims [2] and [5]" in text, text
+    assert "float(" not in text, text
+
+
+def test_broadcast_mismatch_has_no_conversion_hint() -> None:
+    src = 'def f(a: nx.Tensor[3], b: nx.Tensor[4]):\n    return a + b\n'
+    with pytest.raises(ScriptError) as info:
+        script_source(src, "f", {"nx": nx})(np.ones(3), np.ones(4))
+    text = str(info.value)
+    assert "[3]" in text and "[4]" in text and "float(" not in text, text
+
+
+def test_dtype_error_keeps_the_conversion_hint() -> None:
+    src = "def f(a):\n    return nx.relu(a)\n"
+    with pytest.raises(ScriptError) as info:
+        script_source(src, "f", {"nx": nx})(np.ones(2, bool))
+    assert "float(" in str(info.value), str(info.value)

@@ -3,6 +3,10 @@ plain Python and NumPy: the oracle is always the undecorated function or a NumPy
 
 from __future__ import annotations
 
+import operator
+import textwrap
+import types
+
 import numpy as np
 import pytest
 
@@ -10,6 +14,7 @@ import nexus as nx
 from nexus import Tensor
 from nexus.ir.printer import structural_diff
 from nexus.testing.py_gen import trivial_phis
+from nexus.viz import to_dot
 
 
 def check_graph(g: nx.Graph) -> None:
@@ -18,10 +23,6 @@ def check_graph(g: nx.Graph) -> None:
     assert not trivial_phis(g)  # Braun et al.: no Phi with one distinct input is left
     again = nx.parse(nx.print_graph(g))
     assert structural_diff(again, g) == ""
-    try:
-        from nexus.viz import to_dot
-    except ImportError:  # the viz module is optional for this test
-        return
     dot = to_dot(g)
     assert "digraph" in str(dot)
 
@@ -194,3 +195,71 @@ def test_rnn_symbolic_shapes_in_graph() -> None:
     g = rnn.graph
     text = nx.print_graph(g)
     assert "f32[T, D]" in text and "f32[H]" in text
+
+
+# Seed 001, section 4.3, examples 1 and 2, copied verbatim (the seed writes them at module
+# level with `import nexus`); each becomes a function body that returns the seed's result.
+SEED001_IFELSE = """\
+a = nexus.constant(1.0)
+b = nexus.constant(2.0)
+if nexus.less(a, b):
+    c = nexus.add(a, b)
+else:
+    c = nexus.subtract(a, b)
+d = nexus.multiply(c, 2.0)
+"""
+SEED001_SKIP5 = """\
+sum = nexus.constant(0)
+i = nexus.constant(1)
+while i <= 10:
+    if i == 5:
+        i = i + 1
+        continue
+    sum = sum + i
+    i = i + 1
+    if sum > 25:
+
+
+
+
+        break
+result = sum
+"""
+
+
+def _as_function(body: str, result: str) -> str:
+    return "def f():\n" + textwrap.indent(body, "    ") + f"    return {result}\n"
+
+
+# The oracle: the same source as plain Python, nexus's functions being Python's operators
+# and nexus.constant the identity.
+PLAIN_NEXUS = types.SimpleNamespace(constant=lambda v: v, less=operator.lt, add=operator.add,
+                                    subtract=operator.sub, multiply=operator.mul)
+
+
+@pytest.mark.parametrize("body,result,want", [(SEED001_IFELSE, "d", 6.0), (SEED001_SKIP5, "result", 31)],
+                         ids=["ifelse", "skip5"])
+def test_seed001_examples_verbatim(body: str, result: str, want: float) -> None:
+    src = _as_function(body, result)
+    namespace: dict = {"nexus": PLAIN_NEXUS}
+    exec(compile(src, "<seed 001>", "exec"), namespace)  # noqa: S102  (the seed's own example)
+    expected = namespace["f"]()
+    assert expected == want and type(expected) is type(want)
+    f = nx.script_source(src, "f", {"nexus": nx})
+    got = f()
+    assert got == expected and type(got) is type(expected)
+    check_graph(f.graph)
+
+
+def test_script_constant_takes_a_dtype() -> None:
+    f = nx.script_source("def f(x):\n    return x + nx.constant(1, dtype=np.int32)\n", "f", {"nx": nx, "np": np})
+    got = f(np.arange(3, dtype=np.int32))
+    want = np.arange(3, dtype=np.int32) + np.int32(1)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    g = nx.script_source("def f(x):\n    return x * nx.constant(W) + nx.constant([1, 2, 3], dtype=np.float32)\n",
+                         "f", {"nx": nx, "np": np, "W": np.full(3, 2.0, np.float32)})
+    want = np.arange(3, dtype=np.float32) * np.float32(2) + np.array([1, 2, 3], np.float32)
+    got = g(np.arange(3, dtype=np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)

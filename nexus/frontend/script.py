@@ -14,7 +14,8 @@
 
 The source is parsed with ``ast`` and turned into SSA directly (Braun et al., CC 2013; see
 :mod:`nexus.frontend.script_ssa`).  Supported: assignments (tuple unpacking, ``+=``),
-arithmetic, comparisons (chained), ``and``/``or``/``not`` (short-circuit, with Python's
+arithmetic, bitwise operators (``& | ^ ~ << >>`` on ints; ``& | ^`` on two bools are
+logical), comparisons (chained), ``and``/``or``/``not`` (short-circuit, with Python's
 value semantics), conditional expressions, ``if``/``elif``/``else``, ``while`` and ``for``
 over ``range(...)`` or a tensor's first axis (both with ``else``), ``break``,
 ``continue``, any number of ``return``s, ``assert`` (a runtime check), subscripts and
@@ -29,9 +30,10 @@ i64 and ``float`` is **f64** (Python floats are doubles; DESIGN's weak typing ma
 float f32, which is right for the DSL but would change the results of a Python function);
 ``/`` on ints gives a float, ``//`` and ``%`` floor.  Python numbers next to a tensor take
 its dtype (NumPy's rule).  Known differences from Python: ints are 64-bit (they wrap
-instead of growing), float division by zero gives inf/nan instead of raising, ``math``
-functions run as NumPy kernels (``math.tanh`` and ``np.tanh`` may differ in the last
-bit), ``max``/``min`` propagate NaN, ``x += y`` on a tensor rebinds ``x`` (a script
+instead of growing: ``a << b`` keeps the low 64 bits, so it is 0 once ``b >= 64``), float
+division by zero gives inf/nan instead of raising, ``math`` functions run as NumPy
+kernels (``math.tanh`` and ``np.tanh`` may differ in the last bit), ``max``/``min``
+propagate NaN, ``x += y`` on a tensor rebinds ``x`` (a script
 never mutates an array), and every i64/f64/bool scalar acts as a Python number: NumPy 2
 treats ``np.float64`` scalars (``x[0]`` of a float64 array, ``np.tanh(1.0)``) as strong,
 so ``float32_array + x[0]`` is float64 in NumPy but float32 in a script.  A variable

@@ -15,10 +15,10 @@ import numpy as np
 from nexus.frontend.script_expr import Edge, ExprLowering, NexusOp, Scope, Static, TupleVal, Val, _dtype
 from nexus.frontend.script_source import parse_function
 from nexus.frontend.script_ssa import generalize
-from nexus.frontend.script_types import is_int, is_number, weak_dtype_of
+from nexus.frontend.script_types import is_int, is_number, py_dtype, weak_dtype_of
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import REGISTRY, get_op
-from nexus.ir.types import DTYPES, TensorType, TupleType, dtype_of
+from nexus.ir.types import DTYPES, TensorType, TupleType, dtype_of, numpy_dtype
 
 # Ops that need float inputs: ints are converted to f64 first (as math and NumPy do).
 FLOAT_OPS = frozenset({"Exp", "Log", "Tanh", "Sigmoid", "Sin", "Cos", "Sqrt", "Rsqrt", "Erf", "Softmax",
@@ -146,6 +146,8 @@ class CallLowering(ExprLowering):
         if op is None:
             raise self.error(node, f"`{shown}` is not an op of the registry",
                              "see nexus.ir.all_ops() for the ops there are")
+        if op == "Constant":
+            return self.call_constant(node, shown)
         opdef = get_op(op)
         args = self.positional(node)
         attrs = self.static_kwargs(node)
@@ -181,6 +183,41 @@ class CallLowering(ExprLowering):
         if isinstance(out.type, TupleType):
             return TupleVal(tuple(self.emit("Proj", [out], {"num": i}) for i in range(len(out.type.elems))))
         return out
+
+    def call_constant(self, node: ast.Call, shown: str) -> Node:
+        """``nx.constant(value, dtype=None, name=None)``, the DSL's signature: a Constant
+        holding a value known when the graph is built.  Without ``dtype`` a Python number
+        keeps Python's typing (a weak scalar, as the literal itself would be)."""
+        attrs = self.static_kwargs(node)
+        unknown = sorted(set(attrs) - {"dtype", "name"})
+        if len(node.args) != 1 or unknown:
+            got = f"the keyword `{unknown[0]}`" if unknown else f"{len(node.args)} positional arguments"
+            raise self.error(node, f"`{shown}` takes one value and the keywords dtype and name, got {got}",
+                             "write nx.constant(1.0) or nx.constant(values, dtype=np.float32)")
+        try:
+            value: Any = ast.literal_eval(node.args[0])  # numbers, and lists or tuples of them
+        except ValueError:
+            v = self.expr(node.args[0])
+            if not isinstance(v, Static):
+                raise self.error(node.args[0], f"`{shown}` needs a value known when the graph is built, "
+                                               "not a tensor computed by the script",
+                                 "use the tensor itself, or nx.cast(x, dtype) to change its dtype") from None
+            value = v.value
+        dtype = attrs.get("dtype")
+        if is_number(value) and dtype is None:
+            if "name" not in attrs:
+                return self.static_const(value)
+            dtype = py_dtype(value)
+        try:
+            arr = np.asarray(value, dtype=None if dtype is None else numpy_dtype(dtype))
+            dtype_of(arr.dtype)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise self.error(node.args[0], f"`{shown}` cannot hold {value!r}: {e}",
+                             "pass a number, a NumPy array, or a list of numbers") from None
+        if "name" in attrs:
+            return self.g.add("Constant", [], self.g.start_block, {"value": arr}, name=str(attrs["name"]),
+                              loc=self._loc)
+        return self.const(arr, dtype_of(arr.dtype))
 
     def to_float(self, x: Node) -> Node:
         return x if _dtype(x).startswith("f") else self.cast(x, "f64")

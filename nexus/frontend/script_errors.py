@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from nexus.ir.types import Dim, TensorType, broadcast_shapes, shape_str
+
 
 @dataclass(frozen=True)
 class SourceText:
@@ -75,3 +77,43 @@ def error_at(src: SourceText, node: ast.AST | None, msg: str, hint: str = "") ->
     # The quoted line is the file's line: restore the indentation removed by dedent.
     full = " " * src.col_offset + text
     return ScriptError(msg, src.file, src.file_line(node), col + src.col_offset, full, hint, src.func_name)
+
+
+def matmul_mismatch(a: TensorType, b: TensorType, names: tuple[str, str]) -> tuple[str, str] | None:
+    """Why ``a @ b`` has no shape under NumPy's matmul rules, as (message, hint): the
+    contraction dims that differ, or batch dims that do not broadcast.  The hint names a
+    transpose only when it makes the shapes fit.  None when the shapes are not the problem.
+    ``names`` are the operands as written (source text), for the hint."""
+    sa, sb = a.shape, b.shape
+    if sa is None or sb is None:
+        return None
+    both = f"{a} @ {b}"
+    if not sa or not sb:
+        return f"the matrix product {both} needs operands of rank >= 1", "multiply by a scalar with `*`"
+    ka, kb = len(sa) - 1, max(len(sb) - 2, 0)
+    da, db = sa[ka], sb[kb]
+    if isinstance(da, int) and isinstance(db, int) and da != db:
+        msg = (f"the shapes of the matrix product {both} do not fit: dim {ka} of the left operand is {da} "
+               f"but dim {kb} of the right operand is {db}; they must be equal")
+        hint = ""
+        if len(sa) == 2 and len(sb) == 2:
+            if _same_dim(sa[1], sb[1]):
+                hint = f"if the right operand is stored transposed, transpose it: `{_paren(names[1])}.T`"
+            elif _same_dim(sa[0], sb[0]):
+                hint = f"if the left operand is stored transposed, transpose it: `{_paren(names[0])}.T`"
+        return msg, hint
+    ba, bb = sa[:-2] if len(sa) >= 2 else (), sb[:-2] if len(sb) >= 2 else ()
+    try:
+        broadcast_shapes(ba, bb)
+    except ValueError:
+        return f"the batch dims {shape_str(ba)} and {shape_str(bb)} of the matrix product {both} do not broadcast", ""
+    return None
+
+
+def _same_dim(x: Dim, y: Dim) -> bool:
+    """Equal for sure: the same int, or the same symbol (sympy's == is structural)."""
+    return bool(x == y)
+
+
+def _paren(text: str) -> str:
+    return text if text.replace(".", "").replace("_", "").isalnum() else f"({text})"

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from nexus.frontend.script_errors import ScriptError, SourceText, error_at
+from nexus.frontend.script_errors import ScriptError, SourceText, error_at, matmul_mismatch
 from nexus.frontend.script_source import ParsedFunction
 from nexus.frontend.script_ssa import UNDEF, MergeTypeError, SSABuilder, generalize
 from nexus.frontend.script_types import (
@@ -30,7 +30,7 @@ from nexus.frontend.script_types import (
 )
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
-from nexus.ir.opdef import OpTypeError
+from nexus.ir.opdef import OpTypeError, get_op
 from nexus.ir.types import TensorType, Type, dtype_of, format_dim, numpy_dtype
 
 
@@ -84,12 +84,15 @@ _BINOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
     ast.Mod: ("Mod", operator.mod),
     ast.Pow: ("Pow", operator.pow),
     ast.MatMult: ("MatMul", operator.matmul),
-    ast.BitAnd: ("And", operator.and_),
-    ast.BitOr: ("Or", operator.or_),
-    ast.BitXor: ("Xor", operator.xor),
-    ast.LShift: ("", operator.lshift),
-    ast.RShift: ("", operator.rshift),
+    ast.BitAnd: ("BitwiseAnd", operator.and_),
+    ast.BitOr: ("BitwiseOr", operator.or_),
+    ast.BitXor: ("BitwiseXor", operator.xor),
+    ast.LShift: ("LeftShift", operator.lshift),
+    ast.RShift: ("RightShift", operator.rshift),
 }
+# &, |, ^ on bools are the logical ops (Python's True & False is a bool).
+_LOGICAL = {"BitwiseAnd": "And", "BitwiseOr": "Or", "BitwiseXor": "Xor"}
+_SHIFTS = frozenset({"LeftShift", "RightShift"})
 _CMPOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
     ast.Lt: ("Less", operator.lt),
     ast.LtE: ("LessEqual", operator.le),
@@ -152,9 +155,20 @@ class ExprLowering:
         try:
             return self.g.add(op, inputs, block or self.cur, attrs, type=type, name=name, loc=self._loc)
         except OpTypeError as e:
-            kinds = ", ".join(str(v.type) for v in inputs)
-            raise self.error(None, f"{e} (operands: {kinds})",
-                             "convert explicitly with float(...)/int(...) or check the shapes") from None
+            raise self.op_error(op, inputs, attrs, e) from None
+
+    def op_error(self, op: str, inputs: list[Node], attrs: dict[str, Any] | None, e: OpTypeError) -> ScriptError:
+        """An op's type rule rejected its operands.  A conversion hint only where the dtypes
+        are at fault; a shape error names the shapes (for MatMul the dims that disagree)."""
+        kinds = ", ".join(str(v.type) for v in inputs)
+        if not _shapes_at_fault(op, inputs, attrs):
+            return self.error(None, f"{e} (operands: {kinds})", "convert explicitly with float(...)/int(...)")
+        types_ = [v.type for v in inputs]
+        if op == "MatMul" and all(isinstance(t, TensorType) for t in types_):
+            why = matmul_mismatch(types_[0], types_[1], _operand_texts(self._node))  # type: ignore[arg-type]
+            if why is not None:
+                return self.error(None, why[0], why[1])
+        return self.error(None, f"{e} (operands: {kinds})")
 
     def const(self, value: Any, dtype: str) -> Node:
         """A Constant in the entry block (evaluated once per call, shared)."""
@@ -342,20 +356,26 @@ class ExprLowering:
             if _fits_not(fn, a.value, b.value):
                 raise self.error(node, f"the integer result of `{a.value!r} {_OP_SYMBOL[type(op)]} {b.value!r}` "
                                        "does not fit in int64", "scripts compute with 64-bit integers; use a float")
-        sym = _OP_SYMBOL[type(op)]
-        if not name:
-            raise self.error(node, f"the shift operator `{sym}` is not supported", "multiply or floor-divide by 2**k")
-        if name in ("And", "Or", "Xor"):
-            x, y = self.unify([a, b], arith=False)
-            if _dtype(x) != "bool":
-                raise self.error(node, f"bitwise `{sym}` is only supported on bools, not {_dtype(x)}",
-                                 "use `and`/`or` for conditions; integers have no bitwise ops here")
-            return self.emit(name, [x, y])
+        if name in _LOGICAL or name in _SHIFTS:
+            return self.bitwise(name, _OP_SYMBOL[type(op)], a, b, node)
         if name == "Pow":
             return self.power(a, b, node)
         x, y = self.unify([a, b], arith=True)
         if name == "Div" and not is_float(_dtype(x)):
             x, y = self.cast(x, "f64"), self.cast(y, "f64")  # Python's / on ints gives a float
+        return self.emit(name, [x, y])
+
+    def bitwise(self, name: str, sym: str, a: Val, b: Val, node: ast.AST) -> Node:
+        """``&``, ``|``, ``^``, ``<<``, ``>>`` with Python's typing: on two bools the first
+        three are the logical ops; a bool next to an int is an int (``True & 3 == 1``), and
+        shifts make bools ints (``True << 1 == 2``).  Floats have no bitwise ops."""
+        x, y = self.unify([a, b], arith=name in _SHIFTS)
+        dt = _dtype(x)
+        if dt == "bool":
+            return self.emit(_LOGICAL[name], [x, y])
+        if not is_int(dt):
+            raise self.error(node, f"`{sym}` needs integers or bools, not {dt}",
+                             "convert with int(...) (nx.cast(x, 'i64') for tensors)")
         return self.emit(name, [x, y])
 
     def power(self, a: Val, b: Val, node: ast.AST) -> Node:
@@ -386,14 +406,15 @@ class ExprLowering:
             if dt == "bool":
                 x = self.cast(x, "i64")
             return self.emit("Neg", [x])
-        # ~x: logical not on bool tensors (NumPy), -x - 1 on ints (Python)
+        # ~x: logical not on bool tensors (NumPy), -x - 1 on ints and Python bools (Python)
         if dt == "bool" and weak_dtype_of(x) is None:
             return self.emit("Not", [x])
         if dt == "bool":
             x = self.cast(x, "i64")
         if not is_int(_dtype(x)):
-            raise self.error(node, f"`~` needs an integer, got {_dtype(x)}")
-        return self.emit("Sub", [self.emit("Neg", [x]), self.const(1, _dtype(x))])
+            raise self.error(node, f"`~` needs an integer or a bool, not {_dtype(x)}",
+                             "convert with int(...) (nx.cast(x, 'i64') for tensors)")
+        return self.emit("BitwiseNot", [x])
 
     def truth(self, v: Val, node: ast.AST | None = None) -> Node:
         """A bool scalar: Python's truth value of ``v``."""
@@ -675,6 +696,31 @@ def _fold(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Static | None:
     if isinstance(out, int) and I64_MIN <= out <= I64_MAX:
         return Static(out)
     return None
+
+
+def _shapes_at_fault(op: str, inputs: list[Node], attrs: dict[str, Any] | None) -> bool:
+    """Whether ``op``'s type rule accepts these operands once their shapes are forgotten
+    (unknown rank): then the shapes, not the dtypes or attributes, are what it rejected."""
+    opdef = get_op(op)
+    if opdef.type_rule is None or not opdef.arity_ok(len(inputs)):
+        return False
+    types_ = [TensorType(t.dtype, None) if isinstance(t, TensorType) else t for t in (v.type for v in inputs)]
+    if any(t is None for t in types_):
+        return False
+    try:
+        opdef.type_rule(types_, opdef.complete_attrs(attrs or {}), [None] * len(inputs))  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001  (rejected for another reason than the shapes)
+        return False
+    return True
+
+
+def _operand_texts(node: ast.AST | None) -> tuple[str, str]:
+    """The two operands of ``a @ b`` or ``f(a, b)`` as written, for hints."""
+    if isinstance(node, ast.BinOp):
+        return ast.unparse(node.left), ast.unparse(node.right)
+    if isinstance(node, ast.Call) and len(node.args) >= 2:
+        return ast.unparse(node.args[0]), ast.unparse(node.args[1])
+    return "the left operand", "the right operand"
 
 
 def _fits_not(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> bool:

@@ -1,6 +1,6 @@
 """Elementwise ops: constants, arithmetic, transcendental functions, activations,
-comparisons, logic and casts.  Binary ops broadcast like NumPy and require equal dtypes
-(frontends give Python scalars the dtype of the tensor they meet)."""
+comparisons, logic, integer bitwise ops and casts.  Binary ops broadcast like NumPy and
+require equal dtypes (frontends give Python scalars the dtype of the tensor they meet)."""
 
 from __future__ import annotations
 
@@ -198,6 +198,48 @@ define("And", FAMILY, ("a", "b"), _binary(BOOL), np.logical_and, doc="logical an
 define("Or", FAMILY, ("a", "b"), _binary(BOOL), np.logical_or, doc="logical or of bools", commutative=True)
 define("Xor", FAMILY, ("a", "b"), _binary(BOOL), np.logical_xor, doc="logical xor of bools", commutative=True)
 define("Not", FAMILY, ("x",), unary_rule(BOOL), np.logical_not, doc="logical not of a bool")
+
+
+# --- bitwise ops on integers ---------------------------------------------------------------
+# Python's operators on ints, in the dtype's two's complement.  The logical ops above
+# (And, Or, Xor, Not) are the bool versions; a frontend picks by dtype.
+INTS = frozenset(INT_DTYPES)
+
+
+def _shift_count(op: str, b: Any) -> None:
+    # Python raises on a negative count; NumPy would quietly give 0 or -1.
+    if np.any(b < 0):
+        raise ValueError(f"{op}: negative shift count {int(np.min(b))}")
+
+
+def _left_shift(a: Any, b: Any) -> Any:
+    """a * 2**b wrapped to the dtype: bits shifted out are lost, so a count >= the width
+    gives 0 (NumPy's definition; C and LLVM leave it undefined, so a backend must clamp)."""
+    _shift_count("LeftShift", b)
+    return np.left_shift(a, b)
+
+
+def _right_shift(a: Any, b: Any) -> Any:
+    """floor(a / 2**b): arithmetic for signed ints, so a count >= the width gives 0 or -1,
+    exactly Python's >> (NumPy's definition; C and LLVM leave it undefined)."""
+    _shift_count("RightShift", b)
+    return np.right_shift(a, b)
+
+
+for _name, _fn, _doc in [
+    ("BitwiseAnd", np.bitwise_and, "a & b on integers, bit by bit (Python's & on ints)"),
+    ("BitwiseOr", np.bitwise_or, "a | b on integers, bit by bit (Python's | on ints)"),
+    ("BitwiseXor", np.bitwise_xor, "a ^ b on integers, bit by bit (Python's ^ on ints)"),
+]:
+    define(_name, FAMILY, ("a", "b"), _binary(INTS), _fn, doc=_doc, commutative=True)
+define("BitwiseNot", FAMILY, ("x",), unary_rule(INTS), np.invert,
+       doc="~x on integers: -x - 1 for signed ints (Python's ~), 255 - x for u8")
+define("LeftShift", FAMILY, ("a", "b"), _binary(INTS), _left_shift, may_fail_on_int=True,
+       doc="a << b on integers: a * 2**b wrapped to the dtype (bits shifted out are lost; a count >= "
+           "the bit width gives 0, where Python's ints would grow); a negative count raises ValueError")
+define("RightShift", FAMILY, ("a", "b"), _binary(INTS), _right_shift, may_fail_on_int=True,
+       doc="a >> b on integers: floor(a / 2**b), arithmetic for signed ints, as Python's >> (a count >= "
+           "the bit width gives 0 or -1); a negative count raises ValueError")
 
 
 # --- casts ---------------------------------------------------------------------------------

@@ -1,26 +1,55 @@
-"""Optional dependencies in tests: skip with a reason outside CI, fail inside (CI=true)."""
+"""Optional dependencies in tests: skip with a reason outside CI, fail inside (CI=true).
+
+Only a missing *third-party* package is optional.  Nexus's own modules are imported
+directly by tests, and an ImportError that comes from Nexus code (a broken import inside
+a nexus module, a nexus module that does not exist) is a bug: it propagates, so the test
+errors instead of being skipped."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import shutil
-from types import ModuleType
+from types import ModuleType, TracebackType
 
 import pytest
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+def in_ci() -> bool:
+    """Whether we run under CI, where every extra is installed (read at each call, so
+    tests of this module can set it)."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
 
 
 def require(module: str, extra: str) -> ModuleType:
-    """Import ``module`` or skip the test (fail under CI, where every extra is installed)."""
+    """Import the optional third-party ``module`` (installed by ``pip install
+    'nexus[extra]'``) or skip the test; under CI fail instead.  An ImportError raised by
+    Nexus's own code propagates."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
+        if _is_nexus(module) or _is_nexus(e.name) or _raised_in_nexus(e.__traceback__):
+            raise
         msg = f"{module} is not installed (pip install 'nexus[{extra}]'): {e}"
-        if IN_CI:
+        if in_ci():
             pytest.fail(msg)
         pytest.skip(msg)
+
+
+def _is_nexus(name: str | None) -> bool:
+    return name is not None and (name == "nexus" or name.startswith("nexus."))
+
+
+def _raised_in_nexus(tb: TracebackType | None) -> bool:
+    """Whether a frame of the traceback runs code of a nexus module (this one aside): a
+    third-party package that imports Nexus and meets a broken nexus module."""
+    while tb is not None:
+        name = tb.tb_frame.f_globals.get("__name__")
+        if name != __name__ and _is_nexus(name):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def require_program(name: str, package: str) -> str:
@@ -28,7 +57,7 @@ def require_program(name: str, package: str) -> str:
     path = shutil.which(name)
     if path is None:
         msg = f"the {name!r} program is not installed (Debian package {package!r})"
-        if IN_CI:
+        if in_ci():
             pytest.fail(msg)
         pytest.skip(msg)
     return path

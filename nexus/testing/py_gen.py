@@ -4,10 +4,11 @@ and as scripts must agree.
 Programs have nested ``if``/``elif``/``else``, ``while`` and ``for`` loops (bounded),
 ``break``/``continue`` at any depth, early returns, ``and``/``or`` (with Python's value
 semantics on ints), chained comparisons, conditional expressions, tuple assignment,
-``+=``, inlined helpers with several returns, over ints, floats and small float arrays.
-The generator tracks which variables are definitely assigned and keeps every variable at
-one type, so each program is valid Python that a script must accept.  Values stay small
-(loop-carried ints are wrapped with ``%``), so int64 never overflows.
+``+=``, inlined helpers with several returns, bitwise operators on ints (and bools), over
+ints, floats and small float arrays.  The generator tracks which variables are definitely
+assigned and keeps every variable at one type, so each program is valid Python that a
+script must accept.  Values stay small (loop-carried ints are wrapped with ``%``, left
+shifts move by at most 4 bits), so int64 never overflows.
 
 CLI: ``python -m nexus.testing.py_gen --count 20000 [--seed S] [--optimize]`` prints each
 disagreement (the program, the inputs, both results) and a summary.
@@ -102,7 +103,7 @@ class Gen:
             if names and r.random() < 0.7:
                 return r.choice(names)
             return str(r.randint(-4, 9))
-        k = r.randrange(16)
+        k = r.randrange(20)
         a = lambda: self.int_expr(env, d - 1)  # noqa: E731
         if k == 0:
             return f"({a()} + {a()})"
@@ -136,7 +137,28 @@ class Gen:
             return f"_steps({a()})[{r.randint(0, 1)}]"
         if k == 15:
             return f"_tri({a()})"
+        if k >= 16:
+            return self.bitwise_expr(env, d, k - 16)
         return a()
+
+    def bitwise_expr(self, env: Env, d: int, k: int) -> str:
+        """``& | ^ ~ << >>`` on ints, and ``& | ^`` of a bool with an int (an int, as in
+        Python).  Left shifts move by at most 4 bits, so int64 does not overflow where
+        Python's ints would grow; right shifts take any count, past 63 and (rarely)
+        negative too, where both raise."""
+        r = self.rng
+        a = lambda: self.int_expr(env, d - 1)  # noqa: E731
+        if k == 0:
+            left = f"({self.int_expr(env, 0)} < {self.int_expr(env, 0)})" if r.random() < 0.2 else a()
+            return f"({left} {r.choice(['&', '|', '^'])} {a()})"
+        if k == 1:
+            return f"(~{a()})"
+        if k == 2:
+            count = r.choice([str(r.randint(0, 4)), f"({a()} % 5)"])
+            return f"({a()} << {count})"
+        count = r.choice([str(r.randint(0, 3)), str(r.randint(60, 70)), f"({a()} % 70)",
+                          f"({a()} & 7)", a() if r.random() < 0.1 else "1"])
+        return f"({a()} >> {count})"
 
     def float_expr(self, env: Env, d: int = 2) -> str:
         r = self.rng
@@ -207,6 +229,10 @@ class Gen:
             return f"not {self.cond(env, d - 1)}"
         if k == 6:
             return f"{self.int_expr(env, 0)} < {self.int_expr(env, 1)} <= {self.int_expr(env, 0)}"
+        if r.random() < 0.3:  # bool & bool: the logical op
+            return f"({self.cond(env, 0)}) {r.choice(['&', '|', '^'])} ({self.cond(env, 0)})"
+        if r.random() < 0.3:
+            return f"({self.int_expr(env, 1)} & {r.choice([1, 3, 4, 6])}) == 0"
         return f"{self.int_expr(env, 1)} % 2 == 0"
 
     def expr(self, t: str, env: Env) -> str:
@@ -363,8 +389,13 @@ class Gen:
             if n not in inner.vars:
                 del env.vars[n]
         if r.random() < 0.15:
-            self.lines.append(f"{ind}else:")
-            self.lines.append(f"{ind}    {self.pick_int_target(env)} = {self.int_expr(env, 1)}")
+            self.loop_else(env, ind, loops)
+
+    def loop_else(self, env: Env, ind: str, loops: int) -> None:
+        """A loop's ``else:`` assigning an int; wrapped inside an outer loop, where it runs
+        again and again (``b = b * b`` there once overflowed int64)."""
+        self.lines.append(f"{ind}else:")
+        self.lines.append(f"{ind}    {self.pick_int_target(env)} = {self.wrap(INT, self.int_expr(env, 1), loops > 0)}")
 
     def pick_int_target(self, env: Env) -> str:
         names = env.targets(INT)
@@ -384,8 +415,7 @@ class Gen:
             if n not in inner.vars:
                 del env.vars[n]
         if r.random() < 0.15:
-            self.lines.append(f"{ind}else:")
-            self.lines.append(f"{ind}    {self.pick_int_target(env)} = {self.int_expr(env, 1)}")
+            self.loop_else(env, ind, loops)
 
     def ret(self, env: Env) -> str:
         out = f"{self.int_expr(env)}, {self.float_expr(env)}"
