@@ -404,7 +404,8 @@ def _node_line(cur: _Cursor) -> _Line:
     return _Line(name, op, inputs, attrs, deps, t, loc, cur.lineno, col)
 
 
-def _build(name: str, blocks: list[_BlockText], graphs: dict[str, Graph], payload: dict[str, Any], end_line: int) -> Graph:
+def _build(name: str, blocks: list[_BlockText], graphs: dict[str, Graph], payload: dict[str, Any],
+           end_line: int) -> Graph:
     g = Graph.__new__(Graph)
     g.name, g.blocks, g.version, g._cache = name, {}, 0, {}
     values: dict[str, Node] = {}
