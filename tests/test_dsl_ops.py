@@ -37,6 +37,24 @@ def test_operators_match_numpy() -> None:
         assert np.asarray(g).dtype == np.asarray(w).dtype
 
 
+def test_bit_operators_on_integers_match_numpy() -> None:
+    """& | ^ ~ are bitwise on integers (logical on bools, above); << >> shift."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(-1000, 1000, size=6).astype(np.int64)
+    b = rng.integers(-1000, 1000, size=6).astype(np.int64)
+    s = rng.integers(0, 10, size=6).astype(np.int64)
+
+    @nx.graph(x=("i64", (6,)), y=("i64", (6,)), k=("i64", (6,)))
+    def f(x, y, k):
+        return x & y, x | y, x ^ y, ~x, x << k, x >> k, 7 & x, 1 << k, (x ^ y) & 1
+
+    got = f(a, b, s)
+    want = (a & b, a | b, a ^ b, ~a, a << s, a >> s, 7 & a, 1 << s, (a ^ b) & 1)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+        assert g.dtype == w.dtype
+
+
 def test_functions_with_attributes_and_shapes() -> None:
     a = np.arange(6, dtype=np.float32)
 

@@ -140,26 +140,43 @@ class Value:
     def __abs__(self) -> Value:
         return self._op("Abs", self)
 
+    # & | ^ ~ are logical on bools and bitwise on integers, as in Python and NumPy; << and
+    # >> shift integers.
+    def _bits(self, logical: str, bitwise: str, *inputs: Any) -> Value:
+        return self._op(logical if self.dtype == "bool" else bitwise, *inputs)
+
     def __invert__(self) -> Value:
-        return self._op("Not", self)
+        return self._bits("Not", "BitwiseNot", self)
 
     def __and__(self, o: Any) -> Value:
-        return self._op("And", self, o)
+        return self._bits("And", "BitwiseAnd", self, o)
 
     def __rand__(self, o: Any) -> Value:
-        return self._op("And", o, self)
+        return self._bits("And", "BitwiseAnd", o, self)
 
     def __or__(self, o: Any) -> Value:
-        return self._op("Or", self, o)
+        return self._bits("Or", "BitwiseOr", self, o)
 
     def __ror__(self, o: Any) -> Value:
-        return self._op("Or", o, self)
+        return self._bits("Or", "BitwiseOr", o, self)
 
     def __xor__(self, o: Any) -> Value:
-        return self._op("Xor", self, o)
+        return self._bits("Xor", "BitwiseXor", self, o)
 
     def __rxor__(self, o: Any) -> Value:
-        return self._op("Xor", o, self)
+        return self._bits("Xor", "BitwiseXor", o, self)
+
+    def __lshift__(self, o: Any) -> Value:
+        return self._op("LeftShift", self, o)
+
+    def __rlshift__(self, o: Any) -> Value:
+        return self._op("LeftShift", o, self)
+
+    def __rshift__(self, o: Any) -> Value:
+        return self._op("RightShift", self, o)
+
+    def __rrshift__(self, o: Any) -> Value:
+        return self._op("RightShift", o, self)
 
     def __lt__(self, o: Any) -> Value:
         return self._op("Less", self, o)
