@@ -107,6 +107,12 @@ def test_unknown_backend_names_the_known_ones() -> None:
         nx.compile(seeds.ifelse(), backend="tpu")
 
 
+def test_unknown_options_name_the_known_ones() -> None:
+    assert nx.compile(seeds.skip5_loop(), max_iterations=100, parallel=False)() == _skip5(10)
+    with pytest.raises(BackendError, match=r"no option 'fast' \(its options: max_iterations, parallel\)"):
+        nx.compile(seeds.ifelse(), fast=True)
+
+
 def test_compile_refuses_other_things() -> None:
     with pytest.raises(TypeError, match="takes a Graph, a DSL function or an @nx.script function"):
         nx.compile(lambda x: x)

@@ -109,11 +109,18 @@ class LoweringTable:
 
 @dataclass(frozen=True)
 class Backend:
-    """A registered backend."""
+    """A registered backend: ``compile(graph, **options)`` makes its executables."""
 
     name: str
-    compile: Callable[..., Executable]  # (graph, **options) -> Executable
+    compile: Callable[..., Executable]
+    options: frozenset[str] = frozenset()
     doc: str = ""
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        unknown = sorted(set(options) - self.options)
+        if unknown:
+            takes = ", ".join(sorted(self.options)) or "none"
+            raise BackendError(f"backend {self.name!r} has no option {unknown[0]!r} (its options: {takes})")
 
 
 BACKEND_MODULES: dict[str, str] = {"python": "nexus.backends.python"}
@@ -121,10 +128,12 @@ BACKENDS: dict[str, Backend] = {}
 TABLES: dict[str, LoweringTable] = {}
 
 
-def register_backend(name: str, compile: Callable[..., Executable], doc: str = "") -> Backend:
+def register_backend(name: str, compile: Callable[..., Executable], options: tuple[str, ...] = (),
+                     doc: str = "") -> Backend:
+    """Register a backend; ``options`` names the keyword options its ``compile`` takes."""
     if name in BACKENDS:
         raise ValueError(f"backend {name!r} is registered twice")
-    backend = BACKENDS[name] = Backend(name, compile, doc)
+    backend = BACKENDS[name] = Backend(name, compile, frozenset(options), doc)
     return backend
 
 
@@ -189,6 +198,7 @@ class Specialized(Executable):
 def compile(target: Any, backend: str = "python", **options: Any) -> Executable:  # noqa: A001
     """Compile a Graph, a finished DSL function or an ``@nx.script`` function on ``backend``."""
     b = get_backend(backend)
+    b.check_options(options)
     if isinstance(target, Graph):
         return b.compile(target, **options)
     if hasattr(target, "specialize"):
