@@ -278,7 +278,8 @@ class SSABuilder(Generic[V]):
     # --- sealing ----------------------------------------------------------------------------
     def seal(self, block: Block) -> None:
         """All predecessors of ``block`` are known: complete its incomplete Phis."""
-        for var, entry in self.invariant.pop(block, {}).items():
+        invariant = self.invariant.pop(block, None)
+        for var, entry in invariant.items() if invariant else ():
             for i in range(1, block.num_inputs):
                 value = self._get(var, _pred(block, i))
                 if value is None or self.resolve(value) is not self.resolve(entry):
@@ -296,7 +297,8 @@ class SSABuilder(Generic[V]):
             elif known:
                 self.seal_phi(var, phi, known)
             self.try_remove_trivial(phi)
-        self.incomplete.pop(block, None)
+        if todo is not None:
+            del self.incomplete[block]
         self.sealed.add(block)
         if self.pending:
             self._settle_pending()
