@@ -79,11 +79,11 @@ class DSLSSA(SSABuilder[Var]):
             return Undefined(None, d)
         if d is not None and d is not UNDEFINED:
             return None
-        preds = block.inputs
+        preds = block.pred_blocks
         if not preds or d is UNDEFINED:
             return Undefined(None)
         state[block] = None
-        results = [self._undefined(var, _pred_block(p), state) for p in preds]
+        results = [self._undefined(var, p, state) for p in preds]
         bad = [r for r in results if r is not None]
         out: Undefined | None = None
         if bad:
@@ -96,9 +96,3 @@ class DSLSSA(SSABuilder[Var]):
                 out = bad[0]
         state[block] = out
         return out
-
-
-def _pred_block(control: Node) -> Block:
-    block = control.block
-    assert block is not None, "a control predecessor outside any block"
-    return block

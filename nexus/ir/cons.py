@@ -187,10 +187,7 @@ class SSABuilder(Generic[V]):
             self.pending[phi] = var
             self.set_value(var, block, phi)
             self._fill(var, phi)
-            known = self._known(phi)
-            if known:
-                phi.type = self.join_types(var, phi, known)
-                del self.pending[phi]
+            self._type_pending(var, phi)
             value = self.try_remove_trivial(phi)
         self.set_value(var, block, UNDEFINED if value is None else value)
         return value
@@ -253,6 +250,15 @@ class SSABuilder(Generic[V]):
         """The operands of ``phi`` whose types count: not itself, pending or undefined."""
         return [v for v in phi.inputs if v is not phi and v not in self.pending and v not in self.placeholders]
 
+    def _type_pending(self, var: V, phi: Node) -> bool:
+        """Type the pending ``phi`` by ``join_types``, if any operand has a known type."""
+        known = self._known(phi)
+        if not known:
+            return False
+        phi.type = self.join_types(var, phi, known)
+        del self.pending[phi]
+        return True
+
     def _settle_pending(self) -> None:
         """Type the Phis left pending, now that their operands may have types."""
         progress = True
@@ -261,11 +267,7 @@ class SSABuilder(Generic[V]):
             for phi, var in list(self.pending.items()):
                 if phi.graph is None:  # removed as trivial
                     del self.pending[phi]
-                    continue
-                known = self._known(phi)
-                if known:
-                    phi.type = self.join_types(var, phi, known)
-                    del self.pending[phi]
+                elif self._type_pending(var, phi):
                     progress = True
 
     def try_remove_trivial(self, phi: Node) -> Node:
@@ -277,7 +279,9 @@ class SSABuilder(Generic[V]):
 
     # --- sealing ----------------------------------------------------------------------------
     def seal(self, block: Block) -> None:
-        """All predecessors of ``block`` are known: complete its incomplete Phis."""
+        """All predecessors of ``block`` are known: complete its incomplete Phis (and
+        check its declared invariants).  A block made with all its predecessors is sealed
+        at once; sealing again does nothing more."""
         invariant = self.invariant.pop(block, None)
         for var, entry in invariant.items() if invariant else ():
             for i in range(1, block.num_inputs):
@@ -289,13 +293,12 @@ class SSABuilder(Generic[V]):
             var, phi = next(iter(todo.items()))
             self._fill(var, phi)
             del todo[var]
-            known = self._known(phi)
             if phi in self.pending:
+                self._type_pending(var, phi)
+            else:
+                known = self._known(phi)
                 if known:
-                    phi.type = self.join_types(var, phi, known)
-                    del self.pending[phi]
-            elif known:
-                self.seal_phi(var, phi, known)
+                    self.seal_phi(var, phi, known)
             self.try_remove_trivial(phi)
         if todo is not None:
             del self.incomplete[block]
