@@ -179,7 +179,9 @@ class SSABuilder(Generic[V]):
         value: Node | None
         n = block.num_inputs
         if n == 1:
-            value = self._get(var, _pred(block, 0))
+            pred = block.input(0).block  # the hot path: _pred() inlined
+            assert pred is not None
+            value = self._get(var, pred)
         elif n == 0:
             value = None
         else:
@@ -195,9 +197,12 @@ class SSABuilder(Generic[V]):
     def _get_unsealed(self, var: V, block: Block) -> Node | None:
         if block.num_inputs == 0:
             return self._incomplete_phi(var, block)
-        self.set_value(var, block, _ENTERING)
+        defs = self.defs.get(block)
+        if defs is None:
+            defs = self.defs[block] = {}
+        defs[var] = _ENTERING
         entry = self._get(var, _pred(block, 0))
-        phi = self.defs[block][var]
+        phi = defs[var]
         if phi is not _ENTERING:
             # The entry led back here (an enclosing loop was sealed first), and that
             # lookup made the Phi: it gets the entry value as its first operand.
@@ -208,12 +213,12 @@ class SSABuilder(Generic[V]):
                 self.pending.pop(phi, None)
             return phi
         if entry is None:
-            self.set_value(var, block, UNDEFINED)
+            defs[var] = UNDEFINED
             return None
         assigned = self.assigned.get(block)
         if assigned is not None and var not in assigned:
             self.invariant.setdefault(block, {})[var] = entry
-            self.set_value(var, block, entry)
+            defs[var] = entry
             return entry
         return self._incomplete_phi(var, block, entry)
 
@@ -282,8 +287,12 @@ class SSABuilder(Generic[V]):
         """All predecessors of ``block`` are known: complete its incomplete Phis (and
         check its declared invariants).  A block made with all its predecessors is sealed
         at once; sealing again does nothing more."""
-        invariant = self.invariant.pop(block, None)
-        for var, entry in invariant.items() if invariant else ():
+        if block in self.incomplete or block in self.invariant:
+            self._complete(block)
+        self.sealed.add(block)
+
+    def _complete(self, block: Block) -> None:
+        for var, entry in self.invariant.pop(block, {}).items():
             for i in range(1, block.num_inputs):
                 value = self._get(var, _pred(block, i))
                 if value is None or self.resolve(value) is not self.resolve(entry):
@@ -300,9 +309,7 @@ class SSABuilder(Generic[V]):
                 if known:
                     self.seal_phi(var, phi, known)
             self.try_remove_trivial(phi)
-        if todo is not None:
-            del self.incomplete[block]
-        self.sealed.add(block)
+        self.incomplete.pop(block, None)
         if self.pending:
             self._settle_pending()
 
