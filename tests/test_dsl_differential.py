@@ -59,3 +59,29 @@ def test_generated_graphs_survive_optimize(p: Program) -> None:
     after = g()
     assert same_results(before, want), explain(p, before, want)
     assert same_results(after, want), "after optimize:\n" + explain(p, after, want) + "\n" + print_graph(g)
+
+
+
+def long_run(examples: int) -> None:
+    """The differential test above on ``examples`` programs, for the long run
+    (``python tests/test_dsl_differential.py 1000``: about ten seconds).  A failure
+    raises with hypothesis's shrunk example."""
+    import time
+
+    count = {"checked": 0, "calls": 0}
+
+    def counted(p: Program) -> None:
+        count["calls"] += 1
+        test_generated_dsl_programs_match_python.hypothesis.inner_test(p)  # type: ignore[attr-defined]
+        count["checked"] += 1
+
+    start = time.perf_counter()
+    settings(SETTINGS, max_examples=examples)(given(programs())(counted))()
+    print(f"{count['checked']} DSL programs agree with Python, {count['calls'] - count['checked']} rejected "
+          f"(ambiguous loop conditions), 0 failures, {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    import sys
+
+    long_run(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)

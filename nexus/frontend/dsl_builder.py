@@ -19,9 +19,10 @@ from typing import Any, NoReturn
 import numpy as np
 
 from nexus.frontend.dsl_frames import frame_locals, set_frame_locals, user_loc
-from nexus.frontend.dsl_ssa import PhiTypeError, PyScalar, SSABuilder, Stale, Undefined, Var
+from nexus.frontend.dsl_ssa import DSLSSA, PyScalar, Stale, Undefined, Var
 from nexus.frontend.dsl_value import Value
 from nexus.frontend.values import is_python_scalar, to_array, weak_dtype
+from nexus.ir.cons import PhiTypeError
 from nexus.ir.graph import Graph, GraphError
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import OpDef, OpTypeError, get_op
@@ -103,8 +104,7 @@ class Builder:
         # A Python-number variable read as a graph value gets its own Constant: sharing
         # the cached literal would make the loop-condition re-emission mistake a literal
         # for the variable.
-        self.ssa = SSABuilder(self.g, lambda v: self.const_node(v, None, fresh=True), self._phi_loc)
-        self.ssa.sealed.add(self.g.start_block)
+        self.ssa = DSLSSA(self.g, lambda v: self.const_node(v, None, fresh=True), self._phi_loc)
         self.block: Block = self.g.start_block
         self.regions: list[Region] = [Region("function", frame, loc)]
         self.epoch = 0
@@ -168,10 +168,10 @@ class Builder:
                 if isinstance(v, Value) and v._builder is self:
                     if v._node is None and v._var == var and v._epoch == self.epoch:
                         continue  # not reassigned since this block began
-                    self.ssa.write(var, self.block, self._binding(name, v))
+                    self.ssa.set_value(var, self.block, self._binding(name, v))
                 elif is_number(v):
                     # A Python number becomes a Constant only if a graph value needs it.
-                    self.ssa.write(var, self.block, PyScalar(v))
+                    self.ssa.set_value(var, self.block, PyScalar(v))
                     seen = self._numbers.setdefault(var, set())
                     seen.add((type(v), v))
                     if len(seen) > 1:
@@ -215,9 +215,11 @@ class Builder:
 
     def _read(self, var: Var, block: Block) -> Node:
         try:
-            return self.ssa.read(var, block)
+            node = self.ssa.get_value(var, block)
         except PhiTypeError as e:
             self._phi_type_error(e)
+        assert node is not None, f"variable {var!r} has no value (check undefined() first)"
+        return node
 
     def _phi_type_error(self, e: PhiTypeError) -> NoReturn:
         name = e.var[1] if isinstance(e.var, tuple) else e.var
@@ -348,6 +350,7 @@ class Builder:
             self.emit_return([])
         self.regions[0].closed = True
         self.closed = True
+        self.ssa.finish()  # drops the Phis of variables read at a block entry but never used
         try:
             verify(self.g)
         except VerifyError as e:  # a bug in the DSL, not in the user's program

@@ -19,8 +19,9 @@ from nexus.frontend.dsl_builder import (
     is_number,
 )
 from nexus.frontend.dsl_frames import frame_locals, with_statement
-from nexus.frontend.dsl_ssa import PhiTypeError, Var
+from nexus.frontend.dsl_ssa import Var
 from nexus.frontend.dsl_value import Value
+from nexus.ir.cons import PhiTypeError
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.types import TensorType
 
@@ -82,7 +83,7 @@ def loop_enter(b: Builder, cond: Any, frame: FrameType | None, loc: SourceLoc) -
         region.exit_proj = b.add("Proj", [c], {"num": 0})
         into_body = b.add("Proj", [c], {"num": 1})
     body = b.g.new_block(f"body_L{loc.line}", [into_body])
-    b.ssa.sealed.add(body)
+    b.ssa.seal(body)
     b.enter(body)
     return region
 
@@ -189,7 +190,7 @@ def loop_exit(b: Builder, region: LoopRegion, reachable: bool) -> None:
         b._pop(region)
         raise Unreachable()  # `while True` without break: nothing after it runs
     exit_block = b.g.new_block(f"after_L{region.loc.line}", [*exits, *region.breaks])
-    b.ssa.sealed.add(exit_block)
+    b.ssa.seal(exit_block)
     b.merge_info[exit_block] = region
     b._pop(region)
     b.enter(exit_block, closed=region)
@@ -254,7 +255,7 @@ def branch_enter(b: Builder, kind: str, frame: FrameType | None, loc: SourceLoc)
     proj = parent.true_proj if kind == "then" else parent.false_proj
     assert proj is not None
     block = b.g.new_block(f"{kind.rstrip('_')}_L{parent.loc.line}", [proj])
-    b.ssa.sealed.add(block)
+    b.ssa.seal(block)
     region = BranchRegion(kind, frame, loc, parent=parent)
     b.regions.append(region)
     b.enter(block)
@@ -281,6 +282,6 @@ def if_exit(b: Builder, region: IfRegion) -> None:
     if not preds:
         raise Unreachable()  # both branches left by break/continue/return
     join = b.g.new_block(f"join_L{region.loc.line}", preds)
-    b.ssa.sealed.add(join)
+    b.ssa.seal(join)
     b.merge_info[join] = region
     b.enter(join, closed=region)

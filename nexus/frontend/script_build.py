@@ -22,7 +22,7 @@ from nexus.frontend.script_calls import CallLowering
 from nexus.frontend.script_errors import ScriptError, SourceText
 from nexus.frontend.script_expr import Edge, Loop, Scope, Static, TupleVal, Val, _dtype
 from nexus.frontend.script_source import ParsedFunction
-from nexus.frontend.script_ssa import MergeTypeError, SSABuilder
+from nexus.frontend.script_ssa import MergeTypeError, ScriptSSA
 from nexus.frontend.script_types import is_int, is_number
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
@@ -34,7 +34,7 @@ CalleeBuilder = Callable[[Any, Sequence[Type], ast.AST], Graph]
 class Lowering(CallLowering):
     """Lowers the statements of a function (and of inlined helpers) into ``g``."""
 
-    def __init__(self, g: Graph, ssa: SSABuilder, scope: Scope, build_callee: CalleeBuilder):
+    def __init__(self, g: Graph, ssa: ScriptSSA, scope: Scope, build_callee: CalleeBuilder):
         super().__init__(g, ssa, scope)
         self.inline_stack = []
         self.inline_count = 0
@@ -101,7 +101,7 @@ class Lowering(CallLowering):
             node = self.as_node(value)
             if node.name is None and node.op.name != "Constant":
                 node.name = target.id
-            self.ssa.write(self.var(target.id), self.cur, node)
+            self.ssa.set_value(self.var(target.id), self.cur, node)
             return
         if isinstance(target, (ast.Tuple, ast.List)):
             items = self.unpack(value, len(target.elts), target)
@@ -161,11 +161,11 @@ class Lowering(CallLowering):
     def loop_key(self, node: ast.AST) -> Hashable:
         return (self.scope.prefix, id(node))
 
-    def open_loop(self, node: ast.stmt, kind: str) -> tuple[Any, int]:
+    def open_loop(self, node: ast.stmt, kind: str, counter: str | None = None) -> tuple[Any, int]:
         line = self.scope.parsed.src.file_line(node)
         header = self.g.new_block(f"{kind}{line}")
-        self.ssa.loop_keys[header] = self.loop_key(node)
-        self.ssa.loop_assigned[header] = frozenset(self.var(n) for n in self.scope.parsed.names_bound_in(node))
+        assigned = [self.var(n) for n in self.scope.parsed.names_bound_in(node)]
+        self.ssa.loop_header(header, self.loop_key(node), assigned if counter is None else [*assigned, counter])
         header.append_input(self.edge_ctrl((self.cur, f"entering the loop at line {line} (when it runs zero "
                                                       "times)")))
         self.block = header
@@ -235,9 +235,9 @@ class Lowering(CallLowering):
             ok = self.emit("NotEqual", [step_n, self.const(0, "i64")])
             self.emit("Assert", [ok], {"message": "range() arg 3 must not be zero"})
         counter = self.var(f"$for{line}_{node.col_offset}")
-        self.ssa.write(counter, self.cur, start_n)
-        header, line = self.open_loop(node, "for")
-        i = self.ssa.read(counter, header)
+        self.ssa.set_value(counter, self.cur, start_n)
+        header, line = self.open_loop(node, "for", counter)
+        i = self.ssa.get_value(counter, header)
         assert isinstance(i, Node)
         cond = self.range_cond(i, stop_n, step, step_n)
         true, false = self.branch(cond)
@@ -254,10 +254,10 @@ class Lowering(CallLowering):
         back: list[Edge] = []
         if latch is not None:
             self.block = latch
-            cur = self.ssa.read(counter, latch)
+            cur = self.ssa.get_value(counter, latch)
             assert isinstance(cur, Node)
-            step_n = self.ssa.resolve(step_n)  # type: ignore[assignment]
-            self.ssa.write(counter, latch, self.emit("Add", [cur, step_n], name="next"))
+            step_n = self.ssa.resolve(step_n)
+            self.ssa.set_value(counter, latch, self.emit("Add", [cur, step_n], name="next"))
             back.append((latch, f"repeating the loop at line {line}"))
         self.close_loop(node, header, line, back, exits, loop)
 
@@ -353,14 +353,12 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
     fdef = parsed.fdef
     params = [a.arg for a in fdef.args.args]
     g = Graph(name or fdef.name, list(arg_types), params)
-    ssa = SSABuilder(g, hints)
-    ssa.display_name = _display  # type: ignore[method-assign]
-    ssa.sealed.add(g.start_block)
+    ssa = ScriptSSA(g, hints)
     scope = Scope(parsed, fn_globals, closure)
     low = Lowering(g, ssa, scope, build_callee)
-    ssa.current_loc = lambda: low._loc  # type: ignore[method-assign]
+    ssa.current_loc = lambda: low._loc
     for p, arg in zip(params, g.args):
-        ssa.write(p, g.start_block, arg)
+        ssa.set_value(p, g.start_block, arg)
     low.body(fdef.body)
     if low.block is not None:
         if scope.ret_arity:
@@ -371,12 +369,8 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
         low.add_return(fdef, [])
         low.restore(prev)
     for problem in ssa.finish():
-        raise _undef_error(low, problem.var, problem.phi, problem.edge_desc)
+        raise _undef_error(low, str(problem.var), problem.user, ssa.edge_desc.get(problem.edge, "some path"))
     return g
-
-
-def _display(var: str) -> str:
-    return var.replace("$", "")
 
 
 def _undef_error(low: Lowering, var: str, user: Node, desc: str) -> ScriptError:

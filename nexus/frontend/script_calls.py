@@ -342,7 +342,7 @@ class CallLowering(ExprLowering):
             elif isinstance(v, TupleVal):
                 raise self.error(node, f"argument `{p}` of `{fn.__name__}` is a tuple", "pass its items separately")
             else:
-                self.ssa.write(scope.prefix + p, self.cur, self.as_node(v))
+                self.ssa.set_value(scope.prefix + p, self.cur, self.as_node(v))
         outer = self.scope
         self.scope = scope
         self.inline_stack.append(code)

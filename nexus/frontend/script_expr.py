@@ -17,7 +17,7 @@ import numpy as np
 
 from nexus.frontend.script_errors import ScriptError, SourceText, error_at, matmul_mismatch
 from nexus.frontend.script_source import ParsedFunction
-from nexus.frontend.script_ssa import UNDEF, MergeTypeError, SSABuilder, generalize
+from nexus.frontend.script_ssa import MergeTypeError, ScriptSSA, generalize
 from nexus.frontend.script_types import (
     I64_MAX,
     I64_MIN,
@@ -110,7 +110,7 @@ INT64_BIG = I64_MAX  # slice bounds meaning "to the end" (ONNX clamps them)
 class ExprLowering:
     """Turns expressions into nodes of ``g`` at the current block ``self.block``."""
 
-    def __init__(self, g: Graph, ssa: SSABuilder, scope: Scope):
+    def __init__(self, g: Graph, ssa: ScriptSSA, scope: Scope):
         self.g = g
         self.ssa = ssa
         self.scope = scope
@@ -217,11 +217,10 @@ class ExprLowering:
         if name in scope.statics:
             return scope.statics[name]
         if name in scope.parsed.assigned:
-            v = self.ssa.read(self.var(name), self.cur)
-            if v is UNDEF:
+            v = self.ssa.get_value(self.var(name), self.cur)
+            if v is None:
                 raise self.error(node, f"variable `{name}` is used before it is assigned on this path",
                                  f"assign `{name}` before this line on every path that reaches it")
-            assert isinstance(v, Node)
             return v
         if name in scope.closure:
             return self.outer_value(name, scope.closure[name], node)
@@ -619,7 +618,7 @@ class ExprLowering:
             for p, d in zip(preds, desc):
                 self.ssa.edge_desc[p] = d
         if sealed:
-            self.ssa.sealed.add(b)
+            self.ssa.seal(b)
         return b
 
     def edge_ctrl(self, edge: Edge) -> Node:
@@ -636,12 +635,12 @@ class ExprLowering:
         """An empty block with one predecessor that no variable was read or written in
         (``if c: break``, a loop exit with no ``else``) is dropped: its predecessor's exit
         goes straight to the target, saving a block per edge at run time."""
-        if block.members or block.num_inputs != 1 or block in self.ssa.touched \
+        if block.members or block.num_inputs != 1 or self.ssa.has_values(block) \
                 or block is self.g.start_block or block in self.ssa.loop_keys:
             return None
         ctrl = block.input(0)
         block.remove_input(0)
-        self.ssa.sealed.discard(block)
+        self.ssa.drop_block(block)
         self.g.erase(block)
         return ctrl
 
@@ -653,7 +652,7 @@ class ExprLowering:
             return edges[0][0]
         ctrls = [self.edge_ctrl(e) for e in edges]
         b = self.g.new_block(f"{name}{self._line()}", ctrls)
-        self.ssa.sealed.add(b)
+        self.ssa.seal(b)
         return b
 
     def _line(self) -> int:

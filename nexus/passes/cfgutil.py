@@ -5,6 +5,7 @@ Every helper that edits nodes directly calls ``g.touch()`` so cached analyses go
 
 from __future__ import annotations
 
+from nexus.ir.cons import remove_trivial_phi
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.types import compatible
@@ -80,39 +81,17 @@ def remove_unreachable(g: Graph) -> int:
     return len(dead)
 
 
-def trivial_phi_value(phi: Node) -> Node | None:
-    """The single value a Phi always yields (ignoring inputs that are the Phi itself)."""
-    value: Node | None = None
-    for v in phi.inputs:
-        if v is phi or v is value:
-            continue
-        if value is not None:
-            return None
-        value = v
-    return value
-
-
 def remove_trivial_phis(g: Graph) -> int:
-    """Replace Phis that select one value (or themselves) by that value, to a fixpoint."""
-    count = 0
-    work = [p for b in g.blocks for p in b.phis]
-    while work:
-        phi = work.pop()
-        if phi.graph is not g:
-            continue
-        value = trivial_phi_value(phi)
-        if value is None or not compatible(value.type, phi.type):
-            continue
-        users = [u for u in phi.users if u.op.kind == "phi" and u is not phi]
-        # Self-references go away with the Phi.
-        for i, v in enumerate(phi.inputs):
-            if v is phi:
-                phi.set_input(i, value)
-        phi.replace_all_uses_with(value)
-        g.erase(phi)
-        count += 1
-        work.extend(users)
-    return count
+    """Replace Phis that select one value (or themselves) by that value, to a fixpoint
+    (the SSA builder's routine, kept from changing a value's type)."""
+    removed: dict[Node, Node] = {}
+    for phi in [p for b in g.blocks for p in b.phis]:
+        remove_trivial_phi(phi, removed, _same_kind)
+    return len(removed)
+
+
+def _same_kind(phi: Node, value: Node) -> bool:
+    return compatible(value.type, phi.type)
 
 
 def make_jmp(g: Graph, block: Block) -> Node:

@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.analysis import block_order, node_order
+from nexus.ir.cons import trivial_phi_value
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.types import INT_DTYPES, TensorType, compatible, dtype_of, numpy_dtype
-from nexus.passes.cfgutil import is_movable, trivial_phi_value
+from nexus.passes.cfgutil import is_movable
 from nexus.passes.manager import Pass
 
 _PLACEMENT = ("device", "machine")
