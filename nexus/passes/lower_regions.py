@@ -54,6 +54,7 @@ class _Lowerer:
         self.g = Graph(name or old.name, old.arg_types, [a.name for a in old.args])
         self.scope: ChainMap[Name, Node] = ChainMap(dict(zip(old.args, self.g.args)))
         self.block: Block = self.g.start_block
+        self.immediates: dict[tuple[Block, object], Node] = {}
 
     def run(self) -> Graph:
         self.seq(self.tree.body)
@@ -65,17 +66,28 @@ class _Lowerer:
     # --- values -----------------------------------------------------------------------------
     def value(self, v: Value) -> Node:
         """The node holding ``v`` here (immediates are materialised in the current block)."""
-        if isinstance(v, Const):
-            return self.g.add("Constant", [], self.block, {"value": v.value})
-        if isinstance(v, Undef):
-            if isinstance(v.type, StackType):
-                return self.g.add("StackNew", [], self.block)
-            return self.g.add("Constant", [], self.block, {"value": undef_value(v.type)})
+        if isinstance(v, (Const, Undef)):
+            return self.immediate(v)
         found = self.scope.get(v)
         if found is None:
             what = f"%{_label(v)}" + (f" ({v.op.name} in ^{v.block.name})" if isinstance(v, Node) and v.block else "")
             raise LoweringError(f"graph @{self.tree.graph.name}: {what} is read where no region in scope defines it")
         return found
+
+    def immediate(self, v: Const | Undef) -> Node:
+        """A Constant (or empty stack) for ``v`` in the current block, one per value and
+        block (the flags' true and false are read by many yields)."""
+        key = (self.block, id(v) if isinstance(v, Const) else str(v.type))
+        node = self.immediates.get(key)
+        if node is None:
+            if isinstance(v, Const):
+                node = self.g.add("Constant", [], self.block, {"value": v.value})
+            elif isinstance(v.type, StackType):
+                node = self.g.add("StackNew", [], self.block)
+            else:
+                node = self.g.add("Constant", [], self.block, {"value": undef_value(v.type)})
+            self.immediates[key] = node
+        return node
 
     # --- items ------------------------------------------------------------------------------
     def seq(self, seq: Seq) -> None:

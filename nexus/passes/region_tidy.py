@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from nexus.ir.node import Node
 from nexus.passes.regions import Bind, If, Loop, Merge, Name, RegionTree, Result, Seq, Value, Var, walk
 
 
@@ -62,7 +63,8 @@ def _live(tree: RegionTree) -> set[object]:
         if v in live:
             continue
         live.add(v)
-        roots.extend(defs.get(v, ()))  # type: ignore[call-overload]
+        if isinstance(v, (Node, Var)):
+            roots.extend(defs.get(v, []))
     return live
 
 

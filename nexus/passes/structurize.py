@@ -110,6 +110,9 @@ class _Exit:
 
 Unit = Block | NaturalLoop
 Target = Block | NaturalLoop | _Exit
+Exit = tuple[Value | None, Block, list[Value]]
+"""A way out of a unit: ``(flag, target block, values the edge carries)``; the last
+exit of a unit has no flag (it is taken when the others are not)."""
 
 
 @dataclass(eq=False)
@@ -324,7 +327,7 @@ class _Structurizer:
             pending = self.place_join(r, join, pending, seq)
         return pending
 
-    def block_exits(self, b: Block) -> list[tuple[Value | None, Block, list[Value]]]:
+    def block_exits(self, b: Block) -> list[Exit]:
         """``(flag, target, values)`` per exit: a Cond's true exit first, under its
         condition."""
         term = b.terminator
@@ -335,7 +338,7 @@ class _Structurizer:
         ((dest, vals),) = edges.values()
         return [(None, dest, vals)]
 
-    def dispatch(self, r: _Region, src: Unit, exits: list[tuple[Value | None, Block, list[Value]]],
+    def dispatch(self, r: _Region, src: Unit, exits: list[Exit],
                  seq: Seq) -> Pending:
         """Branch to ``exits`` in turn: ``if flag0: exit0 else: (if flag1: ...)``."""
         flag, dest, raw = exits[0]
@@ -380,10 +383,11 @@ class _Structurizer:
             if len(targets) > 1:
                 flag = self.merge(cond, _flag(a, t), _flag(b, t), r.flag_hint(t), outputs)
             pa, pb = a.get(t), b.get(t)
-            width = len((pa or pb).values)  # type: ignore[union-attr]
+            some = pa or pb
+            assert some is not None
             values = []
-            for j in range(width):
-                va = pa.values[j] if pa is not None else r.default(t, j, pb.values[j])  # type: ignore[union-attr]
+            for j, v in enumerate(some.values):
+                va = pa.values[j] if pa is not None else r.default(t, j, v)
                 vb = pb.values[j] if pb is not None else r.default(t, j, va)
                 values.append(self.merge(cond, va, vb, r.slot_hint(t, j), outputs))
             out[t] = _Pend(flag, values)
@@ -401,7 +405,7 @@ class _Structurizer:
         return var
 
     # --- loops ------------------------------------------------------------------------------
-    def loop(self, lp: NaturalLoop, inits: list[Value], seq: Seq) -> list[tuple[Value | None, Block, list[Value]]]:
+    def loop(self, lp: NaturalLoop, inits: list[Value], seq: Seq) -> list[Exit]:
         """Append the Loop region of ``lp``; returns its exits as ``(flag, target, values)``."""
         inner = _Region(self, lp)
         phi_out, exports = self.exports(lp)
@@ -410,7 +414,7 @@ class _Structurizer:
         return self.flag_loop(inner, lp, inits, phi_out, exports, seq)
 
     def while_loop(self, r: _Region, lp: NaturalLoop, inits: list[Value], phi_out: list[Node],
-                   seq: Seq) -> list[tuple[Value | None, Block, list[Value]]]:
+                   seq: Seq) -> list[Exit]:
         header = lp.header
         (_, stay, stay_vals), (_, exit_dest, exit_vals) = self.block_exits(header)
         body = Seq()
@@ -422,8 +426,9 @@ class _Structurizer:
         phis = header.phis
         carried = [Carry(p, i, n) for p, i, n in zip(phis, inits, pending[r.cont].values)]
         # After the loop the header's Phis hold their last values; the exit edge may read them.
-        out = dict.fromkeys([*phi_out, *(v for v in exit_vals if v in phis)])
-        results = [Result(p, p) for p in out]  # type: ignore[arg-type]
+        out = dict.fromkeys(phi_out)
+        out.update(dict.fromkeys(v for v in exit_vals if isinstance(v, Node) and v in phis))
+        results = [Result(p, p) for p in out]
         cond = self.header_condition(header)
         seq.items.append(Loop(carried, data_nodes(header), cond, body, results))
         return [(None, exit_dest, exit_vals)]
@@ -435,7 +440,7 @@ class _Structurizer:
         return term.input(0)
 
     def flag_loop(self, r: _Region, lp: NaturalLoop, inits: list[Value], phi_out: list[Node],
-                  exports: list[Node], seq: Seq) -> list[tuple[Value | None, Block, list[Value]]]:
+                  exports: list[Node], seq: Seq) -> list[Exit]:
         layout = r.layout = _ExitLayout(self, lp, exports)
         body = Seq()
         pending = self.structure(r, lp.header, None, body)
@@ -453,7 +458,7 @@ class _Structurizer:
             results.append(Result(names[slot], slot))
         results += [Result(n, slot) for n, slot in zip(exports, layout.export_slots)]
         seq.items.append(Loop(carried, [], again, body, results))
-        exits: list[tuple[Value | None, Block, list[Value]]] = []
+        exits: list[Exit] = []
         for k, t in enumerate(layout.targets):
             flag = names[layout.flags[k]] if layout.flags and k < len(layout.targets) - 1 else None
             exits.append((flag, t, [names[v] for v in layout.phi_slots[t]]))
@@ -481,9 +486,7 @@ class _Structurizer:
         (not through an exit edge)."""
         phis, others = [], []
         header_phis = set(lp.header.phis)
-        for b in self.rpo:
-            if b not in lp.blocks:
-                continue
+        for b in sorted(lp.blocks, key=self.index.__getitem__):
             for n in node_order(b):
                 if isinstance(n.type, ControlType) or not self.used_outside(n, lp):
                     continue

@@ -116,14 +116,17 @@ class _Checker:
             r.failures.append(Disagreement(r.corpus, program, args, problem))
 
 
-def script_corpus(count: int, seed: int = 0, runs: int = 2, max_depth: int = 3,
+def script_corpus(count: int, seed: int = 0, runs: int = 2, max_depth: int = 3, optimize: bool = False,
                   progress: Callable[[Report], None] | None = None) -> Report:
     """Round-trip the graphs of ``count`` programs of the script fuzzer, drawn as
-    ``py_gen.fuzz`` draws them, each run on ``runs`` random inputs."""
+    ``py_gen.fuzz`` draws them, each run on ``runs`` random inputs.  With ``optimize``
+    the graphs are first optimized (``nx.optimize``: other CFG shapes)."""
     from nexus.frontend.script import script, script_source
+    from nexus.passes import optimize as optimize_graph
     from nexus.testing.py_gen import Gen, random_inputs
 
-    report = Report("script")
+    report = Report("script, optimized" if optimize else "script")
+    optimized: dict[int, Graph] = {}
     t0 = time.perf_counter()
     for k in range(count):
         rng = random.Random(seed * 1_000_003 + k)
@@ -141,11 +144,14 @@ def script_corpus(count: int, seed: int = 0, runs: int = 2, max_depth: int = 3,
             args = random_inputs(rng, arrays, f32)
             try:
                 g = sf.graph_for(*args)
+                if optimize:
+                    g = optimized.get(id(g)) or optimized.setdefault(id(g), optimize_graph(g.clone()[0]))
             except Exception:  # noqa: BLE001
                 report.skipped += 1
                 continue
             checker.check(src, g, args)
         if progress is not None and (k + 1) % 500 == 0:
+            report.seconds = time.perf_counter() - t0
             progress(report)
     report.seconds = time.perf_counter() - t0
     return report
@@ -187,10 +193,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--script", type=int, default=2000, help="script fuzzer programs")
     p.add_argument("--dsl", type=int, default=1000, help="DSL generator programs")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--optimized", type=int, default=0, help="script fuzzer programs, optimized first")
     p.add_argument("--show", type=int, default=3, help="disagreements to print per corpus")
     args = p.parse_args(argv)
     progress = lambda r: print(f"... {r.summary()}", file=sys.stderr, flush=True)  # noqa: E731
-    reports = [script_corpus(args.script, args.seed, progress=progress), dsl_corpus(args.dsl, args.seed)]
+    reports = []
+    if args.script:
+        reports.append(script_corpus(args.script, args.seed, progress=progress))
+    if args.dsl:
+        reports.append(dsl_corpus(args.dsl, args.seed))
+    if args.optimized:
+        reports.append(script_corpus(args.optimized, args.seed + 1, optimize=True, progress=progress))
     for r in reports:
         for failure in r.failures[: args.show]:
             print(failure)
