@@ -57,7 +57,7 @@ SKIP5 = """\
 regions @skip5():
   %sum_init = Constant {value = tensor<i32: 0>} : i32
   %i_init = Constant {value = tensor<i32: 1>} : i32
-  loop (%i : i32 = %i_init, %sum : i32 = %sum_init, %again : bool = true, %result.1 : i32 = undef):
+  loop (%i : i32 = %i_init, %sum : i32 = %sum_init, %again : bool = true, %result.1 : i32 = default):
     while %again
     body:
       %0 = Constant {value = tensor<i32: 10>} : i32
@@ -267,13 +267,13 @@ FIND_REGIONS = """\
 regions @find(%n : i32):
   %one = Constant {value = tensor<i32: 1>} : i32
   %none = Constant {value = tensor<i32: -1>} : i32
-  loop (%i : i32 = %one, %again : bool = true, %to_ret : bool = undef, %j.1 : i32 = undef):
+  loop (%i : i32 = %one, %again : bool = true, %to_ret : bool = default, %j.1 : i32 = default):
     while %again
     body:
       %ci = Less %i, %n : bool
       if %ci -> (%again.1 : bool, %i.1 : i32, %to_ret.1 : bool, %j.2 : i32):
         then:
-          loop (%j : i32 = %one, %again.2 : bool = true, %to_ret.2 : bool = undef):
+          loop (%j : i32 = %one, %again.2 : bool = true, %to_ret.2 : bool = default):
             while %again.2
             body:
               %cj = Less %j, %n : bool
@@ -343,7 +343,7 @@ def test_return_from_nested_loop_region_tree() -> None:
 
 # ^else is entered from ^entry and from ^second (short-circuit `a and b`): a join placed
 # after ^entry's If under its flag %to_else.  ^join's Phi %x is merged twice: in the If
-# that leaves ^second (undef where the path goes to ^else instead) and after ^else.
+# that leaves ^second (default where the path goes to ^else instead) and after ^else.
 SHORT_CIRCUIT = """
 graph @andand {
 ^entry:
@@ -382,10 +382,10 @@ regions @andand(%a : bool, %b : bool, %p : f32, %q : f32):
           %x1 = Add %p, %q : f32
           yield false, %x1
         else:
-          yield true, undef
+          yield true, default
       yield %to_else.1, %x.2
     else:
-      yield true, undef
+      yield true, default
   if %to_else -> (%x : f32):
     then:
       %x2 = Sub %p, %q : f32

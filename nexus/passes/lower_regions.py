@@ -7,7 +7,7 @@ values, then ``cond``, then a Cond on ``test``), the body's blocks ending in the
 edge, and an exit block where the results are the header's Phis.  A region's scope is
 then exactly what dominates it, so the graph verifies.
 
-Immediates become Constants where they are read (``undef``: zeros of the type, with 0
+Immediates become Constants where they are read (``default``: zeros of the type, with 0
 for symbolic dims; for a stack, an empty stack).  An ordering edge (``deps``) is kept when
 its target is in scope and dropped otherwise: the tree's order already runs the target
 first (it was in a loop that has finished).
@@ -22,7 +22,7 @@ import numpy as np
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.types import StackType, TensorType, Type, numpy_dtype
-from nexus.passes.regions import Bind, Const, If, Loop, Name, RegionTree, Seq, Undef, Value, Var
+from nexus.passes.regions import Bind, Const, Default, If, Loop, Name, RegionTree, Seq, Value, Var
 
 
 class LoweringError(ValueError):
@@ -35,7 +35,7 @@ def lower_regions(tree: RegionTree, name: str | None = None) -> Graph:
     return _Lowerer(tree, name).run()
 
 
-def undef_value(t: Type) -> np.ndarray:
+def default_value(t: Type) -> np.ndarray:
     """Zeros standing for a value nobody reads; symbolic dims become 0."""
     if not isinstance(t, TensorType):
         raise LoweringError(f"no stand-in value for type {t}")
@@ -66,7 +66,7 @@ class _Lowerer:
     # --- values -----------------------------------------------------------------------------
     def value(self, v: Value) -> Node:
         """The node holding ``v`` here (immediates are materialised in the current block)."""
-        if isinstance(v, (Const, Undef)):
+        if isinstance(v, (Const, Default)):
             return self.immediate(v)
         found = self.scope.get(v)
         if found is None:
@@ -74,7 +74,7 @@ class _Lowerer:
             raise LoweringError(f"graph @{self.tree.graph.name}: {what} is read where no region in scope defines it")
         return found
 
-    def immediate(self, v: Const | Undef) -> Node:
+    def immediate(self, v: Const | Default) -> Node:
         """A Constant (or empty stack) for ``v`` in the current block, one per value and
         block (the flags' true and false are read by many yields)."""
         key = (self.block, id(v) if isinstance(v, Const) else str(v.type))
@@ -85,7 +85,7 @@ class _Lowerer:
             elif isinstance(v.type, StackType):
                 node = self.g.add("StackNew", [], self.block)
             else:
-                node = self.g.add("Constant", [], self.block, {"value": undef_value(v.type)})
+                node = self.g.add("Constant", [], self.block, {"value": default_value(v.type)})
             self.immediates[key] = node
         return node
 

@@ -15,7 +15,7 @@ Names and scope
     which may (re)bind an original node's name, so that later nodes read it unchanged.
 
 Operands (:data:`Value`) are names, or immediates: :class:`Const` (a flag's ``true`` /
-``false``) and :class:`Undef` (a value no path reads; see below).
+``false``) and :class:`Default` (zeros of its type, where no path reads the value).
 
 Items of a :class:`Seq`, run in order:
     - a data ``Node``: run it, binding its name;
@@ -25,9 +25,11 @@ Items of a :class:`Seq`, run in order:
       outputs);
     - :class:`Loop`: see its docstring (``lax.while_loop``, ONNX ``Loop``).
 
-:class:`Undef` stands for a value on a path that never reads it: an arm that does not
-reach the code using a merged value, a loop slot before the iteration that sets it.  It
-has a type; a backend may pick any value of that type (zeros).
+:class:`Default` fills a place that must hold a value of some type on a path that never
+reads it: an arm that does not reach the code using a merged value, a loop's exit slot
+before the iteration that leaves.  It is zeros of its type (symbolic dims 0; for a stack,
+an empty one); since nothing reads it, a backend may use any value of the type instead
+(``lax.cond`` needs both arms' shapes equal: zeros shaped like the other arm's value).
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ class Const:
 
 
 @dataclass(frozen=True, eq=False)
-class Undef:
-    """A value of ``type`` that no path reads (a backend may use zeros)."""
+class Default:
+    """Zeros of ``type``, standing where no path reads the value (see the module doc)."""
 
     type: Type
 
@@ -78,7 +80,7 @@ FALSE = Const(np.array(False))
 
 Name = Node | Var
 """What a region item defines and what data nodes read."""
-Value = Node | Var | Const | Undef
+Value = Node | Var | Const | Default
 """An operand: a name in scope or an immediate."""
 
 
@@ -240,8 +242,8 @@ class _Printer:
             if v.value.dtype == np.bool_ and v.value.ndim == 0:
                 return "true" if v.value else "false"
             return format_tensor(v.value, None, "")
-        if isinstance(v, Undef):
-            return "undef"
+        if isinstance(v, Default):
+            return "default"
         return self.name(v)
 
     def operands(self, vs: list[Value], lead: str = "") -> str:

@@ -22,7 +22,7 @@ Pending jumps, flags and merged values
     loop exit) that is true on the arm that jumps there, and one merged value per Phi of
     the target (``Merge`` outputs).  An arm that does not jump to a target yields a
     stand-in: the loop header's Phi itself ("keep the value"), a loop exit slot itself,
-    else :class:`Undef`.  A flag whose arms are ``true``/``false`` is the If's condition
+    else :class:`Default`.  A flag whose arms are ``true``/``false`` is the If's condition
     and is not materialised.  A join guarded by a flag runs as ``if to_<block>:``; when
     only one target is pending it is certain and needs no guard.  So ``break``,
     ``continue`` and early ``return`` become flags and guards, never duplicated code.
@@ -36,7 +36,7 @@ Loops
     *Flag form*, every other loop: ``cond`` is empty and ``test`` is a carried flag
     ``again`` (initially true); the body is the whole loop, header included, and ends
     with ``again`` true when it jumps back to the header.  Leaving the loop fills carried
-    *exit slots* (initially ``undef``): one flag ``to_<block>`` per exit target when
+    *exit slots* (initially ``default``): one flag ``to_<block>`` per exit target when
     there are several, one slot per Phi of each exit target (the values a ``return``
     inside the loop returns are the slots of the graph's return), and one slot per
     export.  On paths that continue the slots keep their values.  After the loop, the
@@ -69,13 +69,13 @@ from nexus.passes.regions import (
     TRUE,
     Bind,
     Carry,
+    Default,
     If,
     Loop,
     Merge,
     RegionTree,
     Result,
     Seq,
-    Undef,
     Value,
     Var,
 )
@@ -241,14 +241,14 @@ class _Region:
             return t, self.layout.values(dest, raw, src)
         return t, raw
 
-    def default(self, t: Target, j: int, other: Value) -> Value:
+    def stand_in(self, t: Target, j: int, other: Value) -> Value:
         """What an arm that does not jump to ``t`` yields for its slot ``j``."""
         if t is self.cont:
             assert self.loop is not None
             return self.loop.header.phis[j]
         if t is self.exit and self.layout is not None:
             return self.layout.slots[j]
-        return Undef(other.type)
+        return Default(other.type)
 
     def flag_hint(self, t: Target) -> str:
         if t is self.cont:
@@ -387,8 +387,8 @@ class _Structurizer:
             assert some is not None
             values = []
             for j, v in enumerate(some.values):
-                va = pa.values[j] if pa is not None else r.default(t, j, v)
-                vb = pb.values[j] if pb is not None else r.default(t, j, va)
+                va = pa.values[j] if pa is not None else r.stand_in(t, j, v)
+                vb = pb.values[j] if pb is not None else r.stand_in(t, j, va)
                 values.append(self.merge(cond, va, vb, r.slot_hint(t, j), outputs))
             out[t] = _Pend(flag, values)
         seq.items.append(If(cond, then, orelse, outputs))
@@ -416,7 +416,8 @@ class _Structurizer:
     def while_loop(self, r: _Region, lp: NaturalLoop, inits: list[Value], phi_out: list[Node],
                    seq: Seq) -> list[Exit]:
         header = lp.header
-        (_, stay, stay_vals), (_, exit_dest, exit_vals) = self.block_exits(header)
+        (test, stay, stay_vals), (_, exit_dest, exit_vals) = self.block_exits(header)
+        assert test is not None
         body = Seq()
         target, values = r.edge(header, stay, stay_vals)
         pending = self.arm(r, header, target, values, body)
@@ -429,15 +430,8 @@ class _Structurizer:
         out = dict.fromkeys(phi_out)
         out.update(dict.fromkeys(v for v in exit_vals if isinstance(v, Node) and v in phis))
         results = [Result(p, p) for p in out]
-        cond = self.header_condition(header)
-        seq.items.append(Loop(carried, data_nodes(header), cond, body, results))
+        seq.items.append(Loop(carried, data_nodes(header), test, body, results))
         return [(None, exit_dest, exit_vals)]
-
-    @staticmethod
-    def header_condition(header: Block) -> Node:
-        term = header.terminator
-        assert term is not None
-        return term.input(0)
 
     def flag_loop(self, r: _Region, lp: NaturalLoop, inits: list[Value], phi_out: list[Node],
                   exports: list[Node], seq: Seq) -> list[Exit]:
@@ -450,7 +444,7 @@ class _Structurizer:
         phis = lp.header.phis
         carried = [Carry(p, i, n) for p, i, n in zip(phis, inits, pending[r.cont].values)]
         carried.append(Carry(again, TRUE, _flag(pending, r.cont)))
-        carried += [Carry(s, Undef(s.type), v) for s, v in zip(layout.slots, pending[r.exit].values)]
+        carried += [Carry(s, Default(s.type), v) for s, v in zip(layout.slots, pending[r.exit].values)]
         results = [Result(p, p) for p in phi_out]
         names: dict[Var, Var] = {}
         for slot in layout.flags + [v for t in layout.targets for v in layout.phi_slots[t]]:
