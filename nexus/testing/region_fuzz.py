@@ -126,7 +126,6 @@ def script_corpus(count: int, seed: int = 0, runs: int = 2, max_depth: int = 3, 
     from nexus.testing.py_gen import Gen, random_inputs
 
     report = Report("script, optimized" if optimize else "script")
-    optimized: dict[int, Graph] = {}
     t0 = time.perf_counter()
     for k in range(count):
         rng = random.Random(seed * 1_000_003 + k)
@@ -140,6 +139,7 @@ def script_corpus(count: int, seed: int = 0, runs: int = 2, max_depth: int = 3, 
             report.skipped += 1
             continue
         checker = _Checker(report)
+        optimized: dict[int, Graph] = {}  # per program: the script keeps its graphs (and their ids) alive
         for _ in range(runs):
             args = random_inputs(rng, arrays, f32)
             try:
