@@ -84,10 +84,6 @@ Value = Node | Var | Const | Default
 """An operand: a name in scope or an immediate."""
 
 
-def value_type(v: Value) -> Type:
-    return v.type
-
-
 @dataclass(eq=False)
 class Bind:
     """``target := value``."""

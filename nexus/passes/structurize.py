@@ -39,16 +39,25 @@ Loops
     *exit slots* (initially ``default``): one flag ``to_<block>`` per exit target when
     there are several, one slot per Phi of each exit target (the values a ``return``
     inside the loop returns are the slots of the graph's return), and one slot per
-    export.  On paths that continue the slots keep their values.  After the loop, the
-    slots are bound as results and the exit targets are dispatched on the flags.
+    export.  On paths that continue the slots keep their values, and on paths that
+    leave the header's Phis keep theirs.  After the loop, the slots are bound as
+    results and the exit targets are dispatched on the flags (``if to_<first>: ...
+    else: <second>``).
     *Exports*: a node of the loop used after it (by dominance, not through an exit
     edge's Phi) is rebound after the loop by a :class:`Result` under its own name; the
     header's Phis are carried anyway and keep their last value on the way out.
 
-Nodes keep their original blocks' order; ordering edges (``deps``) between nodes of one
-block are kept, and those across blocks are implied by the tree's order.  Values of
-tuple type (a multi-output op read by ``Proj``) must not cross a loop; such a graph is
-refused with :class:`StructurizeError`.
+Effects
+    Each block's nodes stay together, in an order that respects their inputs and
+    ordering edges (``deps``), and every node runs exactly when the CFG runs it: nothing
+    is duplicated or run speculatively (a while-form ``cond`` is the header itself, which
+    the CFG also runs once per test).  So Call, Assert, random and stack ops keep their
+    order; a dep on a node of another block is implied by the tree's order.
+
+Values of tuple type (a multi-output op read by ``Proj``) must not cross a loop; such a
+graph is refused with :class:`StructurizeError`, as is a graph that never returns.
+``tests/test_passes_structurize.py`` shows the trees of the seed graphs and of a return
+out of two nested loops.
 """
 
 from __future__ import annotations
