@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import nexus as nx
+from nexus import seeds
 from nexus.autodiff import vjp_graph
 from nexus.autodiff.examples import damped_loop, rnn
 from nexus.ir import Graph, Node, parse, print_graph, verify
@@ -20,7 +21,6 @@ from nexus.passes.loops import IrreducibleError
 from nexus.passes.lower_regions import lower_regions
 from nexus.passes.regions import Loop, Var, format_regions, walk
 from nexus.passes.structurize import IrreducibleCFGError, StructurizeError, structurize
-from nexus.testing import seed_graphs
 from nexus.testing.dsl_gen import same_results
 from nexus.testing.region_fuzz import dsl_corpus, script_corpus
 
@@ -135,7 +135,7 @@ regions @first_example():
 @pytest.mark.parametrize(("name", "golden"), [("ifelse", IFELSE), ("skip5_loop", SKIP5),
                                               ("first_example", FIRST_EXAMPLE)])
 def test_seed_graph_region_trees(name: str, golden: str) -> None:
-    g = seed_graphs.ALL[name]()
+    g = seeds.ALL[name]()
     assert format_regions(structurize(g)) == golden
     back = roundtrip(g)
     assert same_results(back(), (g(),))
@@ -168,7 +168,7 @@ def _first_example(y: float = 50.0) -> float:
 
 def test_rebuilt_seed_graphs_match_the_plain_python_programs() -> None:
     """The Python programs of the seed graphs' docstrings are the oracle."""
-    results = [roundtrip(seed_graphs.ALL[n]())() for n in ("ifelse", "skip5_loop", "first_example")]
+    results = [roundtrip(seeds.ALL[n]())() for n in ("ifelse", "skip5_loop", "first_example")]
     assert [float(r) for r in results] == [6.0, float(_skip5()), _first_example()]
 
 

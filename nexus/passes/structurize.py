@@ -65,10 +65,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from nexus.ir.analysis import dominators
+from nexus.ir.analysis import dominators, node_order
 from nexus.ir.graph import Graph
 from nexus.ir.node import TERMINATORS, Block, Node
-from nexus.ir.printer import node_order
 from nexus.ir.types import ControlType, TupleType, Type, join_types, scalar
 from nexus.passes.loops import IrreducibleError, LoopForest, loop_forest
 from nexus.passes.loops import Loop as NaturalLoop

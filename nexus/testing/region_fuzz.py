@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus.backends.python import NexusRuntimeError, run
 from nexus.ir.graph import Graph
 from nexus.ir.verify import verify
 from nexus.passes.lower_regions import lower_regions
 from nexus.passes.regions import Loop, Var, walk
 from nexus.passes.structurize import structurize
-from nexus.runtime import NexusRuntimeError, run
 from nexus.testing.dsl_gen import same_results
 
 MAX_ITERATIONS = 1_000_000  # the corpora's loops are bounded; this only turns a bug into a failure
