@@ -305,15 +305,7 @@ def install_compiler(compile: Callable[..., Any]) -> None:
 
 
 def infer_type(opdef: OpDef, in_types: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
-    if opdef.type_rule is None:
-        raise OpTypeError(f"{opdef.name}: its result type must be given explicitly")
-    for i, t in enumerate(in_types):
-        if t is X or t.__class__ is _CONTROL and t == X:
-            raise OpTypeError(f"{opdef.name}: input {i} is a control value (X); only blocks take those")
-    return opdef.type_rule(in_types, attrs, values)
-
-
-_CONTROL = X.__class__
+    return opdef.infer(in_types, attrs, values).type
 
 
 def is_terminator(node: Node) -> bool:

@@ -315,8 +315,11 @@ def _check_power(base: sympy.Expr, exponent: sympy.Expr, pos: int) -> None:
         raise DimSyntaxError(f"the exponent {e} is too large for a dim", pos)
 
 
-def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
-    """NumPy broadcasting of two shapes with symbolic dims.  Raises ValueError on conflict."""
+def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...],
+                     assumed: list[tuple[int, int]] | None = None) -> tuple[Dim, ...]:
+    """NumPy broadcasting of two shapes with symbolic dims.  Raises ValueError on conflict.
+    Two dims that may differ at run time (different symbols) are taken to broadcast;
+    ``assumed``, if given, receives ``(axis in a, axis in b)`` of each such pair."""
     out: list[Dim] = []
     for i in range(max(len(a), len(b))):
         da = a[len(a) - 1 - i] if i < len(a) else 1
@@ -334,6 +337,8 @@ def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
             out.append(da)
         else:
             # Two different symbols: equal at run time or an error there; keep the first.
+            if assumed is not None:
+                assumed.append((len(a) - 1 - i, len(b) - 1 - i))
             out.append(da if not isinstance(da, int) else db)
     return tuple(reversed(out))
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.opdef import Attr, OpDef, OpTypeError, register
+from nexus.ir.opdef import Attr, DimEq, Inferred, OpDef, OpTypeError, SizeOutput, register
 from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, Type, broadcast_shapes
 
 NUMERIC = FLOAT_DTYPES | INT_DTYPES
@@ -46,11 +46,42 @@ def broadcast(op: str, ins: Sequence[Type], same_dtype: bool = True) -> tuple[st
     return dtype, shape
 
 
-# A family rule: ``rule(op_name, input_types, attrs, known_values) -> Type``.
-Rule = Callable[[str, Sequence[Type], Mapping[str, Any], Sequence[Any]], Type]
+def broadcast_assumed(ins: Sequence[Type]) -> tuple[DimEq, ...]:
+    """The dims of elementwise inputs taken to broadcast without proof: every pair of
+    aligned dims, in any two inputs, that are different symbols (``[N]`` and ``[M]``)."""
+    shapes = [t.shape for t in ins if isinstance(t, TensorType)]
+    if len(shapes) != len(ins) or any(s is None for s in shapes):
+        return ()
+    if all(isinstance(d, int) for s in shapes for d in s):  # type: ignore[union-attr]
+        return ()  # the common case, and int dims that differ are a type error already
+    out: list[DimEq] = []
+    for i, si in enumerate(shapes):
+        for j in range(i + 1, len(shapes)):
+            pairs: list[tuple[int, int]] = []
+            try:
+                broadcast_shapes(si, shapes[j], pairs)  # type: ignore[arg-type]
+            except ValueError:
+                continue  # the rule reports it (or accepted it for its own reasons)
+            out += [DimEq(i, a, j, b, broadcast=True) for a, b in pairs]
+    return tuple(out)
 
 
-def unary_rule(allowed: frozenset[str]) -> Rule:
+def assuming(t: Type | Inferred, assumed: Sequence[DimEq]) -> Type | Inferred:
+    """``t`` (a rule's result) with ``assumed`` added to the dim equalities it reports."""
+    if not assumed:
+        return t
+    if isinstance(t, Inferred):
+        return Inferred(t.type, t.assumed + tuple(assumed))
+    return Inferred(t, tuple(assumed))
+
+
+# A family rule: ``rule(op_name, input_types, attrs, known_values) -> Type`` (or an
+# Inferred: the type and the dim equalities it assumed).
+Rule = Callable[[str, Sequence[Type], Mapping[str, Any], Sequence[Any]], "Type | Inferred"]
+PlainRule = Callable[[str, Sequence[Type], Mapping[str, Any], Sequence[Any]], Type]
+
+
+def unary_rule(allowed: frozenset[str]) -> PlainRule:
     def rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
         t = tensor(op, ins[0], 0)
         check_dtype(op, t, allowed)
@@ -75,13 +106,24 @@ def define(
     may_fail: bool = False,
     may_fail_on_int: bool = False,
     commutative: bool = False,
+    broadcasting: bool = False,
+    operator: str = "",
+    operator_on_ints: str = "same",
+    results: tuple[str, ...] = (),
+    size_output: SizeOutput | None = None,
+    aliases: tuple[str, ...] = (),
+    multithreaded: bool = False,
 ) -> OpDef:
     """Register an op of a family; ``rule`` gets the op's name first, for its errors.
-    ``may_fail``, ``may_fail_on_int`` and ``commutative`` are the OpDef's properties
-    that passes read (see :class:`~nexus.ir.opdef.OpDef`)."""
+    The keyword flags are the OpDef's properties that passes, backends and frontends
+    read (see :class:`~nexus.ir.opdef.OpDef`).  For a ``broadcasting`` op the type rule
+    also reports the dims it took to broadcast (:func:`broadcast_assumed`)."""
 
-    def type_rule(ins: Sequence[Type], a: Mapping[str, Any], values: Sequence[Any]) -> Type:
+    def type_rule(ins: Sequence[Type], a: Mapping[str, Any], values: Sequence[Any]) -> Type | Inferred:
         return rule(name, ins, a, values)
+
+    def broadcasting_rule(ins: Sequence[Type], a: Mapping[str, Any], values: Sequence[Any]) -> Type | Inferred:
+        return assuming(rule(name, ins, a, values), broadcast_assumed(ins))
 
     return register(
         OpDef(
@@ -89,7 +131,7 @@ def define(
             kind,
             inputs=inputs,
             attrs=dict(attrs or {}),
-            type_rule=type_rule,
+            type_rule=broadcasting_rule if broadcasting else type_rule,
             kernel=kernel,
             pure=pure,
             variadic=variadic,
@@ -99,6 +141,13 @@ def define(
             may_fail=may_fail,
             may_fail_on_int=may_fail_on_int,
             commutative=commutative,
+            broadcasting=broadcasting,
+            operator=operator,
+            operator_on_ints=operator_on_ints,
+            results=results,
+            size_output=size_output,
+            aliases=aliases,
+            multithreaded=multithreaded,
         )
     )
 
@@ -184,11 +233,3 @@ def like(x: Any, ref: Any) -> Any:
     dt = np.asarray(ref).dtype
     out = np.asarray(x, dtype=dt)
     return out[()] if out.ndim == 0 else out
-
-
-# --- data-dependent sizes ----------------------------------------------------------------
-# Ops whose output size depends on data return that size as one of their tuple outputs.
-# op name -> (the Proj holding the size, the Proj whose dim it is, which dim; -1 for the
-# dim named by the node's ``axis`` attribute).  Shape
-# inference reads this to give the size value the symbol of that dim.
-SIZE_OUTPUTS: dict[str, tuple[int, int, int]] = {}

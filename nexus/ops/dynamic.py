@@ -3,7 +3,7 @@ BooleanMask and TopK (whose k may be a runtime value).
 
 Each returns a tuple whose last component is the data-dependent size as an i64 scalar;
 the type rule gives that dim a fresh symbol (``fresh_dim``), and shape inference makes
-the size value equal to that symbol (see ``SIZE_OUTPUTS``), so later Reshape/Slice/Range
+the size value equal to that symbol (``OpDef.size_output``), so later Reshape/Slice/Range
 that use the size get exact symbolic shapes.
 """
 
@@ -14,11 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.opdef import Attr, OpTypeError
+from nexus.ir.opdef import Attr, OpTypeError, SizeOutput
 from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType, Type, fresh_dim
 from nexus.ops._rules import (
     NUMERIC,
-    SIZE_OUTPUTS,
     check_dtype,
     check_int_scalar,
     define,
@@ -190,8 +189,8 @@ define("NonMaxSuppression", FAMILY,
        },
        doc="ONNX NonMaxSuppression. boxes [B, N, 4] with scores [B, C, N] give Proj 0 = selected indices "
            "[nb, 3] (batch, class, box); boxes [N, 4] with scores [N] give box indices [nb] (or the boxes "
-           "themselves with select_boxes). Proj 1 = nb, an i64 scalar.", may_fail=True)
-SIZE_OUTPUTS["NonMaxSuppression"] = (1, 0, 0)
+           "themselves with select_boxes). Proj 1 = nb, an i64 scalar.", may_fail=True,
+       results=("selected", "nb"), size_output=SizeOutput("nb", of="selected", dim=0))
 
 
 # --- NonZero, Unique, BooleanMask ----------------------------------------------------------
@@ -214,8 +213,8 @@ def _nonzero(x: Any) -> tuple[np.ndarray, np.int64]:
 
 
 define("NonZero", FAMILY, ("x",), _nonzero_rule, _nonzero,
-       doc="Indices of the non-zero elements, [rank, nz] i64 (ONNX NonZero); Proj 1 = nz.", may_fail=True)
-SIZE_OUTPUTS["NonZero"] = (1, 0, 1)
+       doc="Indices of the non-zero elements, [rank, nz] i64 (ONNX NonZero); Proj 1 = nz.", may_fail=True,
+       results=("indices", "nz"), size_output=SizeOutput("nz", of="indices", dim=1))
 
 
 def _unique_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
@@ -248,8 +247,8 @@ def _unique(x: Any, sorted: bool = True) -> tuple[Any, ...]:
 define("Unique", FAMILY, ("x",), _unique_rule, _unique,
        attrs={"sorted": Attr("bool", True, "values ascending; else in order of first occurrence")},
        doc="Unique elements of the flattened x: (values [u], first indices [u], inverse [numel], "
-           "counts [u], u) as ONNX Unique without axis.", may_fail=True)
-SIZE_OUTPUTS["Unique"] = (4, 0, 0)
+           "counts [u], u) as ONNX Unique without axis.", may_fail=True,
+       results=("values", "indices", "inverse", "counts", "u"), size_output=SizeOutput("u", of="values", dim=0))
 
 
 def _mask_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
@@ -273,8 +272,8 @@ def _boolean_mask(x: Any, mask: Any) -> tuple[np.ndarray, np.int64]:
 
 
 define("BooleanMask", FAMILY, ("x", "mask"), _mask_rule, _boolean_mask, differentiable=True,
-       doc="x[mask] for a bool mask over the leading dims of x: [k, rest...]; Proj 1 = k.", may_fail=True)
-SIZE_OUTPUTS["BooleanMask"] = (1, 0, 0)
+       doc="x[mask] for a bool mask over the leading dims of x: [k, rest...]; Proj 1 = k.", may_fail=True,
+       results=("selected", "k"), size_output=SizeOutput("k", of="selected", dim=0))
 
 
 # --- TopK --------------------------------------------------------------------------------
@@ -317,5 +316,5 @@ define("TopK", FAMILY, ("x", "k"), _topk_rule, _topk, differentiable=True,
            "sorted": Attr("bool", True, "in order of value (else of index)"),
        },
        doc="The k largest (or smallest) along `axis`: (values, indices i64, k); k is an i64 scalar that may "
-           "be computed at run time (the dim is then a fresh symbol).", may_fail=True)
-SIZE_OUTPUTS["TopK"] = (2, 0, -1)  # -1: the dim named by the op's `axis` attribute
+           "be computed at run time (the dim is then a fresh symbol).", may_fail=True,
+       results=("values", "indices", "k"), size_output=SizeOutput("k", of="values", dim="axis"))

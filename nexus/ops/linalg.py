@@ -45,8 +45,8 @@ def _matmul_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequ
     return TensorType(a.dtype, matmul_shape(op, a.shape, b.shape))
 
 
-define("MatMul", FAMILY, ("a", "b"), _matmul_rule, np.matmul, differentiable=True,
-       doc="Matrix product with NumPy's batching and 1-D promotion.")
+define("MatMul", FAMILY, ("a", "b"), _matmul_rule, np.matmul, differentiable=True, operator="@",
+       aliases=("matmul",), multithreaded=True, doc="Matrix product with NumPy's batching and 1-D promotion.")
 
 
 # --- Gemm --------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def _gemm(a: Any, b: Any, c: Any = None, alpha: float = 1.0, beta: float = 1.0,
     return np.asarray(out, dtype=a.dtype)
 
 
-define("Gemm", FAMILY, ("a", "b", "c"), _gemm_rule, _gemm, variadic=True, differentiable=True,
+define("Gemm", FAMILY, ("a", "b", "c"), _gemm_rule, _gemm, variadic=True, differentiable=True, multithreaded=True,
        attrs={
            "alpha": Attr("float", 1.0, "scale of a @ b"),
            "beta": Attr("float", 1.0, "scale of c"),
@@ -164,5 +164,6 @@ def _einsum(*operands: Any, equation: str) -> Any:
 
 
 define("Einsum", FAMILY, ("operand",), _einsum_rule, _einsum, variadic=True, differentiable=True,
+       multithreaded=True,
        attrs={"equation": Attr("str", doc="subscripts, e.g. 'bij,bjk->bik' ('...' allowed)")},
        doc="Einstein summation (NumPy's einsum) over operands of one dtype.")

@@ -137,6 +137,7 @@ def _conv(x: Any, w: Any, b: Any = None, strides: Any = None, pads: Any = None, 
 
 
 define("Conv", FAMILY, ("x", "w", "b"), _conv_rule, _conv, attrs=_CONV_ATTRS, variadic=True, differentiable=True,
+       multithreaded=True,
        doc="N-d convolution (cross-correlation) of x [N, C, *spatial] with w [M, C/group, *kernel] and an "
            "optional bias [M]; strides, pads, dilations, groups as ONNX Conv.")
 
@@ -191,6 +192,7 @@ def _conv_transpose(x: Any, w: Any, b: Any = None, strides: Any = None, pads: An
 
 
 define("ConvTranspose", FAMILY, ("x", "w", "b"), _convt_rule, _conv_transpose, variadic=True, differentiable=True,
+       multithreaded=True,
        attrs={**_CONV_ATTRS, "output_padding": Attr("ints", None, "extra size at the end of each spatial dim")},
        doc="Transposed convolution of x [N, C, *spatial] with w [C, M/group, *kernel] and an optional bias "
            "[M] (the gradient of Conv with respect to its input), as ONNX ConvTranspose.")

@@ -244,6 +244,7 @@ def _concat(*xs: Any, axis: int) -> Any:
 
 
 define("Concat", FAMILY, ("inputs",), _concat_rule, _concat, variadic=True, differentiable=True,
+       aliases=("concatenate",),
        attrs={"axis": Attr("int", doc="the axis joined along")},
        doc="Joins tensors of one dtype along `axis`; the other dims must agree.")
 
@@ -397,7 +398,7 @@ def _shape_of_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Se
 
 
 define("ShapeOf", FAMILY, ("x",), _shape_of_rule, lambda x: np.array(np.shape(x), dtype=np.int64),
-       doc="The shape of x as a 1-D i64 tensor.")
+       aliases=("shape",), doc="The shape of x as a 1-D i64 tensor.")
 
 
 def _dim_size_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:

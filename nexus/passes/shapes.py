@@ -241,10 +241,10 @@ class _Inference:
             return None
 
     def _proj_value(self, n: Node) -> Any:
-        from nexus.ops._rules import SIZE_OUTPUTS
-
+        """The data-dependent size output of an op (``OpDef.size_output``) is the
+        symbol of the dim it sizes."""
         src = n.input(0)
-        spec = SIZE_OUTPUTS.get(src.op.name)
+        spec = src.op.size_spec(src.attrs)
         if spec is None or n.attrs["num"] != spec[0]:
             return None
         t = self.types.get(src)
@@ -253,8 +253,9 @@ class _Inference:
         data = t.elems[spec[1]]
         if not isinstance(data, TensorType) or data.shape is None:
             return None
-        dim = spec[2] if spec[2] >= 0 else src.attrs["axis"] % max(len(data.shape), 1)
-        return np.array(data.shape[dim], dtype=object) if dim < len(data.shape) else None
+        rank = len(data.shape)
+        dim = spec[2] + rank if spec[2] < 0 else spec[2]
+        return np.array(data.shape[dim], dtype=object) if 0 <= dim < rank else None
 
     # --- path facts --------------------------------------------------------------------
     def _block_facts(self, b: Block) -> dict[sympy.Symbol, Any]:
