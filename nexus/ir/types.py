@@ -330,10 +330,7 @@ def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...],
             out.append(da)
         elif isinstance(da, int) and isinstance(db, int):
             raise ValueError(f"shapes {shape_str(a)} and {shape_str(b)} do not broadcast")
-        elif not (getattr(da, "is_Symbol", False) and getattr(db, "is_Symbol", False)) \
-                and sympy.simplify(da - db) == 0:  # type: ignore[operator]
-            # Two distinct plain symbols never simplify to 0; skipping simplify for them
-            # saves ~10-40 ms per op when a frontend builds graphs over symbolic shapes.
+        elif not dims_may_differ(da, db):
             out.append(da)
         else:
             # Two different symbols: equal at run time or an error there; keep the first.
@@ -341,6 +338,21 @@ def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...],
                 assumed.append((len(a) - 1 - i, len(b) - 1 - i))
             out.append(da if not isinstance(da, int) else db)
     return tuple(reversed(out))
+
+
+def dims_may_differ(a: Dim, b: Dim, broadcast: bool = False) -> bool:
+    """Whether two dims that a rule takes to be equal (``broadcast``: equal or 1) may
+    differ at run time: they are not the same expression, not both ints (those the rule
+    compared), and, broadcasting, neither is 1."""
+    if isinstance(a, int) and isinstance(b, int):
+        return False
+    if a == b or (broadcast and (a == 1 or b == 1)):
+        return False
+    if getattr(a, "is_Symbol", False) and getattr(b, "is_Symbol", False):
+        # Two distinct plain symbols never simplify to 0; skipping simplify for them
+        # saves ~10-40 ms per op when a frontend builds graphs over symbolic shapes.
+        return True
+    return bool(sympy.simplify(a - b) != 0)  # type: ignore[operator]
 
 
 def shape_str(shape: tuple[Dim, ...] | None) -> str:

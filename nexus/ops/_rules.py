@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.opdef import Attr, DimEq, Inferred, OpDef, OpTypeError, SizeOutput, register
-from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, Type, broadcast_shapes
+from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, Type, broadcast_shapes, dims_may_differ
 
 NUMERIC = FLOAT_DTYPES | INT_DTYPES
 ALL_DTYPES = NUMERIC | {"bool"}
@@ -64,6 +64,23 @@ def broadcast_assumed(ins: Sequence[Type]) -> tuple[DimEq, ...]:
                 continue  # the rule reports it (or accepted it for its own reasons)
             out += [DimEq(i, a, j, b, broadcast=True) for a, b in pairs]
     return tuple(out)
+
+
+def assume_equal(ins: Sequence[Type], *pairs: tuple[int, int, int, int], broadcast: bool = False) -> list[DimEq]:
+    """The equalities ``(i, a, j, b)``, dim ``a`` of input ``i`` = dim ``b`` of input
+    ``j``, that a rule takes for granted, less those the types prove (the same dim, two
+    ints, with ``broadcast`` a 1).  Negative axes count from the end."""
+    out: list[DimEq] = []
+    for i, a, j, b in pairs:
+        ti, tj = ins[i], ins[j]
+        if not (isinstance(ti, TensorType) and isinstance(tj, TensorType)) or ti.shape is None or tj.shape is None:
+            continue
+        if not (-len(ti.shape) <= a < len(ti.shape) and -len(tj.shape) <= b < len(tj.shape)):
+            continue
+        a, b = a % len(ti.shape), b % len(tj.shape)
+        if dims_may_differ(ti.shape[a], tj.shape[b], broadcast):
+            out.append(DimEq(i, a, j, b, broadcast))
+    return out
 
 
 def assuming(t: Type | Inferred, assumed: Sequence[DimEq]) -> Type | Inferred:

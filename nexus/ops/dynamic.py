@@ -14,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.opdef import Attr, OpTypeError, SizeOutput
+from nexus.ir.opdef import Attr, DimEq, Inferred, OpTypeError, SizeOutput
 from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType, Type, fresh_dim
 from nexus.ops._rules import (
     NUMERIC,
+    assume_equal,
+    assuming,
     check_dtype,
     check_int_scalar,
     define,
@@ -40,7 +42,7 @@ def _scalar_or_one(op: str, t: TensorType, what: str, allowed: frozenset[str]) -
         raise OpTypeError(f"{op}: {what} must be a scalar (or [1]) of {', '.join(sorted(allowed))}, got {t}")
 
 
-def _nms_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _nms_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     boxes, scores, max_out, iou, score_thr = (tensor(op, t, i) for i, t in enumerate(ins))
     check_dtype(op, boxes, FLOAT_DTYPES, 0)
     if scores.dtype != boxes.dtype:
@@ -51,6 +53,7 @@ def _nms_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequenc
     if attrs["center_point_box"] not in (0, 1):
         raise OpTypeError(f"{op}: center_point_box must be 0 or 1, got {attrs['center_point_box']}")
     rank = boxes.rank
+    assumed: list[DimEq] = []
     if rank is not None:
         if rank not in (2, 3) or (isinstance(boxes.shape[-1], int) and boxes.shape[-1] != 4):  # type: ignore[index]
             raise OpTypeError(f"{op}: boxes must be [N, 4] or [B, N, 4], got {boxes}")
@@ -62,6 +65,9 @@ def _nms_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequenc
             n_box, n_score = boxes.shape[-2], scores.shape[-1]
             if isinstance(n_box, int) and isinstance(n_score, int) and n_box != n_score:
                 raise OpTypeError(f"{op}: {n_box} boxes but {n_score} scores")
+            assumed += assume_equal(ins, (0, -2, 1, -1))  # N boxes, N scores
+            if rank == 3:
+                assumed += assume_equal(ins, (0, 0, 1, 0))  # B
     nb = fresh_dim("nb")
     if attrs["select_boxes"]:
         sel = boxes.with_shape((nb, 4))
@@ -69,7 +75,7 @@ def _nms_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequenc
         sel = TensorType("i64", (nb,))
     else:
         sel = TensorType("i64", (nb, 3))
-    return TupleType((sel, I64))
+    return assuming(TupleType((sel, I64)), assumed)
 
 
 def _corners(boxes: np.ndarray, center: int) -> tuple[np.ndarray, ...]:
@@ -251,7 +257,7 @@ define("Unique", FAMILY, ("x",), _unique_rule, _unique,
        results=("values", "indices", "inverse", "counts", "u"), size_output=SizeOutput("u", of="values", dim=0))
 
 
-def _mask_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _mask_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     x, m = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
     if m.dtype != "bool":
         raise OpTypeError(f"{op}: the mask (input 1) must be bool, got {m.dtype}")
@@ -263,7 +269,8 @@ def _mask_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequen
     for i, (a, b) in enumerate(zip(x.shape, m.shape)):
         if isinstance(a, int) and isinstance(b, int) and a != b:
             raise OpTypeError(f"{op}: mask {m} does not match x {x} in dim {i}")
-    return TupleType((x.with_shape((k,) + x.shape[len(m.shape):]), I64))
+    assumed = assume_equal(ins, *((0, i, 1, i) for i in range(len(m.shape))))
+    return assuming(TupleType((x.with_shape((k,) + x.shape[len(m.shape):]), I64)), assumed)
 
 
 def _boolean_mask(x: Any, mask: Any) -> tuple[np.ndarray, np.int64]:

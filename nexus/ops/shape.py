@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from nexus.ir.opdef import Attr, OpTypeError
+from nexus.ir.opdef import Attr, Inferred, OpTypeError
 from nexus.ir.types import (
     INT_DTYPES,
     Dim,
@@ -23,6 +23,8 @@ from nexus.ir.types import (
 )
 from nexus.ops._rules import (
     as_dim,
+    assume_equal,
+    assuming,
     check_int_vector,
     check_same_dtype,
     define,
@@ -200,7 +202,7 @@ define("Unsqueeze", FAMILY, ("x",), _unsqueeze_rule, _unsqueeze, differentiable=
 
 
 # --- joining and splitting ---------------------------------------------------------------
-def _concat_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _concat_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     if not ins:
         raise OpTypeError(f"{op}: needs at least one input")
     ts = [tensor(op, t, i) for i, t in enumerate(ins)]
@@ -229,7 +231,8 @@ def _concat_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequ
         if len(static) > 1:
             raise OpTypeError(f"{op}: inputs differ in dim {k}: {', '.join(str(d) for d in dims)}")
         out.append(static.pop() if static else dims[0])
-    return TensorType(dtype, tuple(out))
+    assumed = assume_equal(ins, *((0, k, j, k) for k in range(rank) if k != axis for j in range(1, len(ts))))
+    return assuming(TensorType(dtype, tuple(out)), assumed)
 
 
 def _sum(dims: Sequence[Any]) -> Any:

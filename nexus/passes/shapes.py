@@ -1,4 +1,4 @@
-"""Shape inference over the whole CFG, and the run-time checks of what it assumed.
+"""Shape inference over the whole CFG.
 
 ``infer_shapes(g)`` recomputes every node's type from the argument types with the ops'
 type rules, in reverse postorder, iterating to a fixpoint around loops.  A Phi's type is
@@ -16,7 +16,10 @@ Path sensitivity: a block entered only through the true exit of ``Cond(Equal(a, 
 itself and the blocks it dominates; the fact is applied there and nowhere else (not in
 the other branch, not after the join).
 
-Binding argument dims at call time is ``nexus.ir.binding``.
+Type rules report the dim equalities they assumed without proof (``OpDef.infer``:
+``Add(f32[N], f32[M])`` takes N and M to broadcast); :func:`assumed_dims` returns them
+per node, under the path facts of the node's block, for the run-time checks of
+``nexus.passes.shapechecks``.  Binding argument dims at call time is ``nexus.ir.binding``.
 """
 
 from __future__ import annotations
@@ -28,11 +31,11 @@ import numpy as np
 import sympy
 
 from nexus.ir.analysis import dominators, reverse_postorder
-from nexus.ir.graph import Graph, infer_type, known_value
+from nexus.ir.graph import Graph, known_value
 from nexus.ir.node import Block, Node
-from nexus.ir.opdef import OpTypeError
+from nexus.ir.opdef import DimEq, OpTypeError
 from nexus.ir.printer import node_order
-from nexus.ir.types import TensorType, TupleType, Type, format_dim, fresh_dim, shape_str, simplify_dim
+from nexus.ir.types import TensorType, TupleType, Type, fresh_dim, shape_str, simplify_dim
 
 # Nodes whose type is structural and never recomputed.
 _FIXED = frozenset({"Start", "End", "Jmp", "Return"})
@@ -57,15 +60,27 @@ def infer_shapes(g: Graph, arg_types: Sequence[Type] | None = None) -> Graph:
     """Annotate every reachable node of ``g`` with its inferred type (in place) and
     return ``g``.  ``arg_types`` replaces the argument types first (e.g. to specialise
     a graph to concrete shapes).  Raises ShapeInferenceError when a rule rejects a node."""
+    _infer(g, arg_types)
+    return g
+
+
+def assumed_dims(g: Graph, arg_types: Sequence[Type] | None = None) -> dict[Node, tuple[DimEq, ...]]:
+    """Infer shapes as :func:`infer_shapes` does and return, for each node whose type
+    rule assumed dim equalities it could not prove, those equalities."""
+    return _infer(g, arg_types).assumed
+
+
+def _infer(g: Graph, arg_types: Sequence[Type] | None) -> _Inference:
     if arg_types is not None:
         if len(arg_types) != len(g.args):
             raise ShapeInferenceError(f"graph @{g.name} takes {len(g.args)} arguments, got {len(arg_types)} types")
         g.start.type = TupleType(tuple(arg_types))
         for a, t in zip(g.args, arg_types):
             a.type = t
-    _Inference(g).run()
+    inference = _Inference(g)
+    inference.run()
     g.touch()
-    return g
+    return inference
 
 
 # --- the fixpoint ----------------------------------------------------------------------
@@ -77,6 +92,7 @@ class _Inference:
         self.node_syms: dict[Node, list[sympy.Symbol]] = {}
         self.phi_syms: dict[tuple[Node, int], sympy.Symbol] = {}
         self.facts: dict[Block, dict[sympy.Symbol, Any]] = {}
+        self.assumed: dict[Node, tuple[DimEq, ...]] = {}
         self.dom = dominators(g)
         self.rpo = reverse_postorder(g)
         self.arg_syms: set[Any] = set().union(*(_type_syms(t) for t in g.arg_types))
@@ -97,7 +113,7 @@ class _Inference:
                 widen |= {n for n in changed if n.op.kind == "phi"}
         else:
             n = changed[0]
-            raise ShapeInferenceError(f"{_where(n)}: shape inference did not converge")
+            raise ShapeInferenceError(f"{node_where(n)}: shape inference did not converge")
         for n, t in self.types.items():
             n.type = t
 
@@ -121,14 +137,19 @@ class _Inference:
                 # Constants of any dtype and size, as Graph.add gives them to rules.
                 vals = [known_value(v) if v.op.name == "Constant" else _subs_value(self.values.get(v), facts)
                         for v in n.inputs]
-                new = infer_type(n.op, ins, n.attrs, vals)
+                inferred = n.op.infer(ins, n.attrs, vals)
+                new = inferred.type
+                if inferred.assumed:
+                    self.assumed[n] = inferred.assumed
+                else:
+                    self.assumed.pop(n, None)
                 if name == "Call":
                     new = _call_type(n.attrs["callee"], ins, new)
                 new = self._stabilize(n, new, ins, vals)
         except OpTypeError as e:
-            raise ShapeInferenceError(f"{_where(n)}: {e}") from None
+            raise ShapeInferenceError(f"{node_where(n)}: {e}") from None
         except Exception as e:  # noqa: BLE001  (a rule that crashed: still name the node)
-            raise ShapeInferenceError(f"{_where(n)}: the type rule failed: {type(e).__name__}: {e}") from e
+            raise ShapeInferenceError(f"{node_where(n)}: the type rule failed: {type(e).__name__}: {e}") from e
         old = self.types.get(n)
         self.types[n] = new
         self.values[n] = self._value(n, new, facts)
@@ -313,7 +334,8 @@ def _xreplace_type(t: Type, env: Mapping[Any, Any]) -> Type:
 
 
 # --- helpers ---------------------------------------------------------------------------
-def _where(n: Node) -> str:
+def node_where(n: Node) -> str:
+    """``Add %y in ^body (created at f.py:3:4)``: a node as errors name it."""
     where = f"{n.op.name} %{n.name or '?'} in ^{n.block.name if n.block else '?'}"
     if n.loc is not None:
         where += f" (created at {n.loc})"
@@ -428,75 +450,4 @@ def _eval_symbolic(n: Node, ins: list[Any]) -> Any:
     return np.array(flat, dtype=object).reshape(out.shape)
 
 
-
-# --- run-time checks for what inference assumed -------------------------------------------
-_BROADCASTING = frozenset({
-    "Add", "Sub", "Mul", "Div", "FloorDiv", "Mod", "Pow", "Maximum", "Minimum", "Less", "LessEqual", "Greater",
-    "GreaterEqual", "Equal", "NotEqual", "And", "Or", "Xor", "Where", "Clip", "PRelu",
-})
-
-
-def assumed_equal_dims(n: Node) -> list[tuple[int, int, int, int, bool]]:
-    """Dims of ``n``'s inputs that its type rule took to be equal without proof:
-    ``(input i, axis, input j, axis, broadcast)`` where neither dim is known to be 1."""
-    shapes: list[tuple[Any, ...]] = []
-    for v in n.inputs:
-        if not isinstance(v.type, TensorType) or v.type.shape is None:
-            return []
-        shapes.append(v.type.shape)
-    out: list[tuple[int, int, int, int, bool]] = []
-
-    def need(a: Any, b: Any) -> bool:
-        return not _dim_eq(a, b) and not (isinstance(a, int) and isinstance(b, int)) and 1 not in (a, b)
-
-    name = n.op.name
-    if name in _BROADCASTING:
-        for i in range(len(shapes)):
-            for j in range(i + 1, len(shapes)):
-                si, sj = shapes[i], shapes[j]
-                for k in range(1, min(len(si), len(sj)) + 1):
-                    if need(si[-k], sj[-k]):
-                        out.append((i, len(si) - k, j, len(sj) - k, True))
-    elif name in ("MatMul", "Gemm") and len(shapes) >= 2 and shapes[0] and shapes[1]:
-        a, b = shapes[0], shapes[1]
-        ka = len(a) - 2 if name == "Gemm" and n.attrs.get("transA") else len(a) - 1
-        kb = (1 if n.attrs.get("transB") else 0) if name == "Gemm" else max(len(b) - 2, 0)
-        if need(a[ka], b[kb]):
-            out.append((0, ka, 1, kb, False))
-    elif name == "Concat" and shapes and shapes[0]:
-        axis = n.attrs["axis"] % len(shapes[0])
-        for j in range(1, len(shapes)):
-            for k, (x, y) in enumerate(zip(shapes[0], shapes[j])):
-                if k != axis and need(x, y):
-                    out.append((0, k, j, k, False))
-    return out
-
-
-def _shape(v: Node) -> tuple[Any, ...]:
-    t = v.type
-    assert isinstance(t, TensorType) and t.shape is not None
-    return t.shape
-
-
-def insert_shape_checks(g: Graph) -> Graph:
-    """Infer shapes, then guard every assumption the rules made (two symbolic dims taken
-    to be equal, e.g. ``Add(f32[N], f32[M])``) with a CheckDims node that the op depends
-    on, so a violation fails there with a message naming the op, its line and the dims.
-    Facts inference proved need no check.  Edits ``g`` in place and returns it."""
-    infer_shapes(g)
-    sizes: dict[tuple[Node, int], Node] = {}
-    for n in [m for b in reverse_postorder(g) for m in node_order(b)]:
-        for i, ai, j, aj, bcast in assumed_equal_dims(n):
-            block = n.block
-            assert block is not None
-            da, db = (sizes.setdefault((n.input(x), ax), g.add("DimSize", [n.input(x)], block, {"axis": ax}))
-                      for x, ax in ((i, ai), (j, aj)))
-            dim_i, dim_j = (format_dim(_shape(n.input(x))[ax]) for x, ax in ((i, ai), (j, aj)))
-            msg = f"{_where(n)} assumes dim {ai} of input {i} ({dim_i}) and dim {aj} of input {j} ({dim_j}) agree"
-            check = g.add("CheckDims", [da, db], block, {"broadcast": bcast, "message": msg}, loc=n.loc)
-            n.add_dep(check)
-    g.touch()
-    return g
-
-
-__all__ = ["ShapeInferenceError", "infer_shapes", "insert_shape_checks", "shape_str"]
+__all__ = ["ShapeInferenceError", "assumed_dims", "infer_shapes", "node_where", "shape_str"]
