@@ -353,7 +353,13 @@ def _reassigned(fdef: ast.FunctionDef, name: str) -> set[str]:
     return set()
 
 
+# The ops of _MATH on Python numbers known when the graph is built: folded with math's
+# own function (its errors and rounding), keyed by op.
+PYTHON_MATH: dict[str, Any] = {
+    "Exp": math.exp, "Log": math.log, "Tanh": math.tanh, "Sqrt": math.sqrt, "Sin": math.sin, "Cos": math.cos,
+    "Erf": math.erf, "Abs": math.fabs, "Floor": math.floor, "Ceil": math.ceil,
+}
+
+
 def _call_python(op: str, x: Any) -> Any:
-    fn = {"Exp": math.exp, "Log": math.log, "Tanh": math.tanh, "Sqrt": math.sqrt, "Sin": math.sin,
-          "Cos": math.cos, "Erf": math.erf, "Abs": math.fabs, "Floor": math.floor, "Ceil": math.ceil}[op]
-    return fn(x)
+    return PYTHON_MATH[op](x)

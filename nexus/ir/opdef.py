@@ -122,6 +122,8 @@ class OpDef:
     ``aliases``: public names of the op besides its snake_case name (``nx.matmul``,
     ``nx.sum``), the same in the DSL and in scripts.  ``multithreaded``: the kernel runs
     on several cores itself (BLAS), so a scheduler should not run two at once.
+    ``shape_only``: the result depends on the input's type (shape, dtype) and never on
+    its values, so it folds to a constant once the shape is static.
     """
 
     name: str
@@ -145,6 +147,7 @@ class OpDef:
     size_output: SizeOutput | None = None
     aliases: tuple[str, ...] = ()
     multithreaded: bool = False
+    shape_only: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in OP_KINDS:

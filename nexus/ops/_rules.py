@@ -130,6 +130,7 @@ def define(
     size_output: SizeOutput | None = None,
     aliases: tuple[str, ...] = (),
     multithreaded: bool = False,
+    shape_only: bool = False,
 ) -> OpDef:
     """Register an op of a family; ``rule`` gets the op's name first, for its errors.
     The keyword flags are the OpDef's properties that passes, backends and frontends
@@ -165,6 +166,7 @@ def define(
             size_output=size_output,
             aliases=aliases,
             multithreaded=multithreaded,
+            shape_only=shape_only,
         )
     )
 

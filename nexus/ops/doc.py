@@ -2,7 +2,7 @@
 
 Everything in the table comes from the OpDef records: name, inputs, attributes with
 kinds and defaults, the properties passes read (differentiable, pure, may fail,
-commutative, broadcasting, multithreaded), the Python operator, the named results and
+commutative, broadcasting, multithreaded, shape only), the Python operator, the named results and
 the data-dependent size among them, the public names, doc.  The dtypes column
 is found by asking each op's type rule which dtypes of its first input it accepts (the
 other inputs probed with that dtype, i64 or bool), so it cannot drift from the rules.
@@ -95,7 +95,8 @@ def _inputs_text(op: OpDef) -> str:
 def _properties_text(op: OpDef) -> str:
     flags = [("differentiable", op.differentiable), ("impure", not op.pure), ("may fail", op.may_fail),
              ("may fail on ints", op.may_fail_on_int and not op.may_fail), ("commutative", op.commutative),
-             ("broadcasting", op.broadcasting), ("multithreaded", op.multithreaded)]
+             ("broadcasting", op.broadcasting), ("multithreaded", op.multithreaded),
+             ("shape only", op.shape_only)]
     return ", ".join(name for name, on in flags if on)
 
 
@@ -143,7 +144,8 @@ def generate() -> str:
         "marks ops that can raise on values their types allow (`on ints`: only on integers, as division",
         "by zero), which passes do not run speculatively; `commutative` ops may have their two inputs",
         "swapped; `broadcasting` ops are elementwise with NumPy broadcasting of all inputs (shape checks",
-        "guard symbolic dims they assume to broadcast); `multithreaded` kernels use every core (BLAS).",
+        "guard symbolic dims they assume to broadcast); `multithreaded` kernels use every core (BLAS);",
+        "`shape only` ops read their input's shape, never its values (they fold once it is static).",
         "`operator` is the Python operator the python backend emits instead of a kernel call (where it",
         "computes the same). Multi-output ops return a tuple read with `Proj`, named in `results`; a",
         "data-dependent size is the last one and a fresh symbol in the shapes. `names` are the op's",

@@ -401,7 +401,7 @@ def _shape_of_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Se
 
 
 define("ShapeOf", FAMILY, ("x",), _shape_of_rule, lambda x: np.array(np.shape(x), dtype=np.int64),
-       aliases=("shape",), doc="The shape of x as a 1-D i64 tensor.")
+       aliases=("shape",), shape_only=True, doc="The shape of x as a 1-D i64 tensor.")
 
 
 def _dim_size_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
@@ -413,7 +413,7 @@ def _dim_size_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Se
     return TensorType("i64", ())
 
 
-define("DimSize", FAMILY, ("x",), _dim_size_rule, lambda x, axis: np.int64(np.shape(x)[axis]),
+define("DimSize", FAMILY, ("x",), _dim_size_rule, lambda x, axis: np.int64(np.shape(x)[axis]), shape_only=True,
        attrs={"axis": Attr("int", doc="the dim asked for")}, doc="The size of one dim of x as an i64 scalar.")
 
 

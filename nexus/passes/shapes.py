@@ -24,7 +24,7 @@ per node, under the path facts of the node's block, for the run-time checks of
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,18 +36,10 @@ from nexus.ir.node import Block, Node
 from nexus.ir.opdef import DimEq, OpTypeError
 from nexus.ir.printer import node_order
 from nexus.ir.types import TensorType, TupleType, Type, fresh_dim, shape_str, simplify_dim
+from nexus.ops.index import _slice as slice_kernel
 
 # Nodes whose type is structural and never recomputed.
 _FIXED = frozenset({"Start", "End", "Jmp", "Return"})
-# Integer ops evaluated on symbolic values (elementwise on object arrays of dims).
-_SYM_BINARY = {
-    "Add": lambda a, b: a + b,
-    "Sub": lambda a, b: a - b,
-    "Mul": lambda a, b: a * b,
-    "FloorDiv": lambda a, b: a // b,
-    "Maximum": lambda a, b: sympy.Max(a, b),
-    "Minimum": lambda a, b: sympy.Min(a, b),
-}
 _MAX_VALUE_SIZE = 64  # larger integer tensors are not shape values; do not track them
 _MAX_ROUNDS = 30
 
@@ -412,42 +404,55 @@ def _scalar_dim(v: Any) -> Any:
 
 def _eval_symbolic(n: Node, ins: list[Any]) -> Any:
     """Evaluate a small integer op on values that may hold dims."""
-    name = n.op.name
     arrs = [np.asarray(v) for v in ins]
     if all(a.dtype.kind in "iu" for a in arrs) and n.op.kernel is not None:
         # Plain integers: the op's own kernel (constant folding).
         attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
         out = np.asarray(n.op.kernel(*arrs, **attrs))
         return out if out.size <= _MAX_VALUE_SIZE else None
-    objs = [a.astype(object) for a in arrs]
-    if name in _SYM_BINARY:
-        fn = np.frompyfunc(_SYM_BINARY[name], 2, 1)
-        out = fn(*objs)
-    elif name == "Neg":
-        out = -objs[0]
-    elif name in ("Identity", "Cast"):
-        out = objs[0]
-    elif name == "Concat":
-        out = np.concatenate(objs, axis=n.attrs["axis"])
-    elif name == "Unsqueeze":
-        out = objs[0]
-        for a in sorted(n.attrs["axes"]):
-            out = np.expand_dims(out, a)
-    elif name == "Squeeze":
-        out = np.squeeze(objs[0], axis=n.attrs.get("axes"))
-    elif name == "Reshape":
-        out = objs[0].reshape(tuple(int(d) for d in arrs[1]))
-    elif name == "Gather":
-        out = np.take(objs[0], arrs[1].astype(np.int64), axis=n.attrs["axis"])
-    elif name == "Slice":
-        from nexus.ops.index import _slice
-
-        out = _slice(objs[0], *[a.astype(np.int64) for a in arrs[1:]])
-    else:
+    rule = SYMBOLIC_RULES.get(n.op.name)
+    if rule is None:
         return None
-    out = np.asarray(out, dtype=object)
+    out = np.asarray(rule(n, [a.astype(object) for a in arrs], arrs), dtype=object)
     flat = [simplify_dim(x) if isinstance(x, sympy.Basic) else int(x) for x in out.reshape(-1)]
     return np.array(flat, dtype=object).reshape(out.shape)
 
 
-__all__ = ["ShapeInferenceError", "assumed_dims", "infer_shapes", "node_where", "shape_str"]
+# How ops compute on values that hold dims (object arrays of ints and sympy expressions),
+# keyed by op: ``rule(node, object arrays, the inputs as given)``.  Integer inputs holding
+# no symbol run the op's kernel instead.
+SymbolicRule = Callable[[Node, list[np.ndarray], list[np.ndarray]], Any]
+
+
+def _elementwise(fn: Callable[[Any, Any], Any]) -> SymbolicRule:
+    ufunc = np.frompyfunc(fn, 2, 1)
+    return lambda n, objs, arrs: ufunc(*objs)
+
+
+def _unsqueeze(n: Node, objs: list[np.ndarray], arrs: list[np.ndarray]) -> Any:
+    out = objs[0]
+    for a in sorted(n.attrs["axes"]):
+        out = np.expand_dims(out, a)
+    return out
+
+
+SYMBOLIC_RULES: dict[str, SymbolicRule] = {
+    "Add": _elementwise(lambda a, b: a + b),
+    "Sub": _elementwise(lambda a, b: a - b),
+    "Mul": _elementwise(lambda a, b: a * b),
+    "FloorDiv": _elementwise(lambda a, b: a // b),
+    "Maximum": _elementwise(lambda a, b: sympy.Max(a, b)),
+    "Minimum": _elementwise(lambda a, b: sympy.Min(a, b)),
+    "Neg": lambda n, objs, arrs: -objs[0],
+    "Identity": lambda n, objs, arrs: objs[0],
+    "Cast": lambda n, objs, arrs: objs[0],
+    "Concat": lambda n, objs, arrs: np.concatenate(objs, axis=n.attrs["axis"]),
+    "Unsqueeze": _unsqueeze,
+    "Squeeze": lambda n, objs, arrs: np.squeeze(objs[0], axis=n.attrs.get("axes")),
+    "Reshape": lambda n, objs, arrs: objs[0].reshape(tuple(int(d) for d in arrs[1])),
+    "Gather": lambda n, objs, arrs: np.take(objs[0], arrs[1].astype(np.int64), axis=n.attrs["axis"]),
+    "Slice": lambda n, objs, arrs: slice_kernel(objs[0], *[a.astype(np.int64) for a in arrs[1:]]),
+}
+
+
+__all__ = ["SYMBOLIC_RULES", "ShapeInferenceError", "assumed_dims", "infer_shapes", "node_where", "shape_str"]
