@@ -225,3 +225,13 @@ def test_every_broadcasting_op_reports_the_dims_it_assumes(op) -> None:  # type:
             {(i, 0, j, 0, True) for i in range(n) for j in range(i + 1, n)}
         return
     pytest.fail(f"no dtypes found that {op.name} accepts")
+
+
+def test_which_dim_pairs_need_a_check() -> None:
+    from nexus.ir.types import dims_may_differ
+
+    assert not dims_may_differ(N, N) and not dims_may_differ(3, 4)  # the same dim; ints the rule compared
+    assert dims_may_differ(N, M) and dims_may_differ(N, 3)
+    assert dims_may_differ(K, 1) and not dims_may_differ(K, 1, broadcast=True)  # a contraction K vs 1
+    assert not dims_may_differ(2 * (N + 1), 2 * N + 2)  # equal after simplification
+    assert dims_may_differ(N + 1, M + 1, broadcast=True)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from nexus.ir.node import TERMINATORS, Block, Node, SourceLoc
-from nexus.ir.opdef import OpDef, OpTypeError, get_op
+from nexus.ir.opdef import Inferred, OpDef, OpTypeError, get_op
 from nexus.ir.types import TensorType, TupleType, Type, X
 
 
@@ -305,7 +305,8 @@ def install_compiler(compile: Callable[..., Any]) -> None:
 
 
 def infer_type(opdef: OpDef, in_types: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
-    return opdef.infer(in_types, attrs, values).type
+    out = opdef.rule_output(in_types, attrs, values)
+    return out.type if isinstance(out, Inferred) else out
 
 
 def is_terminator(node: Node) -> bool:

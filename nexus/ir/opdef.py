@@ -12,7 +12,7 @@ import keyword
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,8 +23,7 @@ OP_KINDS = ("data", "control", "phi", "comm", "state", "meta")
 OPERATOR_ON_INTS = ("same", "nonzero divisor", "never")
 
 
-@dataclass(frozen=True)
-class DimEq:
+class DimEq(NamedTuple):
     """A fact a type rule assumed without proof: dim ``a`` of input ``i`` and dim ``b`` of
     input ``j`` are equal (with ``broadcast``: equal, or one of them is 1).  Shape checks
     (``nexus.passes.shapechecks``) guard each one at run time."""
@@ -36,8 +35,7 @@ class DimEq:
     broadcast: bool = False
 
 
-@dataclass(frozen=True)
-class Inferred:
+class Inferred(NamedTuple):
     """What a type rule may return instead of a bare Type: the result type and the dim
     equalities it assumed to get it (two symbols it could not prove equal)."""
 
@@ -187,13 +185,19 @@ class OpDef:
     def infer(self, in_types: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Inferred:
         """Run the type rule: the result type and the dim equalities it assumed.
         Raises OpTypeError."""
+        out = self.rule_output(in_types, attrs, values)
+        return out if isinstance(out, Inferred) else Inferred(out)
+
+    def rule_output(self, in_types: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type | Inferred:
+        """What the type rule returns (a Type, or an Inferred), after checking that no
+        input is a control value.  Building a node needs only the type: this saves
+        ``infer``'s wrapping on that hot path.  Raises OpTypeError."""
         if self.type_rule is None:
             raise OpTypeError(f"{self.name}: its result type must be given explicitly")
         for i, t in enumerate(in_types):
             if t is X or t.__class__ is _CONTROL and t == X:
                 raise OpTypeError(f"{self.name}: input {i} is a control value (X); only blocks take those")
-        out = self.type_rule(in_types, attrs, values)
-        return out if isinstance(out, Inferred) else Inferred(out)
+        return self.type_rule(in_types, attrs, values)
 
     def size_spec(self, attrs: Mapping[str, Any]) -> tuple[int, int, int] | None:
         """``size_output`` of a node with ``attrs`` as ``(Proj of the size, Proj it sizes,

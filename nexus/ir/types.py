@@ -324,11 +324,14 @@ def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...],
     for i in range(max(len(a), len(b))):
         da = a[len(a) - 1 - i] if i < len(a) else 1
         db = b[len(b) - 1 - i] if i < len(b) else 1
-        if da == 1:
+        # Dims are ints or sympy expressions, never equal to an int: comparing a symbol
+        # with 1 would cost a sympify, so the int tests come first.
+        a_int, b_int = type(da) is int, type(db) is int
+        if a_int and da == 1:
             out.append(db)
-        elif db == 1 or da == db:
+        elif (b_int and db == 1) or (a_int == b_int and da == db):
             out.append(da)
-        elif isinstance(da, int) and isinstance(db, int):
+        elif a_int and b_int:
             raise ValueError(f"shapes {shape_str(a)} and {shape_str(b)} do not broadcast")
         elif not dims_may_differ(da, db):
             out.append(da)
@@ -344,15 +347,21 @@ def dims_may_differ(a: Dim, b: Dim, broadcast: bool = False) -> bool:
     """Whether two dims that a rule takes to be equal (``broadcast``: equal or 1) may
     differ at run time: they are not the same expression, not both ints (those the rule
     compared), and, broadcasting, neither is 1."""
-    if isinstance(a, int) and isinstance(b, int):
+    a_int, b_int = type(a) is int, type(b) is int  # dims are ints or simplified sympy expressions
+    if a_int and b_int:
         return False
-    if a == b or (broadcast and (a == 1 or b == 1)):
+    if broadcast and ((a_int and a == 1) or (b_int and b == 1)):
         return False
+    if a is b:
+        return False
+    if a_int or b_int:
+        return True  # an expression equal to an int would have been simplified to it
     if getattr(a, "is_Symbol", False) and getattr(b, "is_Symbol", False):
-        # Two distinct plain symbols never simplify to 0; skipping simplify for them
-        # saves ~10-40 ms per op when a frontend builds graphs over symbolic shapes.
-        return True
-    return bool(sympy.simplify(a - b) != 0)  # type: ignore[operator]
+        # Two plain symbols differ unless they are the same symbol (names first: cheap);
+        # skipping simplify for them saves ~10-40 ms per op when a frontend builds graphs
+        # over symbolic shapes.
+        return a.name != b.name or bool(a != b)  # type: ignore[union-attr]
+    return a != b and bool(sympy.simplify(a - b) != 0)  # type: ignore[operator]
 
 
 def shape_str(shape: tuple[Dim, ...] | None) -> str:

@@ -49,20 +49,24 @@ def broadcast(op: str, ins: Sequence[Type], same_dtype: bool = True) -> tuple[st
 def broadcast_assumed(ins: Sequence[Type]) -> tuple[DimEq, ...]:
     """The dims of elementwise inputs taken to broadcast without proof: every pair of
     aligned dims, in any two inputs, that are different symbols (``[N]`` and ``[M]``)."""
-    shapes = [t.shape for t in ins if isinstance(t, TensorType)]
-    if len(shapes) != len(ins) or any(s is None for s in shapes):
-        return ()
-    if all(isinstance(d, int) for s in shapes for d in s):  # type: ignore[union-attr]
+    shapes: list[tuple[Any, ...]] = []
+    symbolic = False
+    for t in ins:
+        s = t.shape if isinstance(t, TensorType) else None
+        if s is None:
+            return ()
+        shapes.append(s)
+        symbolic = symbolic or any(type(d) is not int for d in s)
+    if not symbolic:
         return ()  # the common case, and int dims that differ are a type error already
     out: list[DimEq] = []
     for i, si in enumerate(shapes):
         for j in range(i + 1, len(shapes)):
-            pairs: list[tuple[int, int]] = []
-            try:
-                broadcast_shapes(si, shapes[j], pairs)  # type: ignore[arg-type]
-            except ValueError:
-                continue  # the rule reports it (or accepted it for its own reasons)
-            out += [DimEq(i, a, j, b, broadcast=True) for a, b in pairs]
+            sj = shapes[j]
+            for k in range(1, min(len(si), len(sj)) + 1):
+                a, b = len(si) - k, len(sj) - k
+                if dims_may_differ(si[a], sj[b], broadcast=True):
+                    out.append(DimEq(i, a, j, b, broadcast=True))
     return tuple(out)
 
 
@@ -141,7 +145,9 @@ def define(
         return rule(name, ins, a, values)
 
     def broadcasting_rule(ins: Sequence[Type], a: Mapping[str, Any], values: Sequence[Any]) -> Type | Inferred:
-        return assuming(rule(name, ins, a, values), broadcast_assumed(ins))
+        out = rule(name, ins, a, values)
+        assumed = broadcast_assumed(ins)
+        return assuming(out, assumed) if assumed else out
 
     return register(
         OpDef(
