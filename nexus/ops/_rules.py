@@ -48,7 +48,8 @@ def broadcast(op: str, ins: Sequence[Type], same_dtype: bool = True) -> tuple[st
 
 def broadcast_assumed(ins: Sequence[Type]) -> tuple[DimEq, ...]:
     """The dims of elementwise inputs taken to broadcast without proof: every pair of
-    aligned dims, in any two inputs, that are different symbols (``[N]`` and ``[M]``)."""
+    aligned dims, in any two inputs, that may differ at run time (``[N]`` and ``[M]``,
+    ``[N]`` and ``[3]``; not ``[N]`` and ``[1]``), as ``broadcast_shapes`` decides."""
     shapes: list[tuple[Any, ...]] = []
     symbolic = False
     for t in ins:
