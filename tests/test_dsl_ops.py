@@ -6,8 +6,7 @@ import numpy as np
 
 import nexus as nx
 from nexus.frontend import dsl
-from nexus.frontend.dsl_ops import snake_case
-from nexus.ir.opdef import all_ops
+from nexus.ir.opdef import all_ops, snake_case
 
 
 def test_every_data_op_has_a_function() -> None:
@@ -117,8 +116,7 @@ def test_device_placement() -> None:
 
 def test_every_op_family_op_is_an_nx_function() -> None:
     # New ops need no export line: nx.<snake_case name> is found from the registry.
-    from nexus.frontend.dsl_ops import snake_case
-    from nexus.ir.opdef import all_ops
+    from nexus.ir.opdef import all_ops, snake_case
     from nexus.ops import FAMILIES
 
     names = [snake_case(op.name) for op in all_ops().values() if op.family in FAMILIES]

@@ -77,3 +77,21 @@ def test_quoted_graph_names_and_calls() -> None:
     h = parse(text)
     assert h.name == 'model "x"' and structurally_equal(g, h)
     assert float(h(np.float32(3.0))) == -3.0
+
+
+def test_unnamed_results_print_by_their_names() -> None:
+    """A Proj of a multi-output op without a name of its own is named after the result
+    it reads (OpDef.results); Cond exits keep numbers."""
+    g = Graph("topk", [TensorType("f32", (5,))], ["x"])
+    e = g.start_block
+    k = g.add("Constant", [], e, {"value": np.array(2, np.int64)}, name="two")
+    t = g.add("TopK", [g.args[0], k], e, name="t")
+    outs = [g.add("Proj", [t], e, {"num": i}) for i in range(3)]
+    g.end_block.append_input(g.add("Return", outs, e, name="r"))
+    text = print_graph(g)
+    assert "\n".join(text.splitlines()[5:9]) == """\
+  %t = TopK %x, %two {axis = -1, largest = true, sorted = true} : (f32[2], i64[2], i64)
+  %values = Proj %t {num = 0} : f32[2]
+  %indices = Proj %t {num = 1} : i64[2]
+  %k = Proj %t {num = 2} : i64"""
+    assert structurally_equal(g, parse(text))

@@ -4,13 +4,12 @@ appears here without code): ``nx.add(a, b)``, ``nx.reshape(x, (2, 3))``,
 input names); attributes are keyword arguments; ``name=`` names the node.
 
 Names are the op names in snake_case (``MatMul`` -> ``mat_mul``) plus the TensorFlow /
-NumPy spellings users know (``matmul``, ``subtract``, ``multiply``, ``logical_and``...).
+NumPy spellings users know (``matmul``, ``subtract``, ``sum``, ``logical_and``...): the
+op's ``public_names``, one table with scripts (``nexus.frontend.names``).
 """
 
 from __future__ import annotations
 
-import keyword
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,36 +17,9 @@ import numpy as np
 
 from nexus.frontend.dsl_builder import current_builder
 from nexus.frontend.dsl_value import Value
-from nexus.ir.opdef import OpDef, all_ops
+from nexus.frontend.names import public_ops
+from nexus.ir.opdef import OpDef
 from nexus.ir.types import DTYPES, dtype_of
-
-# Extra public spellings, keyed by op name.
-ALIASES: dict[str, tuple[str, ...]] = {
-    "MatMul": ("matmul",),
-    "Sub": ("subtract",),
-    "Mul": ("multiply",),
-    "Div": ("divide", "truediv"),
-    "FloorDiv": ("floordiv", "floor_divide"),
-    "Pow": ("power",),
-    "Neg": ("negative",),
-    "And": ("logical_and",),
-    "Or": ("logical_or",),
-    "Xor": ("logical_xor",),
-    "Not": ("logical_not",),
-    "ArgMax": ("argmax",),
-    "ArgMin": ("argmin",),
-    "CumSum": ("cumsum",),
-    "Clip": ("clip_by_value",),
-}
-# Ops the DSL builds itself (control flow, constants) rather than as plain functions.
-_NOT_FUNCTIONS = frozenset({"Constant"})
-_FUNCTION_KINDS = frozenset({"data"})
-
-
-def snake_case(op_name: str) -> str:
-    """``MatMul`` -> ``mat_mul``; Python keywords get a trailing underscore (``and_``)."""
-    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", op_name).lower()
-    return name + "_" if keyword.iskeyword(name) else name
 
 
 def dtype_name(value: Any) -> str:
@@ -100,10 +72,4 @@ _MISSING = object()
 
 def op_functions() -> dict[str, Callable[..., Value]]:
     """Every op function by public name, built from the registry as it is now."""
-    out: dict[str, Callable[..., Value]] = {}
-    for opdef in all_ops().values():
-        if opdef.kind not in _FUNCTION_KINDS or opdef.name in _NOT_FUNCTIONS:
-            continue
-        for public in (snake_case(opdef.name), *ALIASES.get(opdef.name, ())):
-            out.setdefault(public, make_op_function(opdef, public))
-    return out
+    return {public: make_op_function(opdef, public) for public, opdef in public_ops().items()}

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.frontend.names import FUNCTION_KINDS, public_ops
 from nexus.frontend.script_expr import Edge, ExprLowering, NexusOp, Scope, Static, TupleVal, Val, _dtype
 from nexus.frontend.script_source import parse_function
 from nexus.frontend.script_ssa import generalize
@@ -23,9 +24,11 @@ from nexus.ir.types import DTYPES, TensorType, TupleType, dtype_of, numpy_dtype
 # Ops that need float inputs: ints are converted to f64 first (as math and NumPy do).
 FLOAT_OPS = frozenset({"Exp", "Log", "Tanh", "Sigmoid", "Sin", "Cos", "Sqrt", "Rsqrt", "Erf", "Softmax",
                        "LogSoftmax", "Gelu", "Softplus", "Reciprocal"})
-ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "FloorDiv", "Mod", "Pow", "Maximum", "Minimum", "Less",
-                         "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "And", "Or", "Xor",
-                         "MatMul", "Gemm"})
+# Operands are unified to one dtype (NumPy promotion, Python scalars weak) for the
+# broadcasting ops (OpDef.broadcasting) and for these, which NumPy promotes the same way.
+PROMOTING = frozenset({"MatMul", "Gemm"})
+# Ops on bools, which stay bools (arithmetic on bools is done on ints, as Python does).
+BOOL_OPS = frozenset({"And", "Or", "Xor", "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"})
 
 # math.* / numpy.* functions -> (op, result cast).  math results are Python floats
 # (f64) except floor/ceil, which return ints.
@@ -41,32 +44,18 @@ _NUMPY: dict[Any, str] = {
     np.max: "ReduceMax", np.min: "ReduceMin", np.concatenate: "Concat", np.transpose: "Transpose",
     np.negative: "Neg", np.round: "Round", np.sign: "Sign",
 }
-_ALIASES = {
-    "matmul": "MatMul", "add": "Add", "subtract": "Sub", "sub": "Sub", "multiply": "Mul", "mul": "Mul",
-    "divide": "Div", "div": "Div", "floor_divide": "FloorDiv", "floordiv": "FloorDiv", "mod": "Mod",
-    "pow": "Pow", "power": "Pow", "maximum": "Maximum", "minimum": "Minimum", "negative": "Neg",
-    "less": "Less", "less_equal": "LessEqual", "greater": "Greater", "greater_equal": "GreaterEqual",
-    "equal": "Equal", "not_equal": "NotEqual", "logical_and": "And", "logical_or": "Or", "logical_not": "Not",
-    "logical_xor": "Xor", "sum": "ReduceSum", "reduce_sum": "ReduceSum", "mean": "ReduceMean",
-    "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin", "concatenate": "Concat",
-    "shape_of": "ShapeOf", "shape": "ShapeOf", "dim_size": "DimSize", "log_softmax": "LogSoftmax",
-    "argmax": "ArgMax", "argmin": "ArgMin", "cumsum": "CumSum", "gather_nd": "GatherND", "one_hot": "OneHot",
-}
 _DTYPE_NAMES = {np.float32: "f32", np.float64: "f64", np.int32: "i32", np.int64: "i64", np.bool_: "bool",
                 np.float16: "f16", np.int8: "i8", np.int16: "i16", np.uint8: "u8", float: "f64", int: "i64",
                 bool: "bool"}
 
 
 def op_for_name(name: str) -> str | None:
-    """The registry op for ``nx.<name>``: an alias, the CamelCase name, or the name itself."""
-    get_op("Add")  # the families register on first use
-    if name in _ALIASES and _ALIASES[name] in REGISTRY:
-        return _ALIASES[name]
-    camel = "".join(p[:1].upper() + p[1:] for p in name.split("_"))
-    for cand in (camel, name):
-        if cand in REGISTRY and REGISTRY[cand].kind in ("data", "state", "comm"):
-            return cand
-    return None
+    """The registry op for ``nx.<name>``: a public name, the one table the DSL uses too
+    (``nexus.frontend.names``), or the op's own name (``nx.MatMul``)."""
+    op = public_ops().get(name)
+    if op is not None:
+        return op.name
+    return name if name in REGISTRY and REGISTRY[name].kind in FUNCTION_KINDS else None
 
 
 class CallLowering(ExprLowering):
@@ -142,12 +131,12 @@ class CallLowering(ExprLowering):
 
     # --- ops ----------------------------------------------------------------------------------
     def call_op(self, name: str, node: ast.Call, shown: str, numpy: bool = False) -> Val:
-        op = name if name in REGISTRY else op_for_name(name)
+        if name == "constant" and not numpy:  # nx.constant: a value, not a function of tensors
+            return self.call_constant(node, shown)
+        op = op_for_name(name)
         if op is None:
             raise self.error(node, f"`{shown}` is not an op of the registry",
                              "see nexus.ir.all_ops() for the ops there are")
-        if op == "Constant":
-            return self.call_constant(node, shown)
         opdef = get_op(op)
         args = self.positional(node)
         attrs = self.static_kwargs(node)
@@ -169,12 +158,11 @@ class CallLowering(ExprLowering):
         if unknown:
             known = ", ".join(sorted(opdef.attrs)) or "none"
             raise self.error(node, f"`{shown}` ({op}) has no attribute `{sorted(unknown)[0]}` (it has: {known})")
-        if op in ELEMENTWISE:
-            nodes = self.unify(args, arith=op not in ("And", "Or", "Xor", "Less", "LessEqual", "Greater",
-                                                      "GreaterEqual", "Equal", "NotEqual"))
-        elif op == "Where":
+        if op == "Where":
             c = self.as_node(args[0])
             nodes = [c, *self.unify(args[1:], arith=False)]
+        elif opdef.broadcasting or op in PROMOTING:
+            nodes = self.unify(args, arith=op not in BOOL_OPS)
         elif op in FLOAT_OPS:
             nodes = [self.to_float(self.as_node(a)) for a in args]
         else:
@@ -402,7 +390,13 @@ def _reassigned(fdef: ast.FunctionDef, name: str) -> set[str]:
     return set()
 
 
+# The ops of _MATH on Python numbers known when the graph is built: folded with math's
+# own function (its errors and rounding), keyed by op.
+PYTHON_MATH: dict[str, Any] = {
+    "Exp": math.exp, "Log": math.log, "Tanh": math.tanh, "Sqrt": math.sqrt, "Sin": math.sin, "Cos": math.cos,
+    "Erf": math.erf, "Abs": math.fabs, "Floor": math.floor, "Ceil": math.ceil,
+}
+
+
 def _call_python(op: str, x: Any) -> Any:
-    fn = {"Exp": math.exp, "Log": math.log, "Tanh": math.tanh, "Sqrt": math.sqrt, "Sin": math.sin,
-          "Cos": math.cos, "Erf": math.erf, "Abs": math.fabs, "Floor": math.floor, "Ceil": math.ceil}[op]
-    return fn(x)
+    return PYTHON_MATH[op](x)

@@ -65,7 +65,7 @@ register(OpDef("End", "control", type_rule=_control, doc="The single node of the
 register(OpDef("Return", "control", inputs=("value",), variadic=True, type_rule=_control,
                doc="Leaves the graph with its inputs as results; enters the end block."))
 register(OpDef("Jmp", "control", type_rule=_control, doc="Unconditional jump to the block that lists it."))
-register(OpDef("Cond", "control", inputs=("condition",), type_rule=_cond,
+register(OpDef("Cond", "control", inputs=("condition",), type_rule=_cond, results=("false", "true"),
                doc="Branches on a bool scalar; Proj 0 is the false exit, Proj 1 the true exit."))
 register(OpDef("Proj", "meta", inputs=("tuple",), attrs={"num": Attr("int", doc="component")},
                type_rule=_proj, kernel=lambda t, num: t[num],

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from nexus.ir.node import TERMINATORS, Block, Node, SourceLoc
-from nexus.ir.opdef import OpDef, OpTypeError, get_op
+from nexus.ir.opdef import Inferred, OpDef, OpTypeError, get_op
 from nexus.ir.types import TensorType, TupleType, Type, X
 
 
@@ -309,15 +309,8 @@ def install_backends(compile: Callable[..., Any], run: Callable[..., Any]) -> No
 
 
 def infer_type(opdef: OpDef, in_types: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
-    if opdef.type_rule is None:
-        raise OpTypeError(f"{opdef.name}: its result type must be given explicitly")
-    for i, t in enumerate(in_types):
-        if t is X or t.__class__ is _CONTROL and t == X:
-            raise OpTypeError(f"{opdef.name}: input {i} is a control value (X); only blocks take those")
-    return opdef.type_rule(in_types, attrs, values)
-
-
-_CONTROL = X.__class__
+    out = opdef.rule_output(in_types, attrs, values)
+    return out.type if isinstance(out, Inferred) else out
 
 
 def is_terminator(node: Node) -> bool:

@@ -8,20 +8,57 @@ with ``isinstance`` chains.  Per-transformation rules that need optional depende
 
 from __future__ import annotations
 
+import keyword
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from nexus.ir.types import DTYPES, Type
+from nexus.ir.types import DTYPES, Type, X
 
 OP_KINDS = ("data", "control", "phi", "comm", "state", "meta")
+# When the Python operator of an op (OpDef.operator) has the kernel's meaning on integers.
+OPERATOR_ON_INTS = ("same", "nonzero divisor", "never")
+
+
+class DimEq(NamedTuple):
+    """A fact a type rule assumed without proof: dim ``a`` of input ``i`` and dim ``b`` of
+    input ``j`` are equal (with ``broadcast``: equal, or one of them is 1).  Shape checks
+    (``nexus.passes.shapechecks``) guard each one at run time."""
+
+    i: int
+    a: int
+    j: int
+    b: int
+    broadcast: bool = False
+
+
+class Inferred(NamedTuple):
+    """What a type rule may return instead of a bare Type: the result type and the dim
+    equalities it assumed to get it (two symbols it could not prove equal)."""
+
+    type: Type
+    assumed: tuple[DimEq, ...] = ()
+
+
+@dataclass(frozen=True)
+class SizeOutput:
+    """The result of a multi-output op that holds a data-dependent size (an i64 scalar),
+    and the dim it is the size of: dim ``dim`` of result ``of``, where ``dim`` is an index
+    or the name of the int attribute that gives it (TopK's ``"axis"``).  Shape inference
+    gives the size value that dim's symbol.  Results are named as in ``OpDef.results``."""
+
+    size: str
+    of: str
+    dim: int | str = 0
+
 
 # A type rule sees the input types, the attributes and, per input, a value known at build
-# time (a NumPy array for constants) or None.  It returns the result type or raises
-# OpTypeError.
-TypeRule = Callable[[Sequence[Type], Mapping[str, Any], Sequence[Any]], Type]
+# time (a NumPy array for constants) or None.  It returns the result type (or an Inferred:
+# the type and the dim equalities it assumed) or raises OpTypeError.
+TypeRule = Callable[[Sequence[Type], Mapping[str, Any], Sequence[Any]], "Type | Inferred"]
 Kernel = Callable[..., Any]
 
 
@@ -69,6 +106,22 @@ class OpDef:
     integer power).  Failures on shapes the type rules cannot check (symbolic dims that
     do not broadcast) are not flags: passes look at the types.  ``commutative``: a binary
     op whose result does not depend on the order of its two inputs (CSE sorts them).
+
+    ``broadcasting``: elementwise, with NumPy broadcasting of all its inputs (the type
+    rule then reports every pair of symbolic dims it took to broadcast, see ``infer``).
+    ``operator``: the Python operator spelling that computes the kernel's result on NumPy
+    values (binary ``a + b`` for two inputs, prefix ``-x`` for one), which a backend may
+    emit instead of a kernel call.  ``operator_on_ints`` says when that holds for integer
+    inputs: ``"same"``; ``"nonzero divisor"`` (the kernel raises on a zero divisor, input
+    1, and the operator does not, so it is valid only where input 1 cannot hold a zero);
+    ``"never"`` (another meaning: Python's ``/`` divides, the kernel truncates).
+    ``results``: the names of the components of a tuple-valued op's result, in ``Proj``
+    order.  ``size_output``: which of them is a data-dependent size, and of what.
+    ``aliases``: public names of the op besides its snake_case name (``nx.matmul``,
+    ``nx.sum``), the same in the DSL and in scripts.  ``multithreaded``: the kernel runs
+    on several cores itself (BLAS), so a scheduler should not run two at once.
+    ``shape_only``: the result depends on the input's type (shape, dtype) and never on
+    its values, so it folds to a constant once the shape is static.
     """
 
     name: str
@@ -85,10 +138,30 @@ class OpDef:
     may_fail: bool = False
     may_fail_on_int: bool = False
     commutative: bool = False
+    broadcasting: bool = False
+    operator: str = ""
+    operator_on_ints: str = "same"
+    results: tuple[str, ...] = ()
+    size_output: SizeOutput | None = None
+    aliases: tuple[str, ...] = ()
+    multithreaded: bool = False
+    shape_only: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in OP_KINDS:
             raise ValueError(f"op {self.name}: unknown kind {self.kind!r}")
+        if self.operator_on_ints not in OPERATOR_ON_INTS:
+            raise ValueError(f"op {self.name}: operator_on_ints must be one of {OPERATOR_ON_INTS}")
+        if self.operator and (self.variadic or len(self.inputs) not in (1, 2)):
+            raise ValueError(f"op {self.name}: an operator needs one or two inputs")
+        if self.operator_on_ints == "nonzero divisor" and len(self.inputs) != 2:
+            raise ValueError(f"op {self.name}: a divisor is input 1 of a binary op")
+        so = self.size_output
+        if so is not None and not {so.size, so.of} <= set(self.results):
+            raise ValueError(f"op {self.name}: size_output names results not in {self.results}")
+        bad = [a for a in self.aliases if not a.isidentifier() or a == snake_case(self.name)]
+        if bad:
+            raise ValueError(f"op {self.name}: bad alias {bad[0]!r}")
 
     def __repr__(self) -> str:
         return f"<OpDef {self.name}>"
@@ -102,6 +175,39 @@ class OpDef:
         if self.variadic:
             return f"at least {len(self.inputs) - 1}"
         return str(len(self.inputs))
+
+    @property
+    def public_names(self) -> tuple[str, ...]:
+        """``nx.<name>`` spellings of the op in the DSL and in scripts: the snake_case
+        name first, then the aliases."""
+        return (snake_case(self.name), *self.aliases)
+
+    def infer(self, in_types: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Inferred:
+        """Run the type rule: the result type and the dim equalities it assumed.
+        Raises OpTypeError."""
+        out = self.rule_output(in_types, attrs, values)
+        return out if isinstance(out, Inferred) else Inferred(out)
+
+    def rule_output(self, in_types: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type | Inferred:
+        """What the type rule returns (a Type, or an Inferred), after checking that no
+        input is a control value.  Building a node needs only the type: this saves
+        ``infer``'s wrapping on that hot path.  Raises OpTypeError."""
+        if self.type_rule is None:
+            raise OpTypeError(f"{self.name}: its result type must be given explicitly")
+        for i, t in enumerate(in_types):
+            if t is X or t.__class__ is _CONTROL and t == X:
+                raise OpTypeError(f"{self.name}: input {i} is a control value (X); only blocks take those")
+        return self.type_rule(in_types, attrs, values)
+
+    def size_spec(self, attrs: Mapping[str, Any]) -> tuple[int, int, int] | None:
+        """``size_output`` of a node with ``attrs`` as ``(Proj of the size, Proj it sizes,
+        dim)``, the dim negative when an axis attribute counts from the end; None when
+        the op has no size output."""
+        so = self.size_output
+        if so is None:
+            return None
+        dim = so.dim if isinstance(so.dim, int) else int(attrs[so.dim])
+        return self.results.index(so.size), self.results.index(so.of), dim
 
     def complete_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
         """Check attribute names and kinds, fill defaults.  Raises OpTypeError."""
@@ -120,6 +226,15 @@ class OpDef:
         for name in UNIVERSAL_ATTRS & set(attrs):
             out[name] = attrs[name]
         return out
+
+
+_CONTROL = X.__class__
+
+
+def snake_case(op_name: str) -> str:
+    """``MatMul`` -> ``mat_mul``; Python keywords get a trailing underscore (``and_``)."""
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", op_name).lower()
+    return name + "_" if keyword.iskeyword(name) else name
 
 
 # Attributes any node may carry; placement is on every node (DESIGN section 1).

@@ -81,8 +81,19 @@ def _name_graph(g: Graph, blocks: list[Block]) -> tuple[Namer, Namer]:
         labels.names[b] = labels.unique(b.name or "bb")
     for b in blocks:
         for n in node_order(b):
-            values.names[n] = values.unique(n.name)
+            values.names[n] = values.unique(n.name or _result_name(n))
     return values, labels
+
+
+def _result_name(n: Node) -> str | None:
+    """An unnamed Proj of a multi-output data op is named after that result
+    (``OpDef.results``): ``%nb = Proj %nms {num = 1}``."""
+    if n.op.name != "Proj" or not n.inputs:
+        return None
+    src = n.input(0)
+    results = src.op.results if src.op.kind != "control" else ()
+    num = n.attrs.get("num")
+    return results[num] if isinstance(num, int) and 0 <= num < len(results) else None
 
 
 def graph_ref(name: str) -> str:

@@ -315,27 +315,53 @@ def _check_power(base: sympy.Expr, exponent: sympy.Expr, pos: int) -> None:
         raise DimSyntaxError(f"the exponent {e} is too large for a dim", pos)
 
 
-def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
-    """NumPy broadcasting of two shapes with symbolic dims.  Raises ValueError on conflict."""
+def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...],
+                     assumed: list[tuple[int, int]] | None = None) -> tuple[Dim, ...]:
+    """NumPy broadcasting of two shapes with symbolic dims.  Raises ValueError on conflict.
+    Two dims that may differ at run time (different symbols) are taken to broadcast;
+    ``assumed``, if given, receives ``(axis in a, axis in b)`` of each such pair."""
     out: list[Dim] = []
     for i in range(max(len(a), len(b))):
         da = a[len(a) - 1 - i] if i < len(a) else 1
         db = b[len(b) - 1 - i] if i < len(b) else 1
-        if da == 1:
+        # Dims are ints or sympy expressions, never equal to an int: comparing a symbol
+        # with 1 would cost a sympify, so the int tests come first.
+        a_int, b_int = type(da) is int, type(db) is int
+        if a_int and da == 1:
             out.append(db)
-        elif db == 1 or da == db:
+        elif (b_int and db == 1) or (a_int == b_int and da == db):
             out.append(da)
-        elif isinstance(da, int) and isinstance(db, int):
+        elif a_int and b_int:
             raise ValueError(f"shapes {shape_str(a)} and {shape_str(b)} do not broadcast")
-        elif not (getattr(da, "is_Symbol", False) and getattr(db, "is_Symbol", False)) \
-                and sympy.simplify(da - db) == 0:
-            # Two distinct plain symbols never simplify to 0; skipping simplify for them
-            # saves ~10-40 ms per op when a frontend builds graphs over symbolic shapes.
+        elif not dims_may_differ(da, db):
             out.append(da)
         else:
             # Two different symbols: equal at run time or an error there; keep the first.
+            if assumed is not None:
+                assumed.append((len(a) - 1 - i, len(b) - 1 - i))
             out.append(da if not isinstance(da, int) else db)
     return tuple(reversed(out))
+
+
+def dims_may_differ(a: Dim, b: Dim, broadcast: bool = False) -> bool:
+    """Whether two dims that a rule takes to be equal (``broadcast``: equal or 1) may
+    differ at run time: they are not the same expression, not both ints (those the rule
+    compared), and, broadcasting, neither is 1."""
+    a_int, b_int = type(a) is int, type(b) is int  # dims are ints or simplified sympy expressions
+    if a_int and b_int:
+        return False
+    if broadcast and ((a_int and a == 1) or (b_int and b == 1)):
+        return False
+    if a is b:
+        return False
+    if a_int or b_int:
+        return True  # an expression equal to an int would have been simplified to it
+    if getattr(a, "is_Symbol", False) and getattr(b, "is_Symbol", False):
+        # Two plain symbols differ unless they are the same symbol (names first: cheap);
+        # skipping simplify for them saves ~10-40 ms per op when a frontend builds graphs
+        # over symbolic shapes.
+        return a.name != b.name or bool(a != b)  # type: ignore[union-attr]
+    return a != b and bool(sympy.simplify(a - b) != 0)
 
 
 def shape_str(shape: tuple[Dim, ...] | None) -> str:

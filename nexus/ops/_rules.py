@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.opdef import Attr, OpDef, OpTypeError, register
-from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, Type, broadcast_shapes
+from nexus.ir.opdef import Attr, DimEq, Inferred, OpDef, OpTypeError, SizeOutput, register
+from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, Type, broadcast_shapes, dims_may_differ
 
 NUMERIC = FLOAT_DTYPES | INT_DTYPES
 ALL_DTYPES = NUMERIC | {"bool"}
@@ -46,11 +46,64 @@ def broadcast(op: str, ins: Sequence[Type], same_dtype: bool = True) -> tuple[st
     return dtype, shape
 
 
-# A family rule: ``rule(op_name, input_types, attrs, known_values) -> Type``.
-Rule = Callable[[str, Sequence[Type], Mapping[str, Any], Sequence[Any]], Type]
+def broadcast_assumed(ins: Sequence[Type]) -> tuple[DimEq, ...]:
+    """The dims of elementwise inputs taken to broadcast without proof: every pair of
+    aligned dims, in any two inputs, that may differ at run time (``[N]`` and ``[M]``,
+    ``[N]`` and ``[3]``; not ``[N]`` and ``[1]``), as ``broadcast_shapes`` decides."""
+    shapes: list[tuple[Any, ...]] = []
+    symbolic = False
+    for t in ins:
+        s = t.shape if isinstance(t, TensorType) else None
+        if s is None:
+            return ()
+        shapes.append(s)
+        symbolic = symbolic or any(type(d) is not int for d in s)
+    if not symbolic:
+        return ()  # the common case, and int dims that differ are a type error already
+    out: list[DimEq] = []
+    for i, si in enumerate(shapes):
+        for j in range(i + 1, len(shapes)):
+            sj = shapes[j]
+            for k in range(1, min(len(si), len(sj)) + 1):
+                a, b = len(si) - k, len(sj) - k
+                if dims_may_differ(si[a], sj[b], broadcast=True):
+                    out.append(DimEq(i, a, j, b, broadcast=True))
+    return tuple(out)
 
 
-def unary_rule(allowed: frozenset[str]) -> Rule:
+def assume_equal(ins: Sequence[Type], *pairs: tuple[int, int, int, int], broadcast: bool = False) -> list[DimEq]:
+    """The equalities ``(i, a, j, b)``, dim ``a`` of input ``i`` = dim ``b`` of input
+    ``j``, that a rule takes for granted, less those the types prove (the same dim, two
+    ints, with ``broadcast`` a 1).  Negative axes count from the end."""
+    out: list[DimEq] = []
+    for i, a, j, b in pairs:
+        ti, tj = ins[i], ins[j]
+        if not (isinstance(ti, TensorType) and isinstance(tj, TensorType)) or ti.shape is None or tj.shape is None:
+            continue
+        if not (-len(ti.shape) <= a < len(ti.shape) and -len(tj.shape) <= b < len(tj.shape)):
+            continue
+        a, b = a % len(ti.shape), b % len(tj.shape)
+        if dims_may_differ(ti.shape[a], tj.shape[b], broadcast):
+            out.append(DimEq(i, a, j, b, broadcast))
+    return out
+
+
+def assuming(t: Type | Inferred, assumed: Sequence[DimEq]) -> Type | Inferred:
+    """``t`` (a rule's result) with ``assumed`` added to the dim equalities it reports."""
+    if not assumed:
+        return t
+    if isinstance(t, Inferred):
+        return Inferred(t.type, t.assumed + tuple(assumed))
+    return Inferred(t, tuple(assumed))
+
+
+# A family rule: ``rule(op_name, input_types, attrs, known_values) -> Type`` (or an
+# Inferred: the type and the dim equalities it assumed).
+Rule = Callable[[str, Sequence[Type], Mapping[str, Any], Sequence[Any]], "Type | Inferred"]
+PlainRule = Callable[[str, Sequence[Type], Mapping[str, Any], Sequence[Any]], Type]
+
+
+def unary_rule(allowed: frozenset[str]) -> PlainRule:
     def rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
         t = tensor(op, ins[0], 0)
         check_dtype(op, t, allowed)
@@ -75,13 +128,27 @@ def define(
     may_fail: bool = False,
     may_fail_on_int: bool = False,
     commutative: bool = False,
+    broadcasting: bool = False,
+    operator: str = "",
+    operator_on_ints: str = "same",
+    results: tuple[str, ...] = (),
+    size_output: SizeOutput | None = None,
+    aliases: tuple[str, ...] = (),
+    multithreaded: bool = False,
+    shape_only: bool = False,
 ) -> OpDef:
     """Register an op of a family; ``rule`` gets the op's name first, for its errors.
-    ``may_fail``, ``may_fail_on_int`` and ``commutative`` are the OpDef's properties
-    that passes read (see :class:`~nexus.ir.opdef.OpDef`)."""
+    The keyword flags are the OpDef's properties that passes, backends and frontends
+    read (see :class:`~nexus.ir.opdef.OpDef`).  For a ``broadcasting`` op the type rule
+    also reports the dims it took to broadcast (:func:`broadcast_assumed`)."""
 
-    def type_rule(ins: Sequence[Type], a: Mapping[str, Any], values: Sequence[Any]) -> Type:
+    def type_rule(ins: Sequence[Type], a: Mapping[str, Any], values: Sequence[Any]) -> Type | Inferred:
         return rule(name, ins, a, values)
+
+    def broadcasting_rule(ins: Sequence[Type], a: Mapping[str, Any], values: Sequence[Any]) -> Type | Inferred:
+        out = rule(name, ins, a, values)
+        assumed = broadcast_assumed(ins)
+        return assuming(out, assumed) if assumed else out
 
     return register(
         OpDef(
@@ -89,7 +156,7 @@ def define(
             kind,
             inputs=inputs,
             attrs=dict(attrs or {}),
-            type_rule=type_rule,
+            type_rule=broadcasting_rule if broadcasting else type_rule,
             kernel=kernel,
             pure=pure,
             variadic=variadic,
@@ -99,6 +166,14 @@ def define(
             may_fail=may_fail,
             may_fail_on_int=may_fail_on_int,
             commutative=commutative,
+            broadcasting=broadcasting,
+            operator=operator,
+            operator_on_ints=operator_on_ints,
+            results=results,
+            size_output=size_output,
+            aliases=aliases,
+            multithreaded=multithreaded,
+            shape_only=shape_only,
         )
     )
 
@@ -184,11 +259,3 @@ def like(x: Any, ref: Any) -> Any:
     dt = np.asarray(ref).dtype
     out = np.asarray(x, dtype=dt)
     return out[()] if out.ndim == 0 else out
-
-
-# --- data-dependent sizes ----------------------------------------------------------------
-# Ops whose output size depends on data return that size as one of their tuple outputs.
-# op name -> (the Proj holding the size, the Proj whose dim it is, which dim; -1 for the
-# dim named by the node's ``axis`` attribute).  Shape
-# inference reads this to give the size value the symbol of that dim.
-SIZE_OUTPUTS: dict[str, tuple[int, int, int]] = {}

@@ -79,7 +79,7 @@ def _prelu(x: Any, slope: Any) -> Any:
     return like(out, x)
 
 
-define("PRelu", FAMILY, ("x", "slope"), _prelu_rule, _prelu, differentiable=True,
+define("PRelu", FAMILY, ("x", "slope"), _prelu_rule, _prelu, differentiable=True, broadcasting=True,
        doc="x if x >= 0 else slope * x; slope broadcasts against x (per channel: shape [C, 1, 1]).")
 
 

@@ -1,7 +1,9 @@
 """Generate the op table (docs/ops.md) from the registry: ``python -m nexus.ops.doc``.
 
 Everything in the table comes from the OpDef records: name, inputs, attributes with
-kinds and defaults, differentiable, pure, may fail, commutative, doc.  The dtypes column
+kinds and defaults, the properties passes read (differentiable, pure, may fail,
+commutative, broadcasting, multithreaded, shape only), the Python operator, the named results and
+the data-dependent size among them, the public names, doc.  The dtypes column
 is found by asking each op's type rule which dtypes of its first input it accepts (the
 other inputs probed with that dtype, i64 or bool), so it cannot drift from the rules.
 """
@@ -90,15 +92,40 @@ def _inputs_text(op: OpDef) -> str:
     return ", ".join(names)
 
 
-def _may_fail_text(op: OpDef) -> str:
-    return "yes" if op.may_fail else "ints" if op.may_fail_on_int else ""
+def _properties_text(op: OpDef) -> str:
+    flags = [("differentiable", op.differentiable), ("impure", not op.pure), ("may fail", op.may_fail),
+             ("may fail on ints", op.may_fail_on_int and not op.may_fail), ("commutative", op.commutative),
+             ("broadcasting", op.broadcasting), ("multithreaded", op.multithreaded),
+             ("shape only", op.shape_only)]
+    return ", ".join(name for name, on in flags if on)
+
+
+_ON_INTS = {"nonzero divisor": " (ints: a non-zero constant divisor)", "never": " (floats)"}
+
+
+def _operator_text(op: OpDef) -> str:
+    if not op.operator:
+        return ""
+    spelled = f"`{op.operator}x`" if len(op.inputs) == 1 else f"`a {op.operator} b`"
+    return (spelled + _ON_INTS.get(op.operator_on_ints, "")).replace("|", "\\|")
+
+
+def _results_text(op: OpDef) -> str:
+    so = op.size_output
+    parts = []
+    for r in op.results:
+        if so is not None and r == so.size:
+            dim = f"`{so.dim}`" if isinstance(so.dim, str) else str(so.dim)
+            r += f" (size: {so.of} dim {dim})"
+        parts.append(r)
+    return ", ".join(parts)
 
 
 def op_row(op: OpDef) -> str:
     """One Markdown table row for ``op``."""
     cells = [f"**{op.name}**", _inputs_text(op), _attr_text(op), _dtype_text(accepted_dtypes(op)),
-             "yes" if op.differentiable else "", "" if op.pure else "impure", _may_fail_text(op),
-             "yes" if op.commutative else "", op.doc.replace("|", "\\|")]
+             _properties_text(op), _operator_text(op), _results_text(op),
+             ", ".join(op.public_names), op.doc.replace("|", "\\|")]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -112,14 +139,20 @@ def generate() -> str:
         "",
         "Generated from the op registry by `python -m nexus.ops.doc`; do not edit by hand.",
         "Inputs ending in `...` repeat (variadic). Dtypes are those the type rule accepts for the first",
-        "input; binary elementwise ops need equal dtypes (insert a Cast). `differentiable` marks ops with",
-        "a vector-Jacobian product. Multi-output ops return a tuple read with `Proj`; data-dependent sizes",
-        "are the last component and a fresh symbol in the shapes. `may fail` marks ops that can raise on",
-        "values their types allow (`ints`: only on integers, as division by zero), which passes do not",
-        "run speculatively; `commutative` ops may have their two inputs swapped.",
+        "input; binary elementwise ops need equal dtypes (insert a Cast). Properties: `differentiable`",
+        "ops have a vector-Jacobian product; `impure` ops are never folded, merged or moved; `may fail`",
+        "marks ops that can raise on values their types allow (`on ints`: only on integers, as division",
+        "by zero), which passes do not run speculatively; `commutative` ops may have their two inputs",
+        "swapped; `broadcasting` ops are elementwise with NumPy broadcasting of all inputs (shape checks",
+        "guard symbolic dims they assume to broadcast); `multithreaded` kernels use every core (BLAS);",
+        "`shape only` ops read their input's shape, never its values (they fold once it is static).",
+        "`operator` is the Python operator the python backend emits instead of a kernel call (where it",
+        "computes the same). Multi-output ops return a tuple read with `Proj`, named in `results`; a",
+        "data-dependent size is the last one and a fresh symbol in the shapes. `names` are the op's",
+        "functions in the DSL and in scripts (`nx.<name>`).",
         "",
     ]
-    header = ["| op | inputs | attributes | dtypes | differentiable | pure | may fail | commutative | doc |",
+    header = ["| op | inputs | attributes | dtypes | properties | operator | results | names | doc |",
               "|---|---|---|---|---|---|---|---|---|"]
     for fam in families:
         lines += [f"## {fam}", "", *header]
@@ -127,8 +160,9 @@ def generate() -> str:
         lines.append("")
     control = [o for o in ops.values() if not o.family]
     if control:
-        lines += ["## control (nexus/ir/control.py)", "", "| op | kind | inputs | doc |", "|---|---|---|---|"]
-        lines += [f"| **{o.name}** | {o.kind} | {_inputs_text(o)} | {o.doc} |" for o in control]
+        lines += ["## control (nexus/ir/control.py)", "", "| op | kind | inputs | results | doc |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| **{o.name}** | {o.kind} | {_inputs_text(o)} | {_results_text(o)} | {o.doc} |" for o in control]
         lines.append("")
     return "\n".join(lines)
 

@@ -3,7 +3,7 @@ BooleanMask and TopK (whose k may be a runtime value).
 
 Each returns a tuple whose last component is the data-dependent size as an i64 scalar;
 the type rule gives that dim a fresh symbol (``fresh_dim``), and shape inference makes
-the size value equal to that symbol (see ``SIZE_OUTPUTS``), so later Reshape/Slice/Range
+the size value equal to that symbol (``OpDef.size_output``), so later Reshape/Slice/Range
 that use the size get exact symbolic shapes.
 """
 
@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.opdef import Attr, OpTypeError
+from nexus.ir.opdef import Attr, DimEq, Inferred, OpTypeError, SizeOutput
 from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType, Type, fresh_dim
 from nexus.ops._rules import (
     NUMERIC,
-    SIZE_OUTPUTS,
+    assume_equal,
+    assuming,
     check_dtype,
     check_int_scalar,
     define,
@@ -41,7 +42,7 @@ def _scalar_or_one(op: str, t: TensorType, what: str, allowed: frozenset[str]) -
         raise OpTypeError(f"{op}: {what} must be a scalar (or [1]) of {', '.join(sorted(allowed))}, got {t}")
 
 
-def _nms_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _nms_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     boxes, scores, max_out, iou, score_thr = (tensor(op, t, i) for i, t in enumerate(ins))
     check_dtype(op, boxes, FLOAT_DTYPES, 0)
     if scores.dtype != boxes.dtype:
@@ -52,6 +53,7 @@ def _nms_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequenc
     if attrs["center_point_box"] not in (0, 1):
         raise OpTypeError(f"{op}: center_point_box must be 0 or 1, got {attrs['center_point_box']}")
     rank = boxes.rank
+    assumed: list[DimEq] = []
     if rank is not None:
         if rank not in (2, 3) or (isinstance(boxes.shape[-1], int) and boxes.shape[-1] != 4):  # type: ignore[index]
             raise OpTypeError(f"{op}: boxes must be [N, 4] or [B, N, 4], got {boxes}")
@@ -63,6 +65,9 @@ def _nms_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequenc
             n_box, n_score = boxes.shape[-2], scores.shape[-1]
             if isinstance(n_box, int) and isinstance(n_score, int) and n_box != n_score:
                 raise OpTypeError(f"{op}: {n_box} boxes but {n_score} scores")
+            assumed += assume_equal(ins, (0, -2, 1, -1))  # N boxes, N scores
+            if rank == 3:
+                assumed += assume_equal(ins, (0, 0, 1, 0))  # B
     nb = fresh_dim("nb")
     if attrs["select_boxes"]:
         sel = boxes.with_shape((nb, 4))
@@ -70,7 +75,7 @@ def _nms_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequenc
         sel = TensorType("i64", (nb,))
     else:
         sel = TensorType("i64", (nb, 3))
-    return TupleType((sel, I64))
+    return assuming(TupleType((sel, I64)), assumed)
 
 
 def _corners(boxes: np.ndarray, center: int) -> tuple[np.ndarray, ...]:
@@ -190,8 +195,8 @@ define("NonMaxSuppression", FAMILY,
        },
        doc="ONNX NonMaxSuppression. boxes [B, N, 4] with scores [B, C, N] give Proj 0 = selected indices "
            "[nb, 3] (batch, class, box); boxes [N, 4] with scores [N] give box indices [nb] (or the boxes "
-           "themselves with select_boxes). Proj 1 = nb, an i64 scalar.", may_fail=True)
-SIZE_OUTPUTS["NonMaxSuppression"] = (1, 0, 0)
+           "themselves with select_boxes). Proj 1 = nb, an i64 scalar.", may_fail=True,
+       results=("selected", "nb"), size_output=SizeOutput("nb", of="selected", dim=0))
 
 
 # --- NonZero, Unique, BooleanMask ----------------------------------------------------------
@@ -214,8 +219,8 @@ def _nonzero(x: Any) -> tuple[np.ndarray, np.int64]:
 
 
 define("NonZero", FAMILY, ("x",), _nonzero_rule, _nonzero,
-       doc="Indices of the non-zero elements, [rank, nz] i64 (ONNX NonZero); Proj 1 = nz.", may_fail=True)
-SIZE_OUTPUTS["NonZero"] = (1, 0, 1)
+       doc="Indices of the non-zero elements, [rank, nz] i64 (ONNX NonZero); Proj 1 = nz.", may_fail=True,
+       results=("indices", "nz"), size_output=SizeOutput("nz", of="indices", dim=1))
 
 
 def _unique_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
@@ -248,11 +253,11 @@ def _unique(x: Any, sorted: bool = True) -> tuple[Any, ...]:
 define("Unique", FAMILY, ("x",), _unique_rule, _unique,
        attrs={"sorted": Attr("bool", True, "values ascending; else in order of first occurrence")},
        doc="Unique elements of the flattened x: (values [u], first indices [u], inverse [numel], "
-           "counts [u], u) as ONNX Unique without axis.", may_fail=True)
-SIZE_OUTPUTS["Unique"] = (4, 0, 0)
+           "counts [u], u) as ONNX Unique without axis.", may_fail=True,
+       results=("values", "indices", "inverse", "counts", "u"), size_output=SizeOutput("u", of="values", dim=0))
 
 
-def _mask_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _mask_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     x, m = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
     if m.dtype != "bool":
         raise OpTypeError(f"{op}: the mask (input 1) must be bool, got {m.dtype}")
@@ -264,7 +269,8 @@ def _mask_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequen
     for i, (a, b) in enumerate(zip(x.shape, m.shape)):
         if isinstance(a, int) and isinstance(b, int) and a != b:
             raise OpTypeError(f"{op}: mask {m} does not match x {x} in dim {i}")
-    return TupleType((x.with_shape((k,) + x.shape[len(m.shape):]), I64))
+    assumed = assume_equal(ins, *((0, i, 1, i) for i in range(len(m.shape))))
+    return assuming(TupleType((x.with_shape((k,) + x.shape[len(m.shape):]), I64)), assumed)
 
 
 def _boolean_mask(x: Any, mask: Any) -> tuple[np.ndarray, np.int64]:
@@ -273,8 +279,8 @@ def _boolean_mask(x: Any, mask: Any) -> tuple[np.ndarray, np.int64]:
 
 
 define("BooleanMask", FAMILY, ("x", "mask"), _mask_rule, _boolean_mask, differentiable=True,
-       doc="x[mask] for a bool mask over the leading dims of x: [k, rest...]; Proj 1 = k.", may_fail=True)
-SIZE_OUTPUTS["BooleanMask"] = (1, 0, 0)
+       doc="x[mask] for a bool mask over the leading dims of x: [k, rest...]; Proj 1 = k.", may_fail=True,
+       results=("selected", "k"), size_output=SizeOutput("k", of="selected", dim=0))
 
 
 # --- TopK --------------------------------------------------------------------------------
@@ -317,5 +323,5 @@ define("TopK", FAMILY, ("x", "k"), _topk_rule, _topk, differentiable=True,
            "sorted": Attr("bool", True, "in order of value (else of index)"),
        },
        doc="The k largest (or smallest) along `axis`: (values, indices i64, k); k is an i64 scalar that may "
-           "be computed at run time (the dim is then a fresh symbol).", may_fail=True)
-SIZE_OUTPUTS["TopK"] = (2, 0, -1)  # -1: the dim named by the op's `axis` attribute
+           "be computed at run time (the dim is then a fresh symbol).", may_fail=True,
+       results=("values", "indices", "k"), size_output=SizeOutput("k", of="values", dim="axis"))

@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 import sympy
 
-from nexus.ir.opdef import Attr, OpTypeError
+from nexus.ir.opdef import Attr, DimEq, Inferred, OpTypeError
 from nexus.ir.types import INT_DTYPES, Type, fresh_dim, simplify_dim
 from nexus.ops._rules import (
     ALL_DTYPES,
+    assume_equal,
+    assuming,
     check_dtype,
     check_int_scalar,
     check_int_vector,
@@ -151,7 +153,7 @@ define("GatherND", FAMILY, ("data", "indices"), _gather_nd_rule, _gather_nd, dif
 _REDUCTIONS = {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def _scatter_nd_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _scatter_nd_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     x, idx, upd = (tensor(op, t, i) for i, t in enumerate(ins))
     check_dtype(op, idx, INT_DTYPES, 1)
     if upd.dtype != x.dtype:
@@ -166,6 +168,11 @@ def _scatter_nd_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: 
                 isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(want, upd.shape)
             ):
                 raise OpTypeError(f"{op}: updates must have shape {list(want)}, got {list(upd.shape)}")
+            # updates are [*indices.shape[:-1], *data.shape[k:]]
+            lead = len(idx.shape) - 1
+            assumed: list[DimEq] = assume_equal(ins, *((1, p, 2, p) for p in range(lead)),
+                                                *((0, k + q, 2, lead + q) for q in range(len(x.shape) - k)))
+            return assuming(x, assumed)
     return x
 
 

@@ -7,15 +7,16 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.opdef import Attr, OpTypeError
+from nexus.ir.opdef import Attr, DimEq, Inferred, OpTypeError
 from nexus.ir.types import TensorType, Type, broadcast_shapes
-from nexus.ops._rules import NUMERIC, check_dtype, check_same_dtype, define, like, tensor
+from nexus.ops._rules import NUMERIC, assume_equal, assuming, check_dtype, check_same_dtype, define, like, tensor
 
 FAMILY = "linalg"
 
 
-def matmul_shape(op: str, a: tuple, b: tuple) -> tuple:
-    """NumPy matmul shapes: 1-D operands are promoted and the added dim dropped."""
+def matmul_shape(op: str, a: tuple, b: tuple, assumed: list[DimEq] | None = None) -> tuple:
+    """NumPy matmul shapes: 1-D operands are promoted and the added dim dropped.
+    ``assumed`` receives the batch dims taken to broadcast (two different symbols)."""
     if not a or not b:
         raise OpTypeError(f"{op}: operands must have rank >= 1, got ranks {len(a)} and {len(b)}")
     a2 = (1,) + a if len(a) == 1 else a
@@ -23,10 +24,13 @@ def matmul_shape(op: str, a: tuple, b: tuple) -> tuple:
     k1, k2 = a2[-1], b2[-2]
     if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
         raise OpTypeError(f"{op}: contraction dims differ: {a} @ {b}")
+    pairs: list[tuple[int, int]] = []
     try:
-        batch = broadcast_shapes(a2[:-2], b2[:-2])
+        batch = broadcast_shapes(a2[:-2], b2[:-2], pairs)
     except ValueError as e:
         raise OpTypeError(f"{op}: batch dims: {e}") from None
+    if assumed is not None:  # batch dims lead both shapes: their axes are the inputs' axes
+        assumed += [DimEq(0, i, 1, j, broadcast=True) for i, j in pairs]
     out = batch + (a2[-2], b2[-1])
     if len(a) == 1:
         out = out[:-2] + out[-1:]
@@ -35,22 +39,24 @@ def matmul_shape(op: str, a: tuple, b: tuple) -> tuple:
     return out
 
 
-def _matmul_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _matmul_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     a, b = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
     check_dtype(op, a, NUMERIC - {"bool"})
     if a.dtype != b.dtype:
         raise OpTypeError(f"{op}: dtype mismatch, {a.dtype} @ {b.dtype}; insert a Cast")
     if a.shape is None or b.shape is None:
         return TensorType(a.dtype, None)
-    return TensorType(a.dtype, matmul_shape(op, a.shape, b.shape))
+    assumed = assume_equal(ins, (0, -1, 1, 0 if len(b.shape) == 1 else -2))  # the contraction
+    shape = matmul_shape(op, a.shape, b.shape, assumed)
+    return assuming(TensorType(a.dtype, shape), assumed)
 
 
-define("MatMul", FAMILY, ("a", "b"), _matmul_rule, np.matmul, differentiable=True,
-       doc="Matrix product with NumPy's batching and 1-D promotion.")
+define("MatMul", FAMILY, ("a", "b"), _matmul_rule, np.matmul, differentiable=True, operator="@",
+       aliases=("matmul",), multithreaded=True, doc="Matrix product with NumPy's batching and 1-D promotion.")
 
 
 # --- Gemm --------------------------------------------------------------------------------
-def _gemm_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _gemm_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     if len(ins) > 3:
         raise OpTypeError(f"{op}: takes 2 or 3 inputs (a, b, optional c), got {len(ins)}")
     ts = [tensor(op, t, i) for i, t in enumerate(ins)]
@@ -65,6 +71,9 @@ def _gemm_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequen
     k2, n = (b[1], b[0]) if attrs["transB"] else (b[0], b[1])
     if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
         raise OpTypeError(f"{op}: contraction dims differ: {k1} and {k2}")
+    am, ak = (1, 0) if attrs["transA"] else (0, 1)
+    bk, bn = (1, 0) if attrs["transB"] else (0, 1)
+    assumed = assume_equal(ins, (0, ak, 1, bk))
     if len(ts) == 3 and ts[2].shape is not None:
         try:
             out = broadcast_shapes(ts[2].shape, (m, n))
@@ -72,7 +81,9 @@ def _gemm_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequen
             raise OpTypeError(f"{op}: c does not broadcast to [M, N]: {e}") from None
         if len(out) != 2:
             raise OpTypeError(f"{op}: c must broadcast to [M, N], got {ts[2]}")
-    return TensorType(dtype, (m, n))
+        assumed += assume_equal(ins, (2, -1, 1, bn), *([(2, -2, 0, am)] if len(ts[2].shape) == 2 else []),
+                                broadcast=True)
+    return assuming(TensorType(dtype, (m, n)), assumed)
 
 
 def _gemm(a: Any, b: Any, c: Any = None, alpha: float = 1.0, beta: float = 1.0,
@@ -87,7 +98,7 @@ def _gemm(a: Any, b: Any, c: Any = None, alpha: float = 1.0, beta: float = 1.0,
     return np.asarray(out, dtype=a.dtype)
 
 
-define("Gemm", FAMILY, ("a", "b", "c"), _gemm_rule, _gemm, variadic=True, differentiable=True,
+define("Gemm", FAMILY, ("a", "b", "c"), _gemm_rule, _gemm, variadic=True, differentiable=True, multithreaded=True,
        attrs={
            "alpha": Attr("float", 1.0, "scale of a @ b"),
            "beta": Attr("float", 1.0, "scale of c"),
@@ -111,7 +122,7 @@ def _parse_einsum(op: str, eq: str, n: int) -> tuple[list[str], str | None]:
     return terms, (rhs if arrow else None)
 
 
-def _einsum_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _einsum_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     if not ins:
         raise OpTypeError(f"{op}: needs at least one operand")
     ts = [tensor(op, t, i) for i, t in enumerate(ins)]
@@ -121,6 +132,8 @@ def _einsum_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequ
     if any(t.shape is None for t in ts):
         return TensorType(dtype, None)
     sizes: dict[str, Any] = {}
+    first: dict[str, tuple[int, int]] = {}  # subscript -> (operand, axis) its size came from
+    assumed: list[DimEq] = []
     ell: tuple = ()
     for i, (term, t) in enumerate(zip(terms, ts)):
         shape = t.shape or ()
@@ -129,18 +142,21 @@ def _einsum_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequ
         if n_ell < 0 or (n_ell > 0 and "..." not in term):
             raise OpTypeError(f"{op}: operand {i} has rank {len(shape)}, subscripts {term!r} want {len(letters)}")
         pre = term.split("...")[0] if "..." in term else term
-        dims = list(shape[: len(pre)]) + list(shape[len(shape) - (len(letters) - len(pre)):])
+        axes = [*range(len(pre)), *range(len(shape) - (len(letters) - len(pre)), len(shape))]
+        dims = [shape[k] for k in axes]
         if "..." in term:
             try:
                 ell = broadcast_shapes(ell, tuple(shape[len(pre): len(pre) + n_ell]))
             except ValueError as e:
                 raise OpTypeError(f"{op}: ellipsis dims: {e}") from None
-        for ch, d in zip(letters, dims):
+        for ch, d, k in zip(letters, dims, axes):
             old = sizes.get(ch)
             if old is None or old == 1:
-                sizes[ch] = d
+                sizes[ch], first[ch] = d, (i, k)
             elif isinstance(old, int) and isinstance(d, int) and d not in (old, 1):
                 raise OpTypeError(f"{op}: subscript {ch!r} has sizes {old} and {d}")
+            else:
+                assumed += assume_equal(ins, (*first[ch], i, k), broadcast=True)
     if out is None:
         counts = "".join(t.replace("...", "") for t in terms)
         out = ("..." if any("..." in t for t in terms) else "") + "".join(
@@ -151,7 +167,7 @@ def _einsum_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequ
     if "..." in out:
         pre = out.split("...")[0]
         shape_out = shape_out[: len(pre)] + list(ell) + shape_out[len(pre):]
-    return TensorType(dtype, tuple(shape_out))
+    return assuming(TensorType(dtype, tuple(shape_out)), assumed)
 
 
 def _missing(op: str, ch: str) -> Any:
@@ -164,5 +180,6 @@ def _einsum(*operands: Any, equation: str) -> Any:
 
 
 define("Einsum", FAMILY, ("operand",), _einsum_rule, _einsum, variadic=True, differentiable=True,
+       multithreaded=True,
        attrs={"equation": Attr("str", doc="subscripts, e.g. 'bij,bjk->bik' ('...' allowed)")},
        doc="Einstein summation (NumPy's einsum) over operands of one dtype.")

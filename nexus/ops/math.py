@@ -96,9 +96,24 @@ _INT_MAY_FAIL = frozenset({"Div", "FloorDiv", "Mod", "Pow"})
 # and the passes promise bit-identical results.
 _COMMUTATIVE = frozenset({"Add", "Mul", "Equal", "NotEqual", "And", "Or", "Xor"})
 
+# The Python operator that computes each op's kernel on NumPy values, so that the python
+# backend can emit ``a + b`` instead of a kernel call (``a + b`` on NumPy values *is*
+# ``np.add(a, b)``).  On integers Python's ``/`` divides where Div truncates, and ``//``
+# and ``%`` give 0 on a zero divisor where the kernels raise.
+_OPERATOR = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "FloorDiv": "//", "Mod": "%", "Pow": "**",
+             "Less": "<", "LessEqual": "<=", "Greater": ">", "GreaterEqual": ">=", "Equal": "==", "NotEqual": "!=",
+             "Neg": "-"}
+_OPERATOR_ON_INTS = {"Div": "never", "FloorDiv": "nonzero divisor", "Mod": "nonzero divisor"}
+# Public names besides the snake_case one (nx.subtract, nx.floor_divide...), TensorFlow's
+# and NumPy's spellings.
+_ALIASES = {"Sub": ("subtract",), "Mul": ("multiply",), "Div": ("divide", "truediv"),
+            "FloorDiv": ("floordiv", "floor_divide"), "Pow": ("power",), "Neg": ("negative",)}
+
 for _name, _fn, _allowed, _diff, _doc in _BINARY:
     define(_name, FAMILY, ("a", "b"), _binary(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc,
-           may_fail_on_int=_name in _INT_MAY_FAIL, commutative=_name in _COMMUTATIVE)
+           may_fail_on_int=_name in _INT_MAY_FAIL, commutative=_name in _COMMUTATIVE, broadcasting=True,
+           operator=_OPERATOR.get(_name, ""), operator_on_ints=_OPERATOR_ON_INTS.get(_name, "same"),
+           aliases=_ALIASES.get(_name, ()))
 
 
 # --- unary math --------------------------------------------------------------------------
@@ -140,7 +155,8 @@ _UNARY: list[tuple[str, Callable[..., Any], frozenset[str], bool, str]] = [
     ("Sign", np.sign, NUMERIC, False, "-1, 0 or 1 (0 for 0; NaN stays NaN)"),
 ]
 for _name, _fn, _allowed, _diff, _doc in _UNARY:
-    define(_name, FAMILY, ("x",), unary_rule(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc)
+    define(_name, FAMILY, ("x",), unary_rule(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc,
+           operator=_OPERATOR.get(_name, ""), aliases=_ALIASES.get(_name, ()))
 
 
 # --- selection -----------------------------------------------------------------------------
@@ -155,8 +171,8 @@ def _clip(x: Any, lo: Any, hi: Any) -> Any:
     return np.minimum(np.maximum(x, lo), hi)
 
 
-define("Clip", FAMILY, ("x", "min", "max"), _clip_rule, _clip, differentiable=True,
-       doc="min(max(x, min), max), broadcasting; min and max have the dtype of x.")
+define("Clip", FAMILY, ("x", "min", "max"), _clip_rule, _clip, differentiable=True, broadcasting=True,
+       aliases=("clip_by_value",), doc="min(max(x, min), max), broadcasting; min and max have the dtype of x.")
 
 
 def _where_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
@@ -173,7 +189,7 @@ def _where(c: Any, a: Any, b: Any) -> Any:
     return out[()] if out.ndim == 0 else out
 
 
-define("Where", FAMILY, ("condition", "a", "b"), _where_rule, _where, differentiable=True,
+define("Where", FAMILY, ("condition", "a", "b"), _where_rule, _where, differentiable=True, broadcasting=True,
        doc="a where condition else b, broadcasting all three; a and b share a dtype.")
 
 
@@ -192,12 +208,17 @@ for _name, _fn in [
     ("NotEqual", np.not_equal),
 ]:
     define(_name, FAMILY, ("a", "b"), _compare, _fn, doc=f"elementwise {_fn.__name__}, a bool tensor",
-           commutative=_name in _COMMUTATIVE)
+           commutative=_name in _COMMUTATIVE, broadcasting=True, operator=_OPERATOR[_name])
 
-define("And", FAMILY, ("a", "b"), _binary(BOOL), np.logical_and, doc="logical and of bools", commutative=True)
-define("Or", FAMILY, ("a", "b"), _binary(BOOL), np.logical_or, doc="logical or of bools", commutative=True)
-define("Xor", FAMILY, ("a", "b"), _binary(BOOL), np.logical_xor, doc="logical xor of bools", commutative=True)
-define("Not", FAMILY, ("x",), unary_rule(BOOL), np.logical_not, doc="logical not of a bool")
+# On bools, &, | and ^ are NumPy's logical ops, and ~ is logical not.
+define("And", FAMILY, ("a", "b"), _binary(BOOL), np.logical_and, doc="logical and of bools", commutative=True,
+       broadcasting=True, operator="&", aliases=("logical_and",))
+define("Or", FAMILY, ("a", "b"), _binary(BOOL), np.logical_or, doc="logical or of bools", commutative=True,
+       broadcasting=True, operator="|", aliases=("logical_or",))
+define("Xor", FAMILY, ("a", "b"), _binary(BOOL), np.logical_xor, doc="logical xor of bools", commutative=True,
+       broadcasting=True, operator="^", aliases=("logical_xor",))
+define("Not", FAMILY, ("x",), unary_rule(BOOL), np.logical_not, doc="logical not of a bool", operator="~",
+       aliases=("logical_not",))
 
 
 # --- bitwise ops on integers ---------------------------------------------------------------
@@ -226,18 +247,20 @@ def _right_shift(a: Any, b: Any) -> Any:
     return np.right_shift(a, b)
 
 
-for _name, _fn, _doc in [
-    ("BitwiseAnd", np.bitwise_and, "a & b on integers, bit by bit (Python's & on ints)"),
-    ("BitwiseOr", np.bitwise_or, "a | b on integers, bit by bit (Python's | on ints)"),
-    ("BitwiseXor", np.bitwise_xor, "a ^ b on integers, bit by bit (Python's ^ on ints)"),
+for _name, _fn, _op, _doc in [
+    ("BitwiseAnd", np.bitwise_and, "&", "a & b on integers, bit by bit (Python's & on ints)"),
+    ("BitwiseOr", np.bitwise_or, "|", "a | b on integers, bit by bit (Python's | on ints)"),
+    ("BitwiseXor", np.bitwise_xor, "^", "a ^ b on integers, bit by bit (Python's ^ on ints)"),
 ]:
-    define(_name, FAMILY, ("a", "b"), _binary(INTS), _fn, doc=_doc, commutative=True)
-define("BitwiseNot", FAMILY, ("x",), unary_rule(INTS), np.invert,
+    define(_name, FAMILY, ("a", "b"), _binary(INTS), _fn, doc=_doc, commutative=True, broadcasting=True,
+           operator=_op)
+define("BitwiseNot", FAMILY, ("x",), unary_rule(INTS), np.invert, operator="~",
        doc="~x on integers: -x - 1 for signed ints (Python's ~), 255 - x for u8")
-define("LeftShift", FAMILY, ("a", "b"), _binary(INTS), _left_shift, may_fail_on_int=True,
+# The shifts keep their kernels: NumPy's << and >> do not refuse a negative count.
+define("LeftShift", FAMILY, ("a", "b"), _binary(INTS), _left_shift, may_fail_on_int=True, broadcasting=True,
        doc="a << b on integers: a * 2**b wrapped to the dtype (bits shifted out are lost; a count >= "
            "the bit width gives 0, where Python's ints would grow); a negative count raises ValueError")
-define("RightShift", FAMILY, ("a", "b"), _binary(INTS), _right_shift, may_fail_on_int=True,
+define("RightShift", FAMILY, ("a", "b"), _binary(INTS), _right_shift, may_fail_on_int=True, broadcasting=True,
        doc="a >> b on integers: floor(a / 2**b), arithmetic for signed ints, as Python's >> (a count >= "
            "the bit width gives 0 or -1); a negative count raises ValueError")
 

@@ -17,9 +17,19 @@ import numpy as np
 import sympy
 from numpy.lib.stride_tricks import sliding_window_view
 
-from nexus.ir.opdef import Attr, OpTypeError
+from nexus.ir.opdef import Attr, Inferred, OpTypeError
 from nexus.ir.types import FLOAT_DTYPES, TensorType, Type, simplify_dim
-from nexus.ops._rules import check_dtype, check_int_vector, check_same_dtype, define, dims_value, normalize_axis, tensor
+from nexus.ops._rules import (
+    assume_equal,
+    assuming,
+    check_dtype,
+    check_int_vector,
+    check_same_dtype,
+    define,
+    dims_value,
+    normalize_axis,
+    tensor,
+)
 
 FAMILY = "nn"
 FLOATS = frozenset(FLOAT_DTYPES)
@@ -76,7 +86,7 @@ def _conv_inputs(op: str, ins: Sequence[Type]) -> tuple[TensorType, TensorType, 
     return ts[0], ts[1], ts[2] if len(ts) == 3 else None
 
 
-def _conv_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _conv_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     x, w, b = _conv_inputs(op, ins)
     if x.shape is None or w.shape is None:
         return x.with_shape(None)
@@ -98,7 +108,10 @@ def _conv_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequen
     if not all(isinstance(k, int) for k in ks):
         raise OpTypeError(f"{op}: the kernel size must be static, got {w}")
     out = [_out_dim(x.shape[2 + i], ks[i], strides[i], pads[i], pads[i + n], dil[i]) for i in range(n)]  # type: ignore
-    return x.with_shape((x.shape[0], m, *out))
+    # x's channels are w's per group times groups (a pair of dims only with one group),
+    # the bias has one value per output channel.
+    assumed = assume_equal(ins, *([(0, 1, 1, 1)] if g == 1 else []), *([(2, 0, 1, 0)] if b is not None else []))
+    return assuming(x.with_shape((x.shape[0], m, *out)), assumed)
 
 
 def _windows(x: np.ndarray, ks: Sequence[int], strides: Sequence[int], dil: Sequence[int]) -> np.ndarray:
@@ -137,12 +150,13 @@ def _conv(x: Any, w: Any, b: Any = None, strides: Any = None, pads: Any = None, 
 
 
 define("Conv", FAMILY, ("x", "w", "b"), _conv_rule, _conv, attrs=_CONV_ATTRS, variadic=True, differentiable=True,
+       multithreaded=True,
        doc="N-d convolution (cross-correlation) of x [N, C, *spatial] with w [M, C/group, *kernel] and an "
            "optional bias [M]; strides, pads, dilations, groups as ONNX Conv.")
 
 
 # --- ConvTranspose -----------------------------------------------------------------------
-def _convt_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _convt_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     x, w, b = _conv_inputs(op, ins)
     if x.shape is None or w.shape is None:
         return x.with_shape(None)
@@ -160,7 +174,8 @@ def _convt_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Seque
         raise OpTypeError(f"{op}: the kernel size must be static, got {w}")
     out = [simplify_dim(strides[i] * (x.shape[2 + i] - 1) + opad[i] + dil[i] * (ks[i] - 1) + 1  # type: ignore
                         - pads[i] - pads[i + n]) for i in range(n)]
-    return x.with_shape((x.shape[0], w.shape[1] * g, *out))
+    assumed = assume_equal(ins, (0, 1, 1, 0), *([(2, 0, 1, 1)] if b is not None and g == 1 else []))
+    return assuming(x.with_shape((x.shape[0], w.shape[1] * g, *out)), assumed)
 
 
 def _conv_transpose(x: Any, w: Any, b: Any = None, strides: Any = None, pads: Any = None, dilations: Any = None,
@@ -191,6 +206,7 @@ def _conv_transpose(x: Any, w: Any, b: Any = None, strides: Any = None, pads: An
 
 
 define("ConvTranspose", FAMILY, ("x", "w", "b"), _convt_rule, _conv_transpose, variadic=True, differentiable=True,
+       multithreaded=True,
        attrs={**_CONV_ATTRS, "output_padding": Attr("ints", None, "extra size at the end of each spatial dim")},
        doc="Transposed convolution of x [N, C, *spatial] with w [C, M/group, *kernel] and an optional bias "
            "[M] (the gradient of Conv with respect to its input), as ONNX ConvTranspose.")
@@ -292,7 +308,7 @@ define("GlobalAveragePool", FAMILY, ("x",), _gap_rule, _global_avg_pool, differe
 
 
 # --- normalisation -----------------------------------------------------------------------
-def _bn_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _bn_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     ts = [tensor(op, t, i) for i, t in enumerate(ins)]
     check_dtype(op, ts[0], FLOATS)
     check_same_dtype(op, ts)
@@ -305,7 +321,7 @@ def _bn_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence
         if t.shape is not None and (len(t.shape) != 1 or (
                 isinstance(c, int) and isinstance(t.shape[0], int) and t.shape[0] != c)):
             raise OpTypeError(f"{op}: {names[i]} must be [C] = [{c}], got {t}")
-    return x
+    return assuming(x, assume_equal(ins, *((0, 1, i, 0) for i in range(1, len(ts)))))
 
 
 def _batch_norm(x: Any, scale: Any, bias: Any, mean: Any, var: Any, epsilon: float = 1e-5) -> np.ndarray:
@@ -322,7 +338,7 @@ define("BatchNormalization", FAMILY, ("x", "scale", "bias", "mean", "var"), _bn_
            "(x - mean) / sqrt(var + eps) * scale + bias.")
 
 
-def _ln_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _ln_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     if len(ins) > 3:
         raise OpTypeError(f"{op}: takes x, scale and an optional bias, got {len(ins)} inputs")
     ts = [tensor(op, t, i) for i, t in enumerate(ins)]
@@ -340,7 +356,10 @@ def _ln_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence
                                            for a, b in zip(reversed(t.shape), reversed(norm))):
             raise OpTypeError(f"{op}: {'scale' if i == 1 else 'bias'} {t} does not fit the normalised "
                               f"dims {list(norm)}")
-    return x
+    # scale and bias broadcast against the normalised (trailing) dims of x
+    pairs = [(0, -k, i, -k) for i, t in enumerate(ts[1:], 1) if t.shape is not None
+             for k in range(1, len(t.shape) + 1)]
+    return assuming(x, assume_equal(ins, *pairs, broadcast=True))
 
 
 def _layer_norm(x: Any, scale: Any, bias: Any = None, axis: int = -1, epsilon: float = 1e-5) -> np.ndarray:

@@ -56,7 +56,8 @@ for _name, _fn, _doc in [
     ("ReduceMin", np.min, "minimum over axes"),
     ("ReduceProd", np.prod, "product over axes"),
 ]:
-    define(_name, FAMILY, ("x",), _rule, _kernel(_fn), attrs=_ATTRS, differentiable=True, doc=_doc)
+    define(_name, FAMILY, ("x",), _rule, _kernel(_fn), attrs=_ATTRS, differentiable=True, doc=_doc,
+           aliases={"ReduceSum": ("sum",), "ReduceMean": ("mean",)}.get(_name, ()))
 
 
 # --- arg reductions and scans ------------------------------------------------------------
@@ -95,9 +96,9 @@ _ARG_ATTRS = {
     "keepdims": Attr("bool", False, "keep the axis with size 1"),
     "select_last_index": Attr("bool", False, "on ties, the last index instead of the first"),
 }
-define("ArgMax", FAMILY, ("x",), _arg_rule, _arg_kernel(np.argmax), attrs=_ARG_ATTRS,
+define("ArgMax", FAMILY, ("x",), _arg_rule, _arg_kernel(np.argmax), attrs=_ARG_ATTRS, aliases=("argmax",),
        doc="index (i64) of the maximum along `axis`")
-define("ArgMin", FAMILY, ("x",), _arg_rule, _arg_kernel(np.argmin), attrs=_ARG_ATTRS,
+define("ArgMin", FAMILY, ("x",), _arg_rule, _arg_kernel(np.argmin), attrs=_ARG_ATTRS, aliases=("argmin",),
        doc="index (i64) of the minimum along `axis`")
 
 
@@ -128,7 +129,7 @@ def _cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = Fals
     return np.ascontiguousarray(out)
 
 
-define("CumSum", FAMILY, ("x",), _cumsum_rule, _cumsum, differentiable=True,
+define("CumSum", FAMILY, ("x",), _cumsum_rule, _cumsum, differentiable=True, aliases=("cumsum",),
        attrs={
            "axis": Attr("int", 0, "the axis summed along"),
            "exclusive": Attr("bool", False, "leave out the element itself"),

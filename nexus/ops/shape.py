@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from nexus.ir.opdef import Attr, OpTypeError
+from nexus.ir.opdef import Attr, Inferred, OpTypeError
 from nexus.ir.types import (
     INT_DTYPES,
     Dim,
@@ -23,6 +23,8 @@ from nexus.ir.types import (
 )
 from nexus.ops._rules import (
     as_dim,
+    assume_equal,
+    assuming,
     check_int_vector,
     check_same_dtype,
     define,
@@ -200,7 +202,7 @@ define("Unsqueeze", FAMILY, ("x",), _unsqueeze_rule, _unsqueeze, differentiable=
 
 
 # --- joining and splitting ---------------------------------------------------------------
-def _concat_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+def _concat_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:
     if not ins:
         raise OpTypeError(f"{op}: needs at least one input")
     ts = [tensor(op, t, i) for i, t in enumerate(ins)]
@@ -229,7 +231,8 @@ def _concat_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequ
         if len(static) > 1:
             raise OpTypeError(f"{op}: inputs differ in dim {k}: {', '.join(str(d) for d in dims)}")
         out.append(static.pop() if static else dims[0])
-    return TensorType(dtype, tuple(out))
+    assumed = assume_equal(ins, *((0, k, j, k) for k in range(rank) if k != axis for j in range(1, len(ts))))
+    return assuming(TensorType(dtype, tuple(out)), assumed)
 
 
 def _sum(dims: Sequence[Any]) -> Any:
@@ -244,6 +247,7 @@ def _concat(*xs: Any, axis: int) -> Any:
 
 
 define("Concat", FAMILY, ("inputs",), _concat_rule, _concat, variadic=True, differentiable=True,
+       aliases=("concatenate",),
        attrs={"axis": Attr("int", doc="the axis joined along")},
        doc="Joins tensors of one dtype along `axis`; the other dims must agree.")
 
@@ -397,7 +401,7 @@ def _shape_of_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Se
 
 
 define("ShapeOf", FAMILY, ("x",), _shape_of_rule, lambda x: np.array(np.shape(x), dtype=np.int64),
-       doc="The shape of x as a 1-D i64 tensor.")
+       aliases=("shape",), shape_only=True, doc="The shape of x as a 1-D i64 tensor.")
 
 
 def _dim_size_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
@@ -409,7 +413,7 @@ def _dim_size_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Se
     return TensorType("i64", ())
 
 
-define("DimSize", FAMILY, ("x",), _dim_size_rule, lambda x, axis: np.int64(np.shape(x)[axis]),
+define("DimSize", FAMILY, ("x",), _dim_size_rule, lambda x, axis: np.int64(np.shape(x)[axis]), shape_only=True,
        attrs={"axis": Attr("int", doc="the dim asked for")}, doc="The size of one dim of x as an i64 scalar.")
 
 

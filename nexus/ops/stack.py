@@ -57,5 +57,5 @@ define("StackNew", FAMILY, (), _new_rule, lambda: (), pure=False,
 define("StackPush", FAMILY, ("stack", "value"), _push_rule, _push, pure=False,
        doc="A new stack with `value` on top of `stack`.")
 define("StackPop", FAMILY, ("stack",), _pop_rule, _pop, pure=False,
-       attrs={"dtype": Attr("dtype", doc="the dtype of the popped value")},
+       attrs={"dtype": Attr("dtype", doc="the dtype of the popped value")}, results=("rest", "top"),
        doc="(rest, top) of a non-empty stack; read with Proj 0 and Proj 1.", may_fail=True)

@@ -11,8 +11,8 @@ Identities are applied only where they are exact for every input value:
 floats do get ``x + (-0.0)`` and ``x - (+0.0)``, which are exact.  Integer add/sub and
 mul chains with constants are reassociated (exact: integer arithmetic wraps modulo
 2**bits), so seed 004's ``((input - 2) + 5) + 100`` becomes ``input + 103``.
-``ShapeOf`` and ``DimSize`` of values whose shape is static fold too (their kernels run on
-a zero-memory stand-in of that shape).
+Ops that read only their input's shape (``OpDef.shape_only``: ``ShapeOf``, ``DimSize``)
+fold once that shape is static (their kernels run on a zero-memory stand-in of it).
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ from nexus.passes.cfgutil import is_movable
 from nexus.passes.manager import Pass
 
 _PLACEMENT = ("device", "machine")
-# Ops whose result depends only on their input's shape.
-_SHAPE_QUERIES = frozenset({"ShapeOf", "DimSize"})
 
 
 def const_value(n: Node) -> np.ndarray | None:
@@ -107,7 +105,7 @@ class _Folder:
             return None
         if n.inputs and all(v.op.name == "Constant" for v in n.inputs):
             return self.fold(n)
-        if n.op.name in _SHAPE_QUERIES:
+        if n.op.shape_only:
             return self.fold_shape(n)
         if self.opts.reassociate:
             r = self.reassociate(n)
@@ -148,8 +146,9 @@ class _Folder:
         return self.constant(n, value, n.name)
 
     def fold_shape(self, n: Node) -> Node | None:
-        """ShapeOf / DimSize of a value whose shape is static: run the op's kernel on a
-        zero-memory stand-in of that shape (its values are never read)."""
+        """An op that reads only its input's shape (``OpDef.shape_only``: ShapeOf, DimSize)
+        of a value whose shape is static: run the op's kernel on a zero-memory stand-in
+        of that shape (its values are never read)."""
         t = n.input(0).type
         if not isinstance(t, TensorType) or t.shape is None or not all(isinstance(d, int) for d in t.shape):
             return None

@@ -53,6 +53,7 @@ PASSES: dict[str, str] = {
     "licm": "nexus.passes.licm:LICM",
     "inline": "nexus.passes.inline:Inline",
     "shapes": "nexus.passes.shapeinfer:InferShapes",
+    "shapechecks": "nexus.passes.shapechecks:InsertShapeChecks",
     "canonicalize": "nexus.passes.canonicalize:Canonicalize",
 }
 

@@ -1,4 +1,4 @@
-"""Shape inference over the whole CFG, and the run-time checks of what it assumed.
+"""Shape inference over the whole CFG.
 
 ``infer_shapes(g)`` recomputes every node's type from the argument types with the ops'
 type rules, in reverse postorder, iterating to a fixpoint around loops.  A Phi's type is
@@ -16,34 +16,29 @@ Path sensitivity: a block entered only through the true exit of ``Cond(Equal(a, 
 itself and the blocks it dominates; the fact is applied there and nowhere else (not in
 the other branch, not after the join).
 
-Binding argument dims at call time is ``nexus.ir.binding``.
+Type rules report the dim equalities they assumed without proof (``OpDef.infer``:
+``Add(f32[N], f32[M])`` takes N and M to broadcast); :func:`assumed_dims` returns them
+per node, under the path facts of the node's block, for the run-time checks of
+``nexus.passes.shapechecks``.  Binding argument dims at call time is ``nexus.ir.binding``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import sympy
 
 from nexus.ir.analysis import dominators, node_order, reverse_postorder
-from nexus.ir.graph import Graph, infer_type, known_value
+from nexus.ir.graph import Graph, known_value
 from nexus.ir.node import Block, Node
-from nexus.ir.opdef import OpTypeError
-from nexus.ir.types import TensorType, TupleType, Type, format_dim, fresh_dim, shape_str, simplify_dim
+from nexus.ir.opdef import DimEq, OpTypeError
+from nexus.ir.types import TensorType, TupleType, Type, fresh_dim, shape_str, simplify_dim
+from nexus.ops.index import _slice as slice_kernel
 
 # Nodes whose type is structural and never recomputed.
 _FIXED = frozenset({"Start", "End", "Jmp", "Return"})
-# Integer ops evaluated on symbolic values (elementwise on object arrays of dims).
-_SYM_BINARY = {
-    "Add": lambda a, b: a + b,
-    "Sub": lambda a, b: a - b,
-    "Mul": lambda a, b: a * b,
-    "FloorDiv": lambda a, b: a // b,
-    "Maximum": lambda a, b: sympy.Max(a, b),
-    "Minimum": lambda a, b: sympy.Min(a, b),
-}
 _MAX_VALUE_SIZE = 64  # larger integer tensors are not shape values; do not track them
 _MAX_ROUNDS = 30
 
@@ -56,15 +51,27 @@ def infer_shapes(g: Graph, arg_types: Sequence[Type] | None = None) -> Graph:
     """Annotate every reachable node of ``g`` with its inferred type (in place) and
     return ``g``.  ``arg_types`` replaces the argument types first (e.g. to specialise
     a graph to concrete shapes).  Raises ShapeInferenceError when a rule rejects a node."""
+    _infer(g, arg_types)
+    return g
+
+
+def assumed_dims(g: Graph, arg_types: Sequence[Type] | None = None) -> dict[Node, tuple[DimEq, ...]]:
+    """Infer shapes as :func:`infer_shapes` does and return, for each node whose type
+    rule assumed dim equalities it could not prove, those equalities."""
+    return _infer(g, arg_types).assumed
+
+
+def _infer(g: Graph, arg_types: Sequence[Type] | None) -> _Inference:
     if arg_types is not None:
         if len(arg_types) != len(g.args):
             raise ShapeInferenceError(f"graph @{g.name} takes {len(g.args)} arguments, got {len(arg_types)} types")
         g.start.type = TupleType(tuple(arg_types))
         for a, t in zip(g.args, arg_types):
             a.type = t
-    _Inference(g).run()
+    inference = _Inference(g)
+    inference.run()
     g.touch()
-    return g
+    return inference
 
 
 # --- the fixpoint ----------------------------------------------------------------------
@@ -76,6 +83,7 @@ class _Inference:
         self.node_syms: dict[Node, list[sympy.Symbol]] = {}
         self.phi_syms: dict[tuple[Node, int], sympy.Symbol] = {}
         self.facts: dict[Block, dict[sympy.Symbol, Any]] = {}
+        self.assumed: dict[Node, tuple[DimEq, ...]] = {}
         self.dom = dominators(g)
         self.rpo = reverse_postorder(g)
         self.arg_syms: set[Any] = set().union(*(_type_syms(t) for t in g.arg_types))
@@ -96,7 +104,7 @@ class _Inference:
                 widen |= {n for n in changed if n.op.kind == "phi"}
         else:
             n = changed[0]
-            raise ShapeInferenceError(f"{_where(n)}: shape inference did not converge")
+            raise ShapeInferenceError(f"{node_where(n)}: shape inference did not converge")
         for n, t in self.types.items():
             n.type = t
 
@@ -120,14 +128,19 @@ class _Inference:
                 # Constants of any dtype and size, as Graph.add gives them to rules.
                 vals = [known_value(v) if v.op.name == "Constant" else _subs_value(self.values.get(v), facts)
                         for v in n.inputs]
-                new = infer_type(n.op, ins, n.attrs, vals)
+                inferred = n.op.infer(ins, n.attrs, vals)
+                new = inferred.type
+                if inferred.assumed:
+                    self.assumed[n] = inferred.assumed
+                else:
+                    self.assumed.pop(n, None)
                 if name == "Call":
                     new = _call_type(n.attrs["callee"], ins, new)
                 new = self._stabilize(n, new, ins, vals)
         except OpTypeError as e:
-            raise ShapeInferenceError(f"{_where(n)}: {e}") from None
+            raise ShapeInferenceError(f"{node_where(n)}: {e}") from None
         except Exception as e:  # noqa: BLE001  (a rule that crashed: still name the node)
-            raise ShapeInferenceError(f"{_where(n)}: the type rule failed: {type(e).__name__}: {e}") from e
+            raise ShapeInferenceError(f"{node_where(n)}: the type rule failed: {type(e).__name__}: {e}") from e
         old = self.types.get(n)
         self.types[n] = new
         self.values[n] = self._value(n, new, facts)
@@ -240,10 +253,10 @@ class _Inference:
             return None
 
     def _proj_value(self, n: Node) -> Any:
-        from nexus.ops._rules import SIZE_OUTPUTS
-
+        """The data-dependent size output of an op (``OpDef.size_output``) is the
+        symbol of the dim it sizes."""
         src = n.input(0)
-        spec = SIZE_OUTPUTS.get(src.op.name)
+        spec = src.op.size_spec(src.attrs)
         if spec is None or n.attrs["num"] != spec[0]:
             return None
         t = self.types.get(src)
@@ -252,8 +265,9 @@ class _Inference:
         data = t.elems[spec[1]]
         if not isinstance(data, TensorType) or data.shape is None:
             return None
-        dim = spec[2] if spec[2] >= 0 else src.attrs["axis"] % max(len(data.shape), 1)
-        return np.array(data.shape[dim], dtype=object) if dim < len(data.shape) else None
+        rank = len(data.shape)
+        dim = spec[2] + rank if spec[2] < 0 else spec[2]
+        return np.array(data.shape[dim], dtype=object) if 0 <= dim < rank else None
 
     # --- path facts --------------------------------------------------------------------
     def _block_facts(self, b: Block) -> dict[sympy.Symbol, Any]:
@@ -311,7 +325,8 @@ def _xreplace_type(t: Type, env: Mapping[Any, Any]) -> Type:
 
 
 # --- helpers ---------------------------------------------------------------------------
-def _where(n: Node) -> str:
+def node_where(n: Node) -> str:
+    """``Add %y in ^body (created at f.py:3:4)``: a node as errors name it."""
     where = f"{n.op.name} %{n.name or '?'} in ^{n.block.name if n.block else '?'}"
     if n.loc is not None:
         where += f" (created at {n.loc})"
@@ -388,113 +403,55 @@ def _scalar_dim(v: Any) -> Any:
 
 def _eval_symbolic(n: Node, ins: list[Any]) -> Any:
     """Evaluate a small integer op on values that may hold dims."""
-    name = n.op.name
     arrs = [np.asarray(v) for v in ins]
     if all(a.dtype.kind in "iu" for a in arrs) and n.op.kernel is not None:
         # Plain integers: the op's own kernel (constant folding).
         attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
         out = np.asarray(n.op.kernel(*arrs, **attrs))
         return out if out.size <= _MAX_VALUE_SIZE else None
-    objs = [a.astype(object) for a in arrs]
-    if name in _SYM_BINARY:
-        fn = np.frompyfunc(_SYM_BINARY[name], 2, 1)
-        out = fn(*objs)
-    elif name == "Neg":
-        out = -objs[0]
-    elif name in ("Identity", "Cast"):
-        out = objs[0]
-    elif name == "Concat":
-        out = np.concatenate(objs, axis=n.attrs["axis"])
-    elif name == "Unsqueeze":
-        out = objs[0]
-        for a in sorted(n.attrs["axes"]):
-            out = np.expand_dims(out, a)
-    elif name == "Squeeze":
-        out = np.squeeze(objs[0], axis=n.attrs.get("axes"))
-    elif name == "Reshape":
-        out = objs[0].reshape(tuple(int(d) for d in arrs[1]))
-    elif name == "Gather":
-        out = np.take(objs[0], arrs[1].astype(np.int64), axis=n.attrs["axis"])
-    elif name == "Slice":
-        from nexus.ops.index import _slice
-
-        out = _slice(objs[0], *[a.astype(np.int64) for a in arrs[1:]])
-    else:
+    rule = SYMBOLIC_RULES.get(n.op.name)
+    if rule is None:
         return None
-    out = np.asarray(out, dtype=object)
+    out = np.asarray(rule(n, [a.astype(object) for a in arrs], arrs), dtype=object)
     flat = [simplify_dim(x) if isinstance(x, sympy.Basic) else int(x) for x in out.reshape(-1)]
     return np.array(flat, dtype=object).reshape(out.shape)
 
 
-
-# --- run-time checks for what inference assumed -------------------------------------------
-_BROADCASTING = frozenset({
-    "Add", "Sub", "Mul", "Div", "FloorDiv", "Mod", "Pow", "Maximum", "Minimum", "Less", "LessEqual", "Greater",
-    "GreaterEqual", "Equal", "NotEqual", "And", "Or", "Xor", "Where", "Clip", "PRelu",
-})
+# How ops compute on values that hold dims (object arrays of ints and sympy expressions),
+# keyed by op: ``rule(node, object arrays, the inputs as given)``.  Integer inputs holding
+# no symbol run the op's kernel instead.
+SymbolicRule = Callable[[Node, list[np.ndarray], list[np.ndarray]], Any]
 
 
-def assumed_equal_dims(n: Node) -> list[tuple[int, int, int, int, bool]]:
-    """Dims of ``n``'s inputs that its type rule took to be equal without proof:
-    ``(input i, axis, input j, axis, broadcast)`` where neither dim is known to be 1."""
-    shapes: list[tuple[Any, ...]] = []
-    for v in n.inputs:
-        if not isinstance(v.type, TensorType) or v.type.shape is None:
-            return []
-        shapes.append(v.type.shape)
-    out: list[tuple[int, int, int, int, bool]] = []
+def _elementwise(fn: Callable[[Any, Any], Any]) -> SymbolicRule:
+    ufunc = np.frompyfunc(fn, 2, 1)
+    return lambda n, objs, arrs: ufunc(*objs)
 
-    def need(a: Any, b: Any) -> bool:
-        return not _dim_eq(a, b) and not (isinstance(a, int) and isinstance(b, int)) and 1 not in (a, b)
 
-    name = n.op.name
-    if name in _BROADCASTING:
-        for i in range(len(shapes)):
-            for j in range(i + 1, len(shapes)):
-                si, sj = shapes[i], shapes[j]
-                for k in range(1, min(len(si), len(sj)) + 1):
-                    if need(si[-k], sj[-k]):
-                        out.append((i, len(si) - k, j, len(sj) - k, True))
-    elif name in ("MatMul", "Gemm") and len(shapes) >= 2 and shapes[0] and shapes[1]:
-        a, b = shapes[0], shapes[1]
-        ka = len(a) - 2 if name == "Gemm" and n.attrs.get("transA") else len(a) - 1
-        kb = (1 if n.attrs.get("transB") else 0) if name == "Gemm" else max(len(b) - 2, 0)
-        if need(a[ka], b[kb]):
-            out.append((0, ka, 1, kb, False))
-    elif name == "Concat" and shapes and shapes[0]:
-        axis = n.attrs["axis"] % len(shapes[0])
-        for j in range(1, len(shapes)):
-            for k, (x, y) in enumerate(zip(shapes[0], shapes[j])):
-                if k != axis and need(x, y):
-                    out.append((0, k, j, k, False))
+def _unsqueeze(n: Node, objs: list[np.ndarray], arrs: list[np.ndarray]) -> Any:
+    out = objs[0]
+    for a in sorted(n.attrs["axes"]):
+        out = np.expand_dims(out, a)
     return out
 
 
-def _shape(v: Node) -> tuple[Any, ...]:
-    t = v.type
-    assert isinstance(t, TensorType) and t.shape is not None
-    return t.shape
+SYMBOLIC_RULES: dict[str, SymbolicRule] = {
+    "Add": _elementwise(lambda a, b: a + b),
+    "Sub": _elementwise(lambda a, b: a - b),
+    "Mul": _elementwise(lambda a, b: a * b),
+    "FloorDiv": _elementwise(lambda a, b: a // b),
+    "Maximum": _elementwise(lambda a, b: sympy.Max(a, b)),
+    "Minimum": _elementwise(lambda a, b: sympy.Min(a, b)),
+    "Neg": lambda n, objs, arrs: -objs[0],
+    "Identity": lambda n, objs, arrs: objs[0],
+    "Cast": lambda n, objs, arrs: objs[0],
+    "Concat": lambda n, objs, arrs: np.concatenate(objs, axis=n.attrs["axis"]),
+    "Unsqueeze": _unsqueeze,
+    "Squeeze": lambda n, objs, arrs: np.squeeze(objs[0], axis=n.attrs.get("axes")),
+    "Reshape": lambda n, objs, arrs: objs[0].reshape(tuple(int(d) for d in arrs[1])),
+    "Gather": lambda n, objs, arrs: np.take(objs[0], arrs[1].astype(np.int64), axis=n.attrs["axis"]),
+    "Slice": lambda n, objs, arrs: slice_kernel(objs[0], *[a.astype(np.int64) for a in arrs[1:]]),
+}
 
 
-def insert_shape_checks(g: Graph) -> Graph:
-    """Infer shapes, then guard every assumption the rules made (two symbolic dims taken
-    to be equal, e.g. ``Add(f32[N], f32[M])``) with a CheckDims node that the op depends
-    on, so a violation fails there with a message naming the op, its line and the dims.
-    Facts inference proved need no check.  Edits ``g`` in place and returns it."""
-    infer_shapes(g)
-    sizes: dict[tuple[Node, int], Node] = {}
-    for n in [m for b in reverse_postorder(g) for m in node_order(b)]:
-        for i, ai, j, aj, bcast in assumed_equal_dims(n):
-            block = n.block
-            assert block is not None
-            da, db = (sizes.setdefault((n.input(x), ax), g.add("DimSize", [n.input(x)], block, {"axis": ax}))
-                      for x, ax in ((i, ai), (j, aj)))
-            dim_i, dim_j = (format_dim(_shape(n.input(x))[ax]) for x, ax in ((i, ai), (j, aj)))
-            msg = f"{_where(n)} assumes dim {ai} of input {i} ({dim_i}) and dim {aj} of input {j} ({dim_j}) agree"
-            check = g.add("CheckDims", [da, db], block, {"broadcast": bcast, "message": msg}, loc=n.loc)
-            n.add_dep(check)
-    g.touch()
-    return g
-
-
-__all__ = ["ShapeInferenceError", "infer_shapes", "insert_shape_checks", "shape_str"]
+__all__ = ["SYMBOLIC_RULES", "ShapeInferenceError", "assumed_dims", "infer_shapes", "node_where", "shape_str"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nexus.backends.base import MissingLoweringError, lowering_table
-from nexus.backends.python.cost import BLAS_OPS, is_heavy
+from nexus.backends.python.cost import is_heavy
 from nexus.backends.python.lowering import BACKEND
 from nexus.backends.python.plan import BlockPlan, Edge, Plan, value_inputs
 from nexus.backends.python.pool import blas_threads
@@ -156,7 +156,7 @@ class _Gen:
             # When a multithreaded BLAS already runs this graph's products on every core,
             # our threads only fight its (spinning) workers: W6 with default BLAS threads
             # ran 0.81x of sequential when its elementwise nodes went to the pool.
-            blas_graph = any(n.op.name in BLAS_OPS for b in self.plan.blocks for n in b.members)
+            blas_graph = any(n.op.multithreaded for b in self.plan.blocks for n in b.members)
             self.blas_parallel = blas_graph and blas_threads() > 1
             self.pool_off = self.blas_parallel
         if self.pool_off:

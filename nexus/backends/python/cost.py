@@ -47,13 +47,11 @@ def estimate_ns(node: Node) -> float:
     return sum(s for s in sizes if s is not None) * NS_PER_ELEMENT
 
 
-# Ops whose kernels are multithreaded BLAS calls: running two at once on a pool when BLAS
-# already uses every core oversubscribes the machine (measured: 2-5x slower under load).
-BLAS_OPS = frozenset({"MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose"})
-
-
 def is_heavy(node: Node, blas_parallel: bool = False) -> bool:
-    """Worth a thread hop: pure, estimated above HEAVY_NS, and not already multithreaded."""
-    if blas_parallel and node.op.name in BLAS_OPS:
+    """Worth a thread hop: pure, estimated above HEAVY_NS, and not already multithreaded.
+    Kernels that are multithreaded BLAS calls (``OpDef.multithreaded``) stay inline when
+    BLAS uses every core: two at once on a pool oversubscribe the machine (measured: 2-5x
+    slower under load)."""
+    if blas_parallel and node.op.multithreaded:
         return False
     return node.op.pure and estimate_ns(node) >= HEAVY_NS

@@ -4,9 +4,11 @@ The generated code runs a node as ``kernel(*inputs)`` (the op's reference kernel
 attributes bound) unless a rule here gives a Python expression for it.  A NumPy ufunc
 call on scalars costs ~0.6 us, the matching operator on NumPy scalars ~0.02-0.05 us, with
 the same result for same-dtype NumPy operands (``a + b`` on NumPy values *is*
-``np.add(a, b)``).  Where the reference kernel adds a check the operator lacks (integer
-division by zero), the operator form is used only when the check cannot fail (a constant
-non-zero divisor).  A rule returns None to fall back to the kernel.
+``np.add(a, b)``), so every op with an ``OpDef.operator`` is emitted as that operator.
+Where the reference kernel adds a check the operator lacks (integer division by zero),
+the operator form is used only when the check cannot fail (a constant non-zero divisor);
+where the operator means something else on integers (``/``), only on floats
+(``OpDef.operator_on_ints``).  A rule returns None to fall back to the kernel.
 """
 
 from __future__ import annotations
@@ -18,16 +20,10 @@ import numpy as np
 from nexus.backends.base import register_lowering
 from nexus.ir.graph import known_value
 from nexus.ir.node import Node
+from nexus.ir.opdef import all_ops
 from nexus.ir.types import TensorType, numpy_dtype
 
 BACKEND = "python"
-BINARY = {
-    "Add": "+", "Sub": "-", "Mul": "*", "Pow": "**", "MatMul": "@",
-    "Less": "<", "LessEqual": "<=", "Greater": ">", "GreaterEqual": ">=", "Equal": "==", "NotEqual": "!=",
-    "And": "&", "Or": "|", "Xor": "^",
-}
-INT_CHECKED = {"Mod": "%", "FloorDiv": "//"}  # operators whose int form lacks the zero check
-UNARY = {"Neg": "-", "Not": "~"}
 
 
 def _dtype_kind(node: Node) -> str | None:
@@ -40,26 +36,18 @@ def _nonzero_constant(node: Node) -> bool:
     return value is not None and bool(np.all(value != 0))
 
 
-@register_lowering(BACKEND, *BINARY)
-def _binary(node: Node, args: list[str]) -> str:
-    return f"{args[0]} {BINARY[node.op.name]} {args[1]}"
+def _operator(node: Node, args: list[str]) -> str | None:
+    """``a + b`` / ``-x`` from ``OpDef.operator`` where it computes the kernel's result."""
+    op = node.op
+    if op.operator_on_ints != "same" and _dtype_kind(node.input(0)) in ("i", "u"):
+        if op.operator_on_ints == "never" or not _nonzero_constant(node.input(1)):
+            return None
+    if len(args) == 1:
+        return f"{op.operator}{args[0]}"
+    return f"{args[0]} {op.operator} {args[1]}"
 
 
-@register_lowering(BACKEND, *UNARY)
-def _unary(node: Node, args: list[str]) -> str:
-    return f"{UNARY[node.op.name]}{args[0]}"
-
-
-@register_lowering(BACKEND, "Div")
-def _div(node: Node, args: list[str]) -> str | None:
-    return f"{args[0]} / {args[1]}" if _dtype_kind(node.input(0)) == "f" else None
-
-
-@register_lowering(BACKEND, *INT_CHECKED)
-def _int_checked(node: Node, args: list[str]) -> str | None:
-    if _dtype_kind(node.input(0)) == "f" or _nonzero_constant(node.input(1)):
-        return f"{args[0]} {INT_CHECKED[node.op.name]} {args[1]}"
-    return None
+register_lowering(BACKEND, *(op.name for op in all_ops().values() if op.operator))(_operator)
 
 
 @register_lowering(BACKEND, "Identity")
