@@ -15,7 +15,7 @@ import numpy as np
 from nexus.frontend.names import FUNCTION_KINDS, public_ops
 from nexus.frontend.script_expr import Edge, ExprLowering, NexusOp, Scope, Static, TupleVal, Val, _dtype
 from nexus.frontend.script_source import parse_function
-from nexus.frontend.script_ssa import generalize
+from nexus.frontend.script_ssa import generalize_all
 from nexus.frontend.script_types import is_int, is_number, py_dtype, weak_dtype_of
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import REGISTRY, get_op
@@ -362,13 +362,11 @@ class CallLowering(ExprLowering):
             out_values = []
             for i in range(arity):
                 vals = [v[i] for _, v in rets]
-                t = vals[0].type
-                for v in vals[1:]:
-                    g = generalize(t, v.type)
-                    if g is None:
-                        raise self.error(node, f"the helper returns different types ({t} and {v.type}) "
-                                               "on different paths", "return one type on every path")
-                    t = g
+                t = generalize_all([v.type for v in vals])
+                if t is None:
+                    kinds = " and ".join(sorted({str(v.type) for v in vals}))
+                    raise self.error(node, f"the helper returns different types ({kinds}) on different paths",
+                                     "return one type on every path")
                 out_values.append(self.emit("Phi", vals, type=t) if len({id(v) for v in vals}) > 1 else vals[0])
         if arity == 0:
             return Static(None)

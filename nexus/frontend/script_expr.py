@@ -17,7 +17,7 @@ import numpy as np
 
 from nexus.frontend.script_errors import ScriptError, SourceText, error_at, matmul_mismatch
 from nexus.frontend.script_source import ParsedFunction
-from nexus.frontend.script_ssa import MergeTypeError, ScriptSSA, generalize
+from nexus.frontend.script_ssa import MergeTypeError, ScriptSSA, generalize_all
 from nexus.frontend.script_types import (
     I64_MAX,
     I64_MIN,
@@ -509,9 +509,7 @@ class ExprLowering:
                 self.block = saved
             else:
                 nodes.append(self.as_node(v))
-        out: Type | None = nodes[0].type
-        for n in nodes[1:]:
-            out = generalize(out, n.type) if out is not None else None
+        out = generalize_all([n.type for n in nodes])
         if out is None:
             kinds = " and ".join(sorted({str(n.type) for n in nodes}))
             raise self.error(node, f"{what} have different types ({kinds}); Python would give either",

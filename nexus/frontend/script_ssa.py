@@ -74,9 +74,7 @@ class ScriptSSA(SSABuilder[str]):
         return hint if hint is not None else entry.type
 
     def join_types(self, var: str, phi: Node, operands: list[Node]) -> Type:
-        out: Type | None = operands[0].type
-        for v in operands[1:]:
-            out = generalize(out, v.type) if out is not None else None
+        out = generalize_all([v.type for v in operands])
         if out is None:
             raise MergeTypeError(phi.name or "?", phi, [(v.type, self._edge_of(phi, v)) for v in operands])
         return out
@@ -143,3 +141,11 @@ def generalize(a: Type, b: Type) -> Type | None:
     if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
         return TensorType(a.dtype, None)
     return TensorType(a.dtype, tuple(x if x == y else fresh_dim("d") for x, y in zip(a.shape, b.shape)))
+
+
+def generalize_all(types: list[Type]) -> Type | None:
+    """The least type covering all of ``types``, or None when two dtypes (or kinds) differ."""
+    out: Type | None = types[0]
+    for t in types[1:]:
+        out = generalize(out, t) if out is not None else None
+    return out
