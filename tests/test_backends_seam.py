@@ -222,3 +222,23 @@ def test_binding_errors_name_the_argument() -> None:
         convert([1, ok[1], np.zeros(4, np.float32)])
     with pytest.raises(BindingError, match="out of bounds|cannot be passed"):
         signature(_graph(TensorType("i32", ()))).convert([2**40])
+
+
+def test_script_calls_specialise_on_numpy_scalars_and_no_arguments() -> None:
+    """The call's fast path keys on argument classes: NumPy scalars of two dtypes are two
+    signatures, and a function without arguments is one."""
+
+    @nx.script
+    def double(x: Any) -> Any:
+        return x * 2
+
+    for x in (np.float32(1.5), np.float64(1.5), np.int32(3), np.float32(2.5), 7, True):
+        got = double(x)
+        want = x * 2
+        assert got == want and np.asarray(got).dtype == np.asarray(want).dtype, (x, got)
+
+    @nx.script
+    def seven() -> Any:
+        return 3 + 4
+
+    assert [seven() for _ in range(3)] == [7, 7, 7]

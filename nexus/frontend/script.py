@@ -273,14 +273,14 @@ class ScriptFunction:
             cls = a.__class__
             if cls is np.ndarray:
                 key.append((a.dtype, a.ndim))
-            elif cls in _PY_KEYS:
+            elif cls in _PY_KEYS or issubclass(cls, np.generic):
                 key.append(cls)
             else:
-                key = []
-                break
-        entry = self._entries.get(tuple(key)) if key or not args else None
+                break  # a list...: the slow path names the signature
+        fast_key = tuple(key) if len(key) == len(args) else None
+        entry = self._entries.get(fast_key) if fast_key is not None else None
         if entry is None:
-            entry = self._entry(args, tuple(key) if key else None)
+            entry = self._entry(args, fast_key)
         g, exe, convert = entry
         self._last = g
         if self._named_dims:
