@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from nexus import seeds
 from nexus.cli.main import main
 from nexus.cli.values import InputError, parse_value, to_array
 from nexus.ir import Graph, TensorType, parse, structurally_equal
+from nexus.ir.limits import MAX_NESTING, MAX_NUMBER_CHARS
 from nexus.testing.extras import require_program
 
 
@@ -133,6 +136,57 @@ def test_values_are_parsed_not_evaluated() -> None:
     with pytest.raises(InputError, match="bool takes"):
         to_array([0, 2], TensorType("bool", (2,)), "a")
     assert to_array([1, 0], TensorType("bool", (2,)), "a").tolist() == [True, False]
+
+
+def _nested(levels: int, inner: list) -> list:
+    value = inner
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("inner", ["", "1"])
+def test_values_nest_up_to_nexus_limit(inner: str) -> None:
+    """Nexus's limit, not the interpreter's: json.loads alone accepts 5000 levels on 3.13
+    and refuses them on 3.11."""
+    at = "[" * MAX_NESTING + inner + "]" * MAX_NESTING
+    assert parse_value(at) == _nested(MAX_NESTING, [int(inner)] if inner else [])
+    for levels in (MAX_NESTING + 1, 5000):
+        with pytest.raises(InputError) as info:
+            parse_value("[" * levels + inner + "]" * levels)
+        assert str(info.value).endswith(f"...: brackets nest more than {MAX_NESTING} levels deep"), info.value
+        assert "\n" not in str(info.value)
+    with pytest.raises(InputError, match="values are numbers"):  # brackets in a string do not nest
+        parse_value('[1, "' + "[" * 40 + '"]')
+
+
+def test_value_numbers_up_to_nexus_limit() -> None:
+    at = "1" * MAX_NUMBER_CHARS
+    saved = sys.get_int_max_str_digits()
+    try:
+        for setting in (640, 0):  # the interpreter's lowest int-digit limit, and none
+            sys.set_int_max_str_digits(setting)
+            assert parse_value(f"[{at}]") == [int(at)]
+            assert parse_value("-0." + "5" * (MAX_NUMBER_CHARS - 3)) == -0.5555555555555556
+            for past in ("1" * (MAX_NUMBER_CHARS + 1), "1" * 5000, "1e" + "1" * MAX_NUMBER_CHARS):
+                with pytest.raises(InputError, match=f"a number of {len(past)} characters \\(the limit is 600\\)$"):
+                    parse_value(past)
+    finally:
+        sys.set_int_max_str_digits(saved)
+
+
+def test_values_past_every_dtype_say_out_of_range() -> None:
+    """A long integer the parser accepts is out of range, not a ragged list."""
+    big = "1" + "0" * 30
+    with pytest.raises(InputError, match=r"^a: a value is out of range for i64 \[-9223372036854775808, "):
+        to_array(parse_value(f"[1, {big}]"), TensorType("i64", (2,)), "a")
+    with pytest.raises(InputError, match="bool takes true/false"):
+        to_array(parse_value(big), TensorType("bool", ()), "a")
+    assert to_array(parse_value(f"[1, {big}]"), TensorType("f64", (2,)), "a").tolist() == [1.0, 1e30]
+    with pytest.raises(InputError, match="out of range for f32"):
+        to_array(parse_value("1" * 400), TensorType("f32", ()), "a")
+    with pytest.raises(InputError, match="the nested lists are ragged|inhomogeneous"):
+        to_array(parse_value("[[1, 2], [3]]"), TensorType("i64", None), "a")
 
 
 SYMBOLIC = """graph @double {

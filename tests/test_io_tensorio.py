@@ -103,6 +103,12 @@ def _file(header: dict, body: bytes = b"", pad: bool = True) -> bytes:
     return struct.pack("<Q", len(text)) + text + body
 
 
+def _raw(header: str) -> bytes:
+    """A file whose header is this text (json.dumps cannot write every malformed header)."""
+    text = header.encode()
+    return struct.pack("<Q", len(text)) + text
+
+
 def _t(dtype: str, shape: list, begin: int, end: int) -> dict:
     return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
 
@@ -129,7 +135,10 @@ BROKEN = {
     "bool byte": (_file({"a": _t("BOOL", [2], 0, 2)}, b"\x01\x07"), "must be 0 or 1"),
     "metadata": (_file({"__metadata__": {"a": 1}}), "__metadata__"),
     "empty name": (_file({"": _t("U8", [1], 0, 1)}, b"\0"), "empty name"),
-    "deep": (struct.pack("<Q", 200_008) + b"[" * 0 + b"{" + b'"a":' + b"[" * 200_000 + b"   ", "not JSON|too deeply"),
+    "deep": (struct.pack("<Q", 200_008) + b"{" + b'"a":' + b"[" * 200_000 + b"   ", "nest more than 32 levels deep"),
+    # Past Nexus's limit of 600 characters a number (and past int()'s default of 4300 digits).
+    "long number": (_raw('{"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, ' + "1" * 5000 + ']}}'),
+                    "a number of 5000 characters"),
 }
 
 

@@ -3,6 +3,8 @@ test (fails under CI); an ImportError from Nexus's own code is an error, never a
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +27,12 @@ def outcome(fn: Callable[[], Any]) -> tuple[str, BaseException | None]:
     except Exception as e:  # noqa: BLE001  (the exception is the outcome)
         return "error", e
     return "ok", None
+
+
+@pytest.fixture(autouse=True)
+def no_expected_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests set the list themselves (.ci/run sets it on some interpreters)."""
+    monkeypatch.delenv("NEXUS_EXPECT_MISSING", raising=False)
 
 
 @pytest.fixture
@@ -65,6 +73,57 @@ def test_missing_third_party_package_fails_in_ci(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("CI", "true")
     kind, e = outcome(lambda: require("nexus_test_no_such_package", "onnx"))
     assert kind == "fail", (kind, e)
+
+
+def test_expected_missing_extra_skips_in_ci_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("NEXUS_EXPECT_MISSING", "torch, onnx")
+    kind, e = outcome(lambda: require("nexus_test_no_such_package", "onnx"))
+    assert kind == "skip" and "NEXUS_EXPECT_MISSING=torch, onnx" in str(e), (kind, e)
+    kind, e = outcome(lambda: require("nexus_test_no_such_package", "jax"))
+    assert kind == "fail", (kind, e)  # only the extras it names
+
+
+def test_expected_missing_extra_is_still_returned_when_present(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("NEXUS_EXPECT_MISSING", "test")
+    assert require("json", "test").__name__ == "json"
+
+
+MODULE_LEVEL = """
+from nexus.testing.extras import require
+
+require("nexus_test_no_such_package", "onnx")
+
+
+def test_never_runs() -> None:
+    raise AssertionError("the module should have been skipped")
+"""
+
+
+@pytest.mark.parametrize("env, skipped", [
+    ({}, True),
+    ({"CI": "true"}, False),
+    ({"CI": "true", "NEXUS_EXPECT_MISSING": "onnx"}, True),
+])
+def test_module_level_require_skips_or_fails_that_module(tmp_path: Path, env: dict[str, str], skipped: bool) -> None:
+    """A real pytest run of a module that requires a missing extra at module level: the
+    module is skipped with its reason (never a collection error that fails the whole run),
+    and under CI it fails unless the extra is declared missing."""
+    (tmp_path / "test_needs_extra.py").write_text(MODULE_LEVEL)
+    (tmp_path / "test_other.py").write_text("def test_runs() -> None:\n    pass\n")
+    repo = str(Path(__file__).resolve().parent.parent)
+    child_env = {k: v for k, v in os.environ.items() if k not in ("CI", "NEXUS_EXPECT_MISSING")}
+    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"],
+                         cwd=tmp_path, env={**child_env, **env}, capture_output=True, text=True, timeout=120)
+    out = run.stdout + run.stderr
+    assert "nexus_test_no_such_package is not installed (pip install 'nexus[onnx]')" in out, out
+    if skipped:
+        assert run.returncode == 0 and "1 passed, 1 skipped" in out, out
+        assert "SKIPPED [1] " in out and "test_needs_extra.py: nexus_test_no_such_package" in out, out
+    else:
+        assert run.returncode != 0 and "1 error" in out and "skipped" not in out, out
 
 
 def test_missing_dependency_of_a_third_party_package_skips(outside_ci: None, fake_modules: Any) -> None:

@@ -2,7 +2,9 @@
 
 Values are JSON numbers, booleans and nested lists (plus the words ``inf``, ``-inf`` and
 ``nan``); they are parsed with :mod:`json`, never evaluated, and converted to the dtype
-of the graph argument they are given for, refusing values that do not fit it.
+of the graph argument they are given for, refusing values that do not fit it.  Lists nest
+at most ``MAX_NESTING`` deep and a number has at most ``MAX_NUMBER_CHARS`` characters
+(:mod:`nexus.ir.limits`), on every interpreter.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.graph import Graph
+from nexus.ir.limits import LimitError, load_json
 from nexus.ir.types import TensorType, numpy_dtype
 
 _WORDS = re.compile(r"(?<![A-Za-z_\"])(inf|nan)(?![A-Za-z_\"])")
@@ -28,13 +31,17 @@ def parse_value(text: str) -> Any:
     """The Python value (number, bool or nested list) written in ``text``."""
     src = _WORDS.sub(lambda m: "Infinity" if m.group(1) == "inf" else "NaN", text.strip())
     try:
-        value = json.loads(src)
+        value = load_json(src)
     except json.JSONDecodeError as e:
-        raise InputError(f"{text!r} is not a number or a nested list ({e.msg} at character {e.pos})") from None
-    except RecursionError:
-        raise InputError(f"{text[:20]!r}... nests too deeply") from None
+        raise InputError(f"{_clip(text)} is not a number or a nested list ({e.msg} at character {e.pos})") from None
+    except LimitError as e:
+        raise InputError(f"{_clip(text)}: {e}") from None
     _check_items(value, text)
     return value
+
+
+def _clip(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:30]!r}..."
 
 
 def _check_items(value: Any, text: str) -> None:
@@ -52,10 +59,19 @@ def to_array(value: Any, t: TensorType, what: str) -> np.ndarray:
     dt = numpy_dtype(t.dtype)
     try:
         raw = np.array(value)
+        if raw.dtype == object and dt.kind == "f" and _has_int_beyond_64_bits(value):
+            raw = np.array(value, dtype=np.float64)  # as a float literal of the same size would be
+    except OverflowError:
+        raise InputError(f"{what}: a value is out of range for {t.dtype}") from None
     except ValueError as e:
         raise InputError(f"{what}: {e}") from None
     if raw.dtype == object:
-        raise InputError(f"{what}: the nested lists are ragged")
+        if not _has_int_beyond_64_bits(value):
+            raise InputError(f"{what}: the nested lists are ragged")
+        if dt.kind == "b":
+            raise InputError(f"{what}: bool takes true/false (or 0/1)")
+        info = np.iinfo(dt)
+        raise InputError(f"{what}: a value is out of range for {t.dtype} [{info.min}, {info.max}]")
     if raw.dtype.kind == "f" and dt.kind in "iub":
         if not np.all(np.isfinite(raw)) or not np.all(raw == np.round(raw)):
             raise InputError(f"{what}: {t.dtype} takes whole numbers")
@@ -77,6 +93,19 @@ def to_array(value: Any, t: TensorType, what: str) -> np.ndarray:
             if isinstance(want, int) and want != got:
                 raise InputError(f"{what}: dim {i} is {got}, {t} needs {want}")
     return arr
+
+
+def _has_int_beyond_64_bits(value: Any) -> bool:
+    """Whether a nested list holds an int that no NumPy integer dtype holds (NumPy makes an
+    object array of it)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, int) and not -(2**63) <= v < 2**64:
+            return True
+    return False
 
 
 def parse_inputs(g: Graph, items: Sequence[str]) -> list[np.ndarray]:

@@ -2,7 +2,10 @@
 
 The parser is line-based: each node is one line, so an error points at its line and
 column and no input can make it loop.  Every failure is a :class:`ParseError`.  Nothing
-is evaluated: numbers, strings and dim expressions have parsers of their own.
+is evaluated: numbers, strings and dim expressions have parsers of their own.  Types and
+attribute values nest at most ``MAX_NESTING`` brackets deep and a number literal has at
+most ``MAX_NUMBER_CHARS`` characters (:mod:`nexus.ir.limits`): the same text parses on
+every interpreter.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.graph import Graph
+from nexus.ir.limits import MAX_NESTING, number_too_long
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import UNIVERSAL_ATTRS, OpTypeError, check_attr, get_op
 from nexus.ir.types import DTYPES, STACK, DimSyntaxError, TensorType, TupleType, Type, X, numpy_dtype, parse_dim
@@ -127,11 +131,20 @@ class _Cursor:
             raise self.error(f"bad string: {e.msg}") from None
         return str(value)
 
+    def number(self, what: str) -> str:
+        start = self.pos
+        text = self.match(_NUMBER, what)
+        why = number_too_long(text)
+        if why is not None:
+            raise self.error(why, start)
+        return text
+
     # --- types -------------------------------------------------------------------------
     def type(self, depth: int = 0) -> Type:
-        if depth > 32:
-            raise self.error("types nest too deeply")
+        """A type; ``depth`` counts the tuple parentheses around it."""
         if self.accept("("):
+            if depth >= MAX_NESTING:
+                raise self.error(f"tuple types nest more than {MAX_NESTING} levels deep", self.pos - 1)
             elems: list[Type] = []
             while not self.accept(")"):
                 elems.append(self.type(depth + 1))
@@ -188,8 +201,7 @@ class _Cursor:
 
     # --- attribute values --------------------------------------------------------------
     def value(self, depth: int = 0) -> Any:
-        if depth > 32:
-            raise self.error("attribute values nest too deeply")
+        """An attribute value; ``depth`` counts the list brackets around it."""
         self.skip()
         if self.peek("tensor<"):
             return self.tensor()
@@ -198,6 +210,8 @@ class _Cursor:
         if self.peek('"'):
             return self.string()
         if self.accept("["):
+            if depth >= MAX_NESTING:
+                raise self.error(f"attribute values nest more than {MAX_NESTING} levels deep", self.pos - 1)
             items = []
             while not self.accept("]"):
                 items.append(self.value(depth + 1))
@@ -209,7 +223,7 @@ class _Cursor:
             return True
         if self.accept("false"):
             return False
-        text = self.match(_NUMBER, "an attribute value")
+        text = self.number("an attribute value")
         if re.fullmatch(r"[-+]?\d+", text):
             return int(text)
         return float(text)
@@ -243,7 +257,7 @@ class _Cursor:
             return "true"
         if self.accept("false"):
             return "false"
-        return self.match(_NUMBER, "a number")
+        return self.number("a number")
 
     def make_array(self, items: list[str], t: TensorType, start: int) -> np.ndarray:
         shape = tuple(int(d) for d in t.shape or ())

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from nexus.ir.limits import LimitError, load_json
+
 # safetensors dtype names -> little-endian NumPy dtypes.  BF16 and the F8 types have no
 # NumPy dtype, so they are refused with a clear message rather than misread.
 ST_DTYPES: dict[str, np.dtype] = {
@@ -138,15 +140,15 @@ def _read(data: bytes, source: str) -> tuple[dict[str, np.ndarray], dict[str, st
     if not raw.startswith(b"{"):
         raise bad("the header is not a JSON object")
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        header = load_json(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except UnicodeDecodeError:
         raise bad("the header is not UTF-8") from None
     except json.JSONDecodeError as e:
         raise bad(f"the header is not JSON ({e.msg} at byte {e.pos})") from None
     except _DuplicateKey as e:
         raise bad(f"key {e.args[0]!r} appears twice in the header") from None
-    except RecursionError:
-        raise bad("the header nests too deeply") from None
+    except LimitError as e:
+        raise bad(f"the header: {e}") from None
     if not isinstance(header, dict):
         raise bad("the header is not a JSON object")
     metadata = header.pop(_METADATA, None) or {}

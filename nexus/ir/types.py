@@ -14,6 +14,8 @@ from typing import TypeAlias
 import numpy as np
 import sympy
 
+from nexus.ir.limits import MAX_DIM_NESTING, number_too_long
+
 Dim: TypeAlias = "int | sympy.Expr"
 
 # Canonical short dtype names and their NumPy dtypes.  The short names are what the text
@@ -196,6 +198,9 @@ def parse_dim(text: str) -> Dim:
         if not m:
             raise DimSyntaxError(f"unexpected character {text[pos:].lstrip()[:1]!r} in dim", pos)
         kind = "int" if m.group(1) else "name" if m.group(2) else "op"
+        why = number_too_long(m.group(1)) if kind == "int" else None
+        if why is not None:
+            raise DimSyntaxError(why, m.start(1))
         tokens.append((kind, m.group(m.lastindex or 0), m.start(m.lastindex or 0)))
         pos = m.end()
     parser = _DimParser(tokens, len(text))
@@ -205,7 +210,6 @@ def parse_dim(text: str) -> Dim:
     return simplify_dim(result)
 
 
-_MAX_DIM_DEPTH = 50  # nesting of parentheses, unary minus and powers in one dim
 _MAX_POW_BITS = 4096  # a constant power larger than this is refused, not computed
 
 
@@ -217,11 +221,12 @@ class _DimParser:
         self.depth = 0
 
     def nest(self) -> None:
-        # Untrusted text must not exhaust the Python stack.
-        self.depth += 1
-        if self.depth > _MAX_DIM_DEPTH:
+        # Untrusted text must not exhaust the Python stack: a limit of Nexus, checked before
+        # the interpreter's own (which differs between versions) could be met.
+        if self.depth > MAX_DIM_NESTING:  # the unary() calls running around this one
             pos = self.tokens[self.i][2] if self.i < len(self.tokens) else self.end
-            raise DimSyntaxError("dim expression nests too deeply", pos)
+            raise DimSyntaxError(f"dim expression nests more than {MAX_DIM_NESTING} levels deep", pos)
+        self.depth += 1
 
     def peek(self) -> str | None:
         return self.tokens[self.i][1] if self.i < len(self.tokens) else None
@@ -257,7 +262,15 @@ class _DimParser:
         return value
 
     def unary(self) -> sympy.Expr:
+        """A signed power; the depth counts the unary() calls it runs inside (parentheses,
+        function calls, unary minus signs and exponents), not the terms before it."""
         self.nest()
+        try:
+            return self._unary()
+        finally:
+            self.depth -= 1
+
+    def _unary(self) -> sympy.Expr:
         if self.peek() == "-":
             self.take()
             return -self.unary()

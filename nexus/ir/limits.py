@@ -1,0 +1,86 @@
+"""Nexus's own limits on the untrusted text it reads: the text form (:mod:`nexus.ir.parser`,
+dim expressions), safetensors headers (:mod:`nexus.ir.tensorio`) and command-line values
+(:mod:`nexus.cli.values`).
+
+They are checked before a recursive parser or ``int()`` could meet a limit of the
+interpreter, so the same text is accepted or refused on every interpreter: how deeply
+:func:`json.loads` may nest depends on CPython's recursion limit and C stack budget, which
+differ between versions (5000 nested lists are refused on 3.11 and accepted on 3.13), and
+``int()`` refuses long digit strings by a limit that ``PYTHONINTMAXSTRDIGITS`` can change.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MAX_NESTING = 32
+"""Brackets inside brackets in one value or type: nested lists (a tensor of rank 32, NumPy
+1.x's largest), tuple types, JSON arrays and objects."""
+
+MAX_DIM_NESTING = 50
+"""Parentheses, unary minus signs and powers inside each other in one dim expression."""
+
+MAX_NUMBER_CHARS = 600
+"""Characters in one number literal, sign and exponent included.  A value of any Nexus
+dtype takes at most 24; the limit stays below 640, the smallest digit limit that
+``sys.set_int_max_str_digits`` accepts, so ``int()`` never refuses a literal allowed here."""
+
+
+class LimitError(ValueError):
+    """Text past one of the limits; ``pos`` is the offset where it goes past (or None)."""
+
+    def __init__(self, msg: str, pos: int | None = None):
+        super().__init__(msg)
+        self.pos = pos
+
+
+def number_too_long(literal: str) -> str | None:
+    """Why ``literal`` is too long to be a number, or None when it is not."""
+    if len(literal) <= MAX_NUMBER_CHARS:
+        return None
+    return f"a number of {len(literal)} characters (the limit is {MAX_NUMBER_CHARS})"
+
+
+# A JSON string (an unterminated one runs to the end), or a bracket outside strings.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\[\s\S])*"?|[\[\]{}]')
+
+
+def json_nesting_excess(text: str, limit: int = MAX_NESTING) -> int | None:
+    """The offset of the first bracket that opens level ``limit + 1`` of ``text`` (JSON),
+    or None when the arrays and objects nest at most ``limit`` deep."""
+    depth = 0
+    for m in _JSON_TOKEN.finditer(text):
+        ch = m.group()
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                return m.start()
+        elif ch in "]}":
+            depth -= 1
+    return None
+
+
+def _int(literal: str) -> int:
+    why = number_too_long(literal)
+    if why is not None:
+        raise LimitError(why)
+    return int(literal)
+
+
+def _float(literal: str) -> float:
+    why = number_too_long(literal)
+    if why is not None:
+        raise LimitError(why)
+    return float(literal)
+
+
+def load_json(text: str, **kwargs: Any) -> Any:
+    """:func:`json.loads` within the limits: raises :class:`LimitError` for text that nests
+    deeper than :data:`MAX_NESTING` or holds a number longer than :data:`MAX_NUMBER_CHARS`,
+    and ``json.JSONDecodeError`` for text that is not JSON."""
+    pos = json_nesting_excess(text)
+    if pos is not None:
+        raise LimitError(f"brackets nest more than {MAX_NESTING} levels deep", pos)
+    return json.loads(text, parse_int=_int, parse_float=_float, **kwargs)
