@@ -186,6 +186,8 @@ class Importer:
         nd = self.node
         nm = name if name is not None else (_ident(nd.output[0]) if nd is not None and nd.output
                                              and nd.output[0] else None)
+        if attrs:  # None stands for "the op's default" (an absent ONNX attribute)
+            attrs = {k: v for k, v in attrs.items() if v is not None}
         return self.g.add(op, list(inputs), self.block, attrs, type=type, name=nm or None)
 
     def const(self, value: Any, dtype: Any = None) -> Node:

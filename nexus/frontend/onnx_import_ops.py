@@ -189,7 +189,7 @@ def _pow(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 @converts("Mod")
 def _mod(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     a, b = _req(ins[0], "A"), _req(ins[1], "B")
-    if attrs.get("fmod", 0) or _t(a).dtype in FLOAT_DTYPES:
+    if attrs.get("fmod", 0):
         # fmod: the sign of the dividend, a - trunc(a / b) * b
         if _t(a).dtype in FLOAT_DTYPES:
             q = imp.emit("Div", [a, b])
@@ -263,6 +263,50 @@ def _elu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     return [imp.emit("Mul", [out, _like(imp, gamma, x)]) if op == "Selu" else out]
 
 
+@converts("BitShift")
+def _bitshift(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    op = "LeftShift" if attrs.get("direction") == "LEFT" else "RightShift"
+    return [imp.emit(op, [_req(ins[0], "X"), _req(ins[1], "Y")])]
+
+
+@converts("Swish")
+def _swish(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    return [imp.emit("Mul", [x, imp.emit("Sigmoid", [imp.emit("Mul", [x, _like(imp, attrs.get("alpha", 1.0), x)])])])]
+
+
+@converts("IsNaN")
+def _isnan(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    return [imp.emit("NotEqual", [x, x])]
+
+
+@converts("IsInf")
+def _isinf(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    pos = imp.emit("Equal", [x, _like(imp, np.inf, x)])
+    neg = imp.emit("Equal", [x, _like(imp, -np.inf, x)])
+    if not attrs.get("detect_negative", 1):
+        return [pos]
+    if not attrs.get("detect_positive", 1):
+        return [neg]
+    return [imp.emit("Or", [pos, neg])]
+
+
+@converts("Tan")
+def _tan(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    return [imp.emit("Div", [imp.emit("Sin", [x]), imp.emit("Cos", [x])])]
+
+
+@converts("Sinh", "Cosh")
+def _hyp(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    a, b = imp.emit("Exp", [x]), imp.emit("Exp", [imp.emit("Neg", [x])])
+    y = imp.emit("Sub" if imp.node.op_type == "Sinh" else "Add", [a, b])
+    return [imp.emit("Div", [y, _like(imp, 2, x)])]
+
+
 @converts("Softsign")
 def _softsign(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "X")
@@ -322,6 +366,9 @@ def _reduce(op: str) -> Converter:
             s = imp.emit("ReduceSum", [imp.emit("Exp", [imp.emit("Sub", [x, m])])], {"axes": axes, "keepdims": keep})
             mk = m if keep else imp.emit("ReduceMax", [x], {"axes": axes, "keepdims": False})
             return [imp.emit("Add", [imp.emit("Log", [s]), mk])]
+        if _t(x).dtype == "bool" and op in ("ReduceMax", "ReduceMin"):
+            y = imp.emit(op, [_cast(imp, x, "u8")], {"axes": axes, "keepdims": keep})
+            return [_cast(imp, y, "bool")]
         return [imp.emit(op, [x], {"axes": axes, "keepdims": keep})]
 
     return fn
@@ -494,10 +541,76 @@ def _instnorm(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | Non
 def _layernorm(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     nd = imp.node
     if any(nd.output[1:]):
-        raise OnnxImportError("LayerNormalization's Mean and InvStdDev outputs are not supported")
+        return _layernorm_stats(imp, ins, attrs)
     args = [_req(ins[0], "X"), _req(ins[1], "Scale")] + ([ins[2]] if len(ins) > 2 and ins[2] is not None else [])
     return [imp.emit("LayerNormalization", args, {"axis": int(attrs.get("axis", -1)),
                                                   "epsilon": float(attrs.get("epsilon", 1e-5))})]
+
+
+def _layernorm_stats(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """LayerNormalization with its Mean and InvStdDev outputs, composed (in stash_type f32)."""
+    x, scale = _req(ins[0], "X"), _req(ins[1], "Scale")
+    r = _rank(x)
+    axis = int(attrs.get("axis", -1)) % r
+    axes = tuple(range(axis, r))
+    xf = _cast(imp, x, "f32")
+    mean = imp.emit("ReduceMean", [xf], {"axes": axes, "keepdims": True})
+    d = imp.emit("Sub", [xf, mean])
+    var = imp.emit("ReduceMean", [imp.emit("Mul", [d, d])], {"axes": axes, "keepdims": True})
+    inv = imp.emit("Reciprocal", [imp.emit("Sqrt", [imp.emit("Add", [var, _like(imp, attrs.get("epsilon", 1e-5), var)])])])
+    y = _cast(imp, imp.emit("Mul", [d, inv]), _t(x).dtype)
+    y = imp.emit("Mul", [y, scale])
+    if len(ins) > 2 and ins[2] is not None:
+        y = imp.emit("Add", [y, ins[2]])
+    return [y, mean, inv]
+
+
+@converts("RMSNormalization")
+def _rmsnorm(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x, scale = _req(ins[0], "X"), _req(ins[1], "scale")
+    r = _rank(x)
+    axes = tuple(range(int(attrs.get("axis", -1)) % r, r))
+    xf = _cast(imp, x, "f32")
+    ms = imp.emit("ReduceMean", [imp.emit("Mul", [xf, xf])], {"axes": axes, "keepdims": True})
+    inv = imp.emit("Reciprocal", [imp.emit("Sqrt", [imp.emit("Add", [ms, _like(imp, attrs.get("epsilon", 1e-5), ms)])])])
+    return [imp.emit("Mul", [_cast(imp, imp.emit("Mul", [xf, inv]), _t(x).dtype), scale])]
+
+
+@converts("NegativeLogLikelihoodLoss")
+def _nll(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [_nll_loss(imp, _req(ins[0], "input"), _req(ins[1], "target"), ins[2] if len(ins) > 2 else None, attrs)]
+
+
+@converts("SoftmaxCrossEntropyLoss")
+def _sce(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    logp = imp.emit("LogSoftmax", [_req(ins[0], "scores")], {"axis": 1})
+    return [_nll_loss(imp, logp, _req(ins[1], "labels"), ins[2] if len(ins) > 2 else None, attrs), logp]
+
+
+def _nll_loss(imp: Importer, logp: Node, target: Node, weight: Node | None, attrs: dict[str, Any]) -> Node:
+    """-logp[n, target[n, ...], ...] weighted, ignore_index masked, then reduced."""
+    target = _cast(imp, target, "i64")
+    mask: Node | None = None
+    if "ignore_index" in attrs:
+        mask = imp.emit("NotEqual", [target, imp.const(np.array(attrs["ignore_index"], np.int64))])
+        target = imp.emit("Where", [mask, target, imp.const(np.array(0, np.int64))])
+    picked = imp.emit("GatherElements", [logp, imp.emit("Unsqueeze", [target], {"axes": (1,)})], {"axis": 1})
+    loss = imp.emit("Neg", [imp.emit("Squeeze", [picked], {"axes": (1,)})])
+    w = imp.emit("Gather", [weight, target]) if weight is not None else None
+    if mask is not None:
+        m = _cast(imp, mask, _t(logp).dtype)
+        w = m if w is None else imp.emit("Mul", [w, m])
+    if w is not None:
+        loss = imp.emit("Mul", [loss, w])
+    red = attrs.get("reduction", "mean")
+    if red == "none":
+        return loss
+    total = imp.emit("ReduceSum", [loss], {"keepdims": False})
+    if red == "sum":
+        return total
+    if w is None:
+        return imp.emit("ReduceMean", [loss], {"keepdims": False})
+    return imp.emit("Div", [total, imp.emit("ReduceSum", [w], {"keepdims": False})])
 
 
 @converts("LRN")
@@ -586,6 +699,14 @@ def _reshape(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None
                                         imp.const(np.array([len(target)], np.int64))])
             zero = imp.emit("Equal", [s, imp.const(np.zeros_like(sv))])
             s = imp.emit("Where", [zero, picked, s])
+    elif sv is None and not attrs.get("allowzero", 0):
+        s = _i64_vec(imp, s)
+        n = _t(s).shape
+        if n is not None and isinstance(n[0], int):  # a 0 copies the input's dim
+            padded = imp.emit("Concat", [imp.emit("ShapeOf", [x]), imp.const(np.zeros(n[0], np.int64))], {"axis": 0})
+            picked = imp.emit("Slice", [padded, imp.const(np.array([0], np.int64)), imp.const(np.array(n, np.int64))])
+            zero = imp.emit("Equal", [s, imp.const(np.zeros(1, np.int64))])
+            s = imp.emit("Where", [zero, picked, s])
     return [imp.emit("Reshape", [x, _i64_vec(imp, s)])]
 
 
@@ -623,7 +744,18 @@ def _concat(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]
 def _split(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "input")
     n = len(imp.node.output)
-    split = _ints(imp, ins[1], "split") if len(ins) > 1 and ins[1] is not None else attrs.get("split")
+    sizes = ins[1] if len(ins) > 1 else None
+    if sizes is not None and imp.value_of(sizes) is None:  # sizes computed at run time: one Slice each
+        sizes = _i64_vec(imp, sizes)
+        starts = imp.emit("CumSum", [sizes], {"axis": 0, "exclusive": True})
+        ends = imp.emit("CumSum", [sizes], {"axis": 0})
+        axis = imp.const(np.array([int(attrs.get("axis", 0))], np.int64))
+
+        def part(v: Node, k: int) -> Node:
+            return imp.emit("Slice", [v, imp.const(np.array([k], np.int64)), imp.const(np.array([k + 1], np.int64))])
+
+        return [imp.emit("Slice", [x, part(starts, k), part(ends, k), axis]) for k in range(n)]
+    split = _ints(imp, sizes, "split") if sizes is not None else attrs.get("split")
     a: dict[str, Any] = {"axis": int(attrs.get("axis", 0))}
     if split:
         a["split"] = tuple(int(v) for v in split)
@@ -733,22 +865,27 @@ def _pad(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     value = 0.0
     if len(ins) > 1:
         pads = _i64_vec(imp, _req(ins[1], "pads"))
-        if len(ins) > 2 and ins[2] is not None:
-            value = float(np.asarray(imp.need_value(ins[2], "constant_value")).reshape(-1)[0])
+        cv = ins[2] if len(ins) > 2 else None
+        if cv is not None and imp.value_of(cv) is not None:
+            value = float(np.asarray(imp.value_of(cv)).reshape(-1)[0])
+            cv = None
         if len(ins) > 3 and ins[3] is not None:
             axes = _ints(imp, ins[3], "axes")
-            pv = _ints(imp, pads, "pads")
-            assert axes is not None and pv is not None
+            assert axes is not None
             r = _rank(x)
-            full = [0] * (2 * r)
-            for k, a in enumerate(axes):
-                a %= r
-                full[a], full[a + r] = pv[k], pv[k + len(axes)]
-            pads = imp.const(np.array(full, np.int64))
+            where = [a % r for a in axes] + [a % r + r for a in axes]
+            pads = imp.emit("ScatterND", [imp.const(np.zeros(2 * r, np.int64)),
+                                          imp.const(np.array(where, np.int64).reshape(-1, 1)), pads])
     else:
+        cv = None
         pads = imp.const(np.array(attrs["pads"], np.int64))
         value = float(attrs.get("value", 0.0))
-    return [imp.emit("Pad", [x, pads], {"mode": mode, "value": value})]
+    y = imp.emit("Pad", [x, pads], {"mode": mode, "value": value})
+    if cv is not None and mode == "constant":  # a fill computed at run time: fill where the mask is 0
+        inside = imp.emit("Pad", [imp.emit("OnesLike", [x]), pads], {"mode": "constant", "value": 0.0})
+        keep = imp.emit("Equal", [inside, _like(imp, 1, x)])
+        y = imp.emit("Where", [keep, y, imp.emit("Reshape", [cv, imp.const(np.array([], np.int64))])])
+    return [y]
 
 
 @converts("Trilu")

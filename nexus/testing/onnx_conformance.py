@@ -70,15 +70,16 @@ def is_core(case: Case) -> bool:
 
 def run_case(backend: Any, case: Case) -> str | None:
     """None when the backend passes the case, else the first line of why not."""
-    from onnx.backend.test.runner import Runner
+    from onnx.backend.test.runner import Runner, _normalize_tensor
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             rep = backend.prepare(case.model, "CPU")
             for inputs, refs in case.data_sets:
-                outs = rep.run(list(inputs))
-                Runner.assert_similar_outputs(list(refs), list(outs), rtol=case.rtol, atol=case.atol)
+                outs = rep.run([_normalize_tensor(x) for x in inputs])
+                Runner.assert_similar_outputs([_normalize_tensor(x) for x in refs], list(outs), rtol=case.rtol,
+                                              atol=case.atol)
     except BaseException as e:  # noqa: BLE001  (a failing case is data, whatever it raised)
         if isinstance(e, KeyboardInterrupt):
             raise
