@@ -174,6 +174,8 @@ def convert_scan(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | 
     gp = attrs.get("body")
     if gp is None or "num_scan_inputs" not in attrs:
         raise OnnxImportError("Scan needs 'body' and 'num_scan_inputs'")
+    if imp.opset < 9:
+        raise OnnxImportError("Scan before opset 9 (batched, with sequence_lens) is not supported")
     m = int(attrs["num_scan_inputs"])
     vals = [_need(v, f"input {k}") for k, v in enumerate(ins)]
     n = len(vals) - m

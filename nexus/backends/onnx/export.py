@@ -24,7 +24,7 @@ from nexus.backends.onnx import lowering  # noqa: F401  (registers the rules)
 from nexus.frontend.onnx_data import NEXUS_TO_ONNX
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
-from nexus.ir.types import TensorType, Type, numpy_dtype
+from nexus.ir.types import StackType, TensorType, Type, numpy_dtype
 from nexus.passes.regions import Bind, Const, Default, If, Loop, Name, Seq, Value, Var
 from nexus.passes.structurize import structurize
 
@@ -40,6 +40,7 @@ def to_onnx(graph: Graph, *, opset: int = OPSET, check: bool = True) -> onnx.Mod
     """The graph as an ONNX model (checked with ``onnx.checker`` unless ``check=False``)."""
     from nexus.passes.structurize import StructurizeError
 
+    graph = _without_dead_tapes(graph)
     try:
         tree = structurize(graph)
     except StructurizeError as e:
@@ -61,6 +62,38 @@ def to_onnx(graph: Graph, *, opset: int = OPSET, check: bool = True) -> onnx.Mod
     if check:
         onnx.checker.check_model(model, full_check=False)
     return model
+
+
+_TAPE_OPS = frozenset({"StackNew", "StackPush", "StackPop"})
+
+
+def _without_dead_tapes(graph: Graph) -> Graph:
+    """A copy of ``graph`` without the autodiff tape traffic nothing reads (a gradient graph
+    without loops pushes and pops block codes it never uses).  Stack ops are impure, so
+    DCE keeps them; they have no effect besides the stack, so unused ones may go.  ONNX has
+    no stack of mixed dtypes: a tape that is read (loops) stays, and export refuses it."""
+    if not any(n.op.name in _TAPE_OPS for n in graph.nodes()):
+        return graph
+    g, _ = graph.clone()
+    changed = True
+    while changed:
+        changed = False
+        for n in list(g.nodes()):
+            if n.graph is None:
+                continue
+            if n.op.kind == "phi" and isinstance(n.type, StackType) and not n.has_uses():
+                g.erase(n)
+                changed = True
+                continue
+            if n.op.name not in _TAPE_OPS:
+                continue
+            projs = [u for u in n.users if isinstance(u, Node) and u.op.name == "Proj"]
+            if all(not p.has_uses() for p in projs) and len(projs) == len(n.users):
+                for p in projs:
+                    g.erase(p)
+                g.erase(n)
+                changed = True
+    return g
 
 
 def value_info(name: str, t: Type, what: str) -> Any:
@@ -140,6 +173,9 @@ class Exporter:
 
     def node(self, n: Node) -> None:
         rule = RULES.rule(n)
+        if n.op.name == "Proj":  # a component of a tuple-valued node: one of its outputs
+            self.names[n] = self.proj(n)
+            return
         ins = [self.value(v) for v in n.inputs]
         out = rule(self, n, *ins)
         if isinstance(out, list):
