@@ -45,9 +45,9 @@ CONTROL = [c for c in CORE if c.ops & {"If", "Loop", "Scan"}]
 @pytest.mark.parametrize("case", CONTROL, ids=[c.name for c in CONTROL])
 def test_import_export_roundtrip_matches_onnxruntime(case: conf.Case) -> None:
     """ONNX Runtime on import -> export equals ONNX Runtime on the original."""
-    import nexus as nx
     from onnx.backend.test.runner import _normalize_tensor
 
+    import nexus as nx
     from nexus.frontend.onnx_data import OnnxImportError
 
     try:

@@ -78,7 +78,8 @@ def loop_model(with_cond: bool) -> Any:
     inits = [onnx.numpy_helper.from_array(np.array(0, np.int64), "zero"),
              onnx.numpy_helper.from_array(np.array(20.0, np.float32), "limit")]
     body = h.make_graph(nodes, "body", [vi("i", T.INT64, []), vi("cin", T.BOOL, []), vi("acc", shape=[3])],
-                        [vi("cout", T.BOOL, []), vi("acc2", shape=[3]), vi("sc", shape=[3])], inits if with_cond else [])
+                        [vi("cout", T.BOOL, []), vi("acc2", shape=[3]), vi("sc", shape=[3])],
+                        inits if with_cond else [])
     return model([h.make_node("Loop", ["M", "c0" if with_cond else "", "a0"], ["af", "scans"], body=body)],
                  [vi("M", T.INT64, []), *([vi("c0", T.BOOL, [])] if with_cond else []), vi("a0", shape=[3]),
                   vi("x", shape=[3])], [vi("af", shape=[3]), vi("scans", shape=[None, 3])])

@@ -41,14 +41,14 @@ def convert_if(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | No
     cond = ins[0]
     if cond is None:
         raise OnnxImportError("If needs a condition")
-    for key in ("then_branch", "else_branch"):
-        if key not in attrs:
-            raise OnnxImportError(f"If needs the graph attribute {key!r}")
+    for need in ("then_branch", "else_branch"):
+        if need not in attrs:
+            raise OnnxImportError(f"If needs the graph attribute {need!r}")
     on_false, on_true = imp.branch(cond)
     arms = []
-    for label, edge in (("then_branch", on_true), ("else_branch", on_false)):
-        imp.block = imp.new_block(label.split("_")[0], [edge])
-        outs = imp.subgraph(attrs[label], label, [])
+    for branch, edge in (("then_branch", on_true), ("else_branch", on_false)):
+        imp.block = imp.new_block(branch.split("_")[0], [edge])
+        outs = imp.subgraph(attrs[branch], branch, [])
         arms.append((imp.block, outs, imp.jump()))
     (then_end, then_outs, j1), (else_end, else_outs, j2) = arms
     if len(then_outs) != len(else_outs):

@@ -78,7 +78,7 @@ def read_attrs(imp: Importer, nd: Any) -> dict[str, Any]:
             spec = schema.attributes.get(a.name)
             if spec is None:
                 raise OnnxImportError(f"{nd.op_type} has no attribute {a.name!r}")
-            want = int(spec.type)
+            want = int(spec.type)  # type: ignore[call-overload]  # a pybind11 enum
             if a.type != want:
                 raise OnnxImportError(f"attribute {a.name!r} must be {AttributeProto.AttributeType.Name(want)}, "
                                       f"got {AttributeProto.AttributeType.Name(a.type)}")
@@ -155,7 +155,10 @@ def _i64_scalar(imp: Importer, v: Node) -> Node:
 # --- one to one ------------------------------------------------------------------------------
 def _same(op: str, n_in: int | None = None) -> Converter:
     def fn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-        args = [i for i in ins if i is not None] if n_in is None else [_req(x, str(k)) for k, x in enumerate(ins[:n_in])]
+        if n_in is None:
+            args = [i for i in ins if i is not None]
+        else:
+            args = [_req(x, str(k)) for k, x in enumerate(ins[:n_in])]
         return [imp.emit(op, args)]
 
     return fn
@@ -557,7 +560,8 @@ def _layernorm_stats(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Nod
     mean = imp.emit("ReduceMean", [xf], {"axes": axes, "keepdims": True})
     d = imp.emit("Sub", [xf, mean])
     var = imp.emit("ReduceMean", [imp.emit("Mul", [d, d])], {"axes": axes, "keepdims": True})
-    inv = imp.emit("Reciprocal", [imp.emit("Sqrt", [imp.emit("Add", [var, _like(imp, attrs.get("epsilon", 1e-5), var)])])])
+    eps = _like(imp, attrs.get("epsilon", 1e-5), var)
+    inv = imp.emit("Reciprocal", [imp.emit("Sqrt", [imp.emit("Add", [var, eps])])])
     y = _cast(imp, imp.emit("Mul", [d, inv]), _t(x).dtype)
     y = imp.emit("Mul", [y, scale])
     if len(ins) > 2 and ins[2] is not None:
@@ -572,7 +576,8 @@ def _rmsnorm(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None
     axes = tuple(range(int(attrs.get("axis", -1)) % r, r))
     xf = _cast(imp, x, "f32")
     ms = imp.emit("ReduceMean", [imp.emit("Mul", [xf, xf])], {"axes": axes, "keepdims": True})
-    inv = imp.emit("Reciprocal", [imp.emit("Sqrt", [imp.emit("Add", [ms, _like(imp, attrs.get("epsilon", 1e-5), ms)])])])
+    eps = _like(imp, attrs.get("epsilon", 1e-5), ms)
+    inv = imp.emit("Reciprocal", [imp.emit("Sqrt", [imp.emit("Add", [ms, eps])])])
     return [imp.emit("Mul", [_cast(imp, imp.emit("Mul", [xf, inv]), _t(x).dtype), scale])]
 
 
@@ -672,7 +677,8 @@ def _resize(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]
         if sv is not None and shape is not None and all(isinstance(d, int) for d in shape):
             sizes = imp.const(np.floor(np.array(shape, np.float64) * np.asarray(sv, np.float64)).astype(np.int64))
         else:
-            f = imp.emit("Mul", [imp.emit("Cast", [imp.emit("ShapeOf", [x])], {"to": "f32"}), _cast(imp, scales, "f32")])
+            dims = imp.emit("Cast", [imp.emit("ShapeOf", [x])], {"to": "f32"})
+            f = imp.emit("Mul", [dims, _cast(imp, scales, "f32")])
             sizes = imp.emit("Cast", [imp.emit("Floor", [f])], {"to": "i64"})
         if ctm != "align_corners" and sv is not None and mode == "linear" and shape is not None:
             sz = imp.value_of(sizes)
@@ -826,7 +832,8 @@ def _size(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 @converts("ConstantOfShape")
 def _cos(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     value = attrs.get("value", np.zeros(1, np.float32))
-    return [imp.emit("ConstantOfShape", [_i64_vec(imp, _req(ins[0], "input"))], {"value": np.asarray(value).reshape(-1)[:1]})]
+    shape = _i64_vec(imp, _req(ins[0], "input"))
+    return [imp.emit("ConstantOfShape", [shape], {"value": np.asarray(value).reshape(-1)[:1]})]
 
 
 @converts("Constant")

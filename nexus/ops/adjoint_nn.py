@@ -189,7 +189,7 @@ def _put_along_axis_grad(g: Any, x: Any, indices: Any, axis: int = -1) -> Any:
     idx = np.asarray(indices).astype(np.int64)
     axis %= out.ndim
     idx = np.where(idx < 0, idx + out.shape[axis], idx)
-    where = list(np.indices(idx.shape, sparse=True))
+    where: list[Any] = list(np.indices(idx.shape, sparse=True))
     where[axis] = idx
     np.add.at(out, tuple(where), np.broadcast_to(np.asarray(g), idx.shape))
     return out
@@ -197,5 +197,6 @@ def _put_along_axis_grad(g: Any, x: Any, indices: Any, axis: int = -1) -> Any:
 
 define("TakeAlongAxisGrad", FAMILY, ("grad", "x", "indices"), _like1_rule, _put_along_axis_grad,
                   attrs={"axis": Attr("int", -1, "the axis indexed")},
-                  doc="Zeros shaped like x with grad added at `indices` along `axis` (adjoint of TopK's values and of GatherElements).",
+                  doc="Zeros shaped like x with grad added at `indices` along `axis` (adjoint of TopK's values "
+                      "and of GatherElements).",
                   may_fail=True)

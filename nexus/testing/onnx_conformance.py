@@ -58,7 +58,7 @@ def node_cases() -> list[Case]:
         if c.model is None or not c.data_sets:
             continue
         ops = frozenset(_ops(c.model.graph))
-        out.append(Case(c.name, c.model, c.data_sets, c.rtol, c.atol, ops))
+        out.append(Case(c.name, c.model, [(list(i), list(o)) for i, o in c.data_sets], c.rtol, c.atol, ops))
     return out
 
 
@@ -116,7 +116,8 @@ class Report:
         for b in self.results:
             pa, na = self.rate(b, names)
             pc, nc = self.rate(b, core)
-            lines.append(f"| {b} | {pa}/{na} ({100 * pa / max(na, 1):.1f}%) | {pc}/{nc} ({100 * pc / max(nc, 1):.1f}%) |")
+            pct_a, pct_c = 100 * pa / max(na, 1), 100 * pc / max(nc, 1)
+            lines.append(f"| {b} | {pa}/{na} ({pct_a:.1f}%) | {pc}/{nc} ({pct_c:.1f}%) |")
         return "\n".join(lines)
 
 

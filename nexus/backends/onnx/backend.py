@@ -35,7 +35,7 @@ class NexusRep(BackendRep):
         self.input_names = [vi.name for vi in model.graph.input if vi.name not in inits]
         self.output_names = [vi.name for vi in model.graph.output]
         self.specialized: list[str] = []  # inputs that are bound per call
-        self._cache: dict[bytes, tuple[Graph, Any]] = {}
+        self._cache: dict[bytes, tuple[Any, list[int]]] = {}
         try:
             self.graph: Graph | None = from_onnx(self.source)
             self.exe: Any = nx_compile(self.graph, backend=backend)
@@ -78,8 +78,8 @@ class NexusRep(BackendRep):
                 self.specialized.append(e.name)
                 continue
             free = [i for i, n in enumerate(self.input_names) if n not in self.specialized]
-            hit = self._cache[key] = (nx_compile(g, backend=self.backend), free)
-            return hit
+            made = self._cache[key] = (nx_compile(g, backend=self.backend), free)
+            return made
 
     def _outputs(self, result: Any) -> tuple[Any, ...]:
         outs = result if isinstance(result, tuple) else (result,)

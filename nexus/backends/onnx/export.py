@@ -187,7 +187,7 @@ class Exporter:
         outs = self.outputs.get(n.inputs[0]) if n.inputs else None
         if outs is None:
             raise ExportError(f"Proj %{n.name or '?'} reads a value that is not a tuple the export knows")
-        return outs[n.attrs["num"]]
+        return str(outs[n.attrs["num"]])
 
     def subgraph(self, label: str, body: Any, inputs: list[Any], results: Sequence[Value]) -> Any:
         """Build a subgraph: ``body()`` emits its nodes; ``results`` are its outputs."""

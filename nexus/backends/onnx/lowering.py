@@ -119,7 +119,10 @@ def _leaky(ex: Exporter, n: Node, x: str) -> str:
 @register_lowering("onnx", "Gelu")
 def _gelu(ex: Exporter, n: Node, x: str) -> str:
     dt = n.type.dtype  # type: ignore[attr-defined]
-    c = lambda v: ex.const(np.array(v, _np(dt)))  # noqa: E731
+
+    def c(v: float) -> str:
+        return ex.const(np.array(v, _np(dt)))
+
     if n.attrs["approximate"] == "tanh":
         x3 = ex.add("Mul", [ex.add("Mul", [x, x])[0], x])[0]
         inner = ex.add("Mul", [ex.add("Add", [x, ex.add("Mul", [x3, c(0.044715)])[0]])[0], c(np.sqrt(2 / np.pi))])[0]
