@@ -36,6 +36,8 @@ _EXPORTS: dict[str, str] = {
     "infer_shapes": "nexus.passes.shapes",
     "bind_shapes": "nexus.ir.binding",
     "BindingError": "nexus.ir.binding",
+    "from_onnx": "nexus.frontend.onnx_import",
+    "to_onnx": "nexus.backends.onnx.export",
     "grad": "nexus.autodiff",
     "value_and_grad": "nexus.autodiff",
     "vjp": "nexus.autodiff",

@@ -106,6 +106,9 @@ CASES: dict[str, list[Case]] = {
                ([f(2, 5), i64([2, 3])], {"mode": "linear"})],
     "BooleanMask": [([f(4, 2), np.array([True, False, True, True])], {})],
     "TopK": [([f(2, 5), i64(3)], {"axis": 1}), ([f(6), i64(2)], {"largest": False})],
+    # indices picked twice and negative ones: the adjoint must add, not overwrite
+    "GatherElements": [([f(3, 4), i64([[0, 2, -1, 0], [1, 1, 1, 2]])], {}),
+                       ([f(2, 3), i64([[0, 0, 2], [1, -1, 1]])], {"axis": 1})],
 }
 
 

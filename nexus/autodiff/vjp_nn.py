@@ -152,3 +152,9 @@ def _topk(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any
     # the indices are recomputed, so the reverse needs no tuple-valued forward value
     idx = e.op("Proj", e.op("TopK", ins[0], ins[1], **a), num=1)
     return [e.op("TakeAlongAxisGrad", gv, ins[0], idx, axis=n.attrs.get("axis", -1)), None]
+
+
+@defvjp("GatherElements")
+def _gather_elements(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
+    # Each picked entry's cotangent goes back where it was picked (summed where picked twice).
+    return [e.op("TakeAlongAxisGrad", g, ins[0], ins[1], axis=n.attrs.get("axis", 0)), None]

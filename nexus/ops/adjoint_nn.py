@@ -183,12 +183,20 @@ define("BooleanMaskGrad", FAMILY, ("grad", "x", "mask"), _like1_rule, _boolean_m
 
 
 def _put_along_axis_grad(g: Any, x: Any, indices: Any, axis: int = -1) -> Any:
+    # Accumulates (np.add.at): an entry picked twice (GatherElements) gets both cotangents;
+    # TopK's indices are distinct, so for it this is a plain write.
     out = np.zeros(np.shape(x), dtype=np.asarray(g).dtype)
-    np.put_along_axis(out, np.asarray(indices), g, axis=axis)
+    idx = np.asarray(indices).astype(np.int64)
+    axis %= out.ndim
+    idx = np.where(idx < 0, idx + out.shape[axis], idx)
+    where: list[Any] = list(np.indices(idx.shape, sparse=True))
+    where[axis] = idx
+    np.add.at(out, tuple(where), np.broadcast_to(np.asarray(g), idx.shape))
     return out
 
 
 define("TakeAlongAxisGrad", FAMILY, ("grad", "x", "indices"), _like1_rule, _put_along_axis_grad,
                   attrs={"axis": Attr("int", -1, "the axis indexed")},
-                  doc="Zeros shaped like x with grad written at `indices` along `axis` (adjoint of TopK's values).",
+                  doc="Zeros shaped like x with grad added at `indices` along `axis` (adjoint of TopK's values "
+                      "and of GatherElements).",
                   may_fail=True)

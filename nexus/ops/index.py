@@ -228,3 +228,33 @@ define("OneHot", FAMILY, ("indices", "depth", "values"), _one_hot_rule, _one_hot
        attrs={"axis": Attr("int", -1, "where the new axis of size depth goes")},
        doc="values[1] where the index hits, values[0] elsewhere; a new axis of size depth (ONNX OneHot).",
        may_fail=True)
+
+
+# --- GatherElements ------------------------------------------------------------------------
+def _gather_elements_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    data, idx = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    check_dtype(op, idx, INT_DTYPES, 1)
+    if idx.shape is None:
+        return data.with_shape(None)
+    if data.shape is not None:
+        if len(data.shape) != len(idx.shape):
+            raise OpTypeError(f"{op}: indices have rank {len(idx.shape)}, data has rank {len(data.shape)}; "
+                              f"they must be equal")
+        normalize_axis(op, attrs["axis"], len(data.shape))
+    return data.with_shape(idx.shape)
+
+
+def _gather_elements(data: Any, indices: Any, axis: int = 0) -> Any:
+    arr = np.asarray(data)
+    idx = np.asarray(indices).astype(np.int64)
+    n = arr.shape[axis]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise IndexError(f"GatherElements: an index is out of range for an axis of size {n}")
+    return np.take_along_axis(arr, np.where(idx < 0, idx + n, idx), axis=axis)
+
+
+define("GatherElements", FAMILY, ("data", "indices"), _gather_elements_rule, _gather_elements,
+       attrs={"axis": Attr("int", 0, "the axis indexed")}, differentiable=True, may_fail=True,
+       doc="out[i][j][k] = data[indices[i][j][k]][j][k] for axis 0 (and so on): picks one entry along `axis` "
+           "per index, the result shaped like `indices` (ONNX GatherElements, NumPy take_along_axis); "
+           "negative indices count from the end.")

@@ -1,0 +1,383 @@
+"""The ``onnx`` lowering table: one rule per Nexus op, emitting ONNX nodes (opset 18).
+
+``rule(ex, node, *inputs)`` gets the :class:`~nexus.backends.onnx.export.Exporter`, the
+Nexus node and the ONNX names of its inputs, and returns the ONNX name of its result (a
+list of names for a tuple-valued op, read by ``Proj``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nexus.backends.base import register_lowering
+from nexus.frontend.onnx_data import NEXUS_TO_ONNX
+from nexus.ir.node import Node
+from nexus.ir.types import TensorType
+
+if TYPE_CHECKING:
+    from nexus.backends.onnx.export import Exporter
+
+_SAME = {
+    "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Pow": "Pow", "Maximum": "Max", "Minimum": "Min",
+    "Neg": "Neg", "Abs": "Abs", "Exp": "Exp", "Log": "Log", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Relu": "Relu",
+    "Sqrt": "Sqrt", "Reciprocal": "Reciprocal", "Sin": "Sin", "Cos": "Cos", "Erf": "Erf", "Floor": "Floor",
+    "Ceil": "Ceil", "Round": "Round", "Sign": "Sign", "Where": "Where", "Less": "Less", "LessEqual": "LessOrEqual",
+    "Greater": "Greater", "GreaterEqual": "GreaterOrEqual", "Equal": "Equal", "And": "And", "Or": "Or",
+    "Xor": "Xor", "Not": "Not", "MatMul": "MatMul", "Identity": "Identity", "PRelu": "PRelu", "Expand": "Expand",
+    "Tile": "Tile", "GatherND": "GatherND", "GlobalAveragePool": "GlobalAveragePool", "Softplus": "Softplus",
+    "BitwiseAnd": "BitwiseAnd", "BitwiseOr": "BitwiseOr", "BitwiseXor": "BitwiseXor", "BitwiseNot": "BitwiseNot",
+    "ShapeOf": "Shape",
+}
+
+
+def _same(onnx_op: str) -> Any:
+    def rule(ex: Exporter, n: Node, *ins: str) -> str:
+        return ex.add(onnx_op, ins)[0]
+
+    return rule
+
+
+for _nx, _ox in _SAME.items():
+    register_lowering("onnx", _nx)(_same(_ox))
+
+
+def _attrs(n: Node, *names: str, ints: tuple[str, ...] = ()) -> dict[str, Any]:
+    out = {}
+    for k in names:
+        v = n.attrs.get(k)
+        if v is None:
+            continue
+        out[k] = int(v) if k in ints or isinstance(v, bool) else (list(v) if isinstance(v, tuple) else v)
+    return out
+
+
+def _dtype(n: Node) -> str:
+    t = n.type
+    assert isinstance(t, TensorType)
+    return t.dtype
+
+
+@register_lowering("onnx", "Constant")
+def _constant(ex: Exporter, n: Node) -> str:
+    return ex.const(n.attrs["value"])
+
+
+@register_lowering("onnx", "Proj")
+def _proj(ex: Exporter, n: Node, t: str) -> str:
+    return ex.proj(n)
+
+
+@register_lowering("onnx", "Cast")
+def _cast(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("Cast", [x], to=NEXUS_TO_ONNX[n.attrs["to"]])[0]
+
+
+@register_lowering("onnx", "Rsqrt")
+def _rsqrt(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("Reciprocal", ex.add("Sqrt", [x]))[0]
+
+
+@register_lowering("onnx", "Mod")
+def _mod(ex: Exporter, n: Node, a: str, b: str) -> str:
+    if _dtype(n) in ("f16", "f32", "f64"):  # Python's %: a - floor(a / b) * b
+        q = ex.add("Floor", ex.add("Div", [a, b]))[0]
+        return ex.add("Sub", [a, ex.add("Mul", [q, b])[0]])[0]
+    return ex.add("Mod", [a, b], fmod=0)[0]
+
+
+@register_lowering("onnx", "FloorDiv")
+def _floordiv(ex: Exporter, n: Node, a: str, b: str) -> str:
+    if _dtype(n) in ("f16", "f32", "f64"):
+        return ex.add("Floor", ex.add("Div", [a, b]))[0]
+    # ints: (a - a mod b) / b is exact, with the mod's sign of b
+    m = ex.add("Mod", [a, b], fmod=0)[0]
+    return ex.add("Div", [ex.add("Sub", [a, m])[0], b])[0]
+
+
+@register_lowering("onnx", "NotEqual")
+def _ne(ex: Exporter, n: Node, a: str, b: str) -> str:
+    return ex.add("Not", ex.add("Equal", [a, b]))[0]
+
+
+@register_lowering("onnx", "LeftShift", "RightShift")
+def _shift(ex: Exporter, n: Node, a: str, b: str) -> str:
+    return ex.add("BitShift", [a, b], direction="LEFT" if n.op.name == "LeftShift" else "RIGHT")[0]
+
+
+@register_lowering("onnx", "Clip")
+def _clip(ex: Exporter, n: Node, x: str, lo: str, hi: str) -> str:
+    return ex.add("Min", [ex.add("Max", [x, lo])[0], hi])[0]  # Clip wants scalar bounds; these broadcast
+
+
+@register_lowering("onnx", "LeakyRelu")
+def _leaky(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("LeakyRelu", [x], alpha=n.attrs["alpha"])[0]
+
+
+@register_lowering("onnx", "Gelu")
+def _gelu(ex: Exporter, n: Node, x: str) -> str:
+    dt = n.type.dtype  # type: ignore[attr-defined]
+
+    def c(v: float) -> str:
+        return ex.const(np.array(v, _np(dt)))
+
+    if n.attrs["approximate"] == "tanh":
+        x3 = ex.add("Mul", [ex.add("Mul", [x, x])[0], x])[0]
+        inner = ex.add("Mul", [ex.add("Add", [x, ex.add("Mul", [x3, c(0.044715)])[0]])[0], c(np.sqrt(2 / np.pi))])[0]
+        t = ex.add("Add", [ex.add("Tanh", [inner])[0], c(1.0)])[0]
+    else:
+        t = ex.add("Add", [ex.add("Erf", [ex.add("Div", [x, c(np.sqrt(2.0))])[0]])[0], c(1.0)])[0]
+    return ex.add("Mul", [ex.add("Mul", [x, t])[0], c(0.5)])[0]
+
+
+def _np(dt: str) -> Any:
+    from nexus.ir.types import numpy_dtype
+
+    return numpy_dtype(dt)
+
+
+@register_lowering("onnx", "Softmax", "LogSoftmax")
+def _softmax(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add(n.op.name, [x], axis=n.attrs["axis"])[0]
+
+
+def _axes(ex: Exporter, n: Node) -> list[str]:
+    axes = n.attrs.get("axes")
+    return [] if axes is None else [ex.const(np.array(axes, np.int64))]
+
+
+@register_lowering("onnx", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
+def _reduce(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add(n.op.name, [x, *_axes(ex, n)], keepdims=int(n.attrs["keepdims"]))[0]
+
+
+@register_lowering("onnx", "ArgMax", "ArgMin")
+def _arg(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add(n.op.name, [x], **_attrs(n, "axis", "keepdims", "select_last_index"))[0]
+
+
+@register_lowering("onnx", "CumSum")
+def _cumsum(ex: Exporter, n: Node, x: str) -> str:
+    axis = ex.const(np.array(n.attrs["axis"], np.int64))
+    return ex.add("CumSum", [x, axis], exclusive=int(n.attrs["exclusive"]), reverse=int(n.attrs["reverse"]))[0]
+
+
+@register_lowering("onnx", "Gemm")
+def _gemm(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("Gemm", ins, **_attrs(n, "alpha", "beta", "transA", "transB"))[0]
+
+
+@register_lowering("onnx", "Einsum")
+def _einsum(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("Einsum", ins, equation=n.attrs["equation"])[0]
+
+
+@register_lowering("onnx", "Conv")
+def _conv(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("Conv", ins, **_attrs(n, "strides", "pads", "dilations", "group"))[0]
+
+
+@register_lowering("onnx", "ConvTranspose")
+def _conv_t(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("ConvTranspose", ins, **_attrs(n, "strides", "pads", "dilations", "group", "output_padding"))[0]
+
+
+@register_lowering("onnx", "MaxPool")
+def _maxpool(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("MaxPool", [x], **_attrs(n, "kernel_shape", "strides", "pads", "ceil_mode", "dilations"))[0]
+
+
+@register_lowering("onnx", "AveragePool")
+def _avgpool(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("AveragePool", [x], **_attrs(n, "kernel_shape", "strides", "pads", "ceil_mode",
+                                                 "count_include_pad"))[0]
+
+
+@register_lowering("onnx", "BatchNormalization")
+def _bn(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("BatchNormalization", ins, epsilon=n.attrs["epsilon"])[0]
+
+
+@register_lowering("onnx", "LayerNormalization")
+def _ln(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("LayerNormalization", ins, axis=n.attrs["axis"], epsilon=n.attrs["epsilon"])[0]
+
+
+@register_lowering("onnx", "Dropout")
+def _dropout(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("Identity", [x])[0]
+
+
+@register_lowering("onnx", "Resize")
+def _resize(ex: Exporter, n: Node, x: str, sizes: str) -> str:
+    return ex.add("Resize", [x, "", "", sizes], **_attrs(n, "mode", "coordinate_transformation_mode",
+                                                         "nearest_mode"))[0]
+
+
+@register_lowering("onnx", "Reshape")
+def _reshape(ex: Exporter, n: Node, x: str, s: str) -> str:
+    return ex.add("Reshape", [x, s], allowzero=1)[0]  # Nexus: a 0 is a 0
+
+
+@register_lowering("onnx", "Transpose")
+def _transpose(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("Transpose", [x], **_attrs(n, "perm"))[0]
+
+
+@register_lowering("onnx", "Gather", "GatherElements")
+def _gather(ex: Exporter, n: Node, x: str, i: str) -> str:
+    return ex.add(n.op.name, [x, i], axis=n.attrs["axis"])[0]
+
+
+@register_lowering("onnx", "Flatten")
+def _flatten(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("Flatten", [x], axis=n.attrs["axis"])[0]
+
+
+@register_lowering("onnx", "Squeeze", "Unsqueeze")
+def _squeeze(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add(n.op.name, [x, *_axes(ex, n)])[0]
+
+
+@register_lowering("onnx", "Concat")
+def _concat(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("Concat", ins, axis=n.attrs["axis"])[0]
+
+
+@register_lowering("onnx", "Split")
+def _split(ex: Exporter, n: Node, x: str) -> list[str]:
+    k = len(n.type.elems)  # type: ignore[attr-defined]
+    split = n.attrs.get("split")
+    extra = [ex.const(np.array(split, np.int64))] if split is not None else []
+    kw = {} if split is not None else {"num_outputs": k}
+    return ex.add("Split", [x, *extra], k, axis=n.attrs["axis"], **kw)
+
+
+@register_lowering("onnx", "Slice")
+def _slice(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("Slice", ins)[0]
+
+
+@register_lowering("onnx", "ScatterND")
+def _scatter_nd(ex: Exporter, n: Node, *ins: str) -> str:
+    red = n.attrs["reduction"]
+    return ex.add("ScatterND", ins, **({} if red == "none" else {"reduction": red}))[0]
+
+
+@register_lowering("onnx", "Pad")
+def _pad(ex: Exporter, n: Node, x: str, pads: str) -> str:
+    value = ex.const(np.array(n.attrs["value"], _np(_dtype(n))))
+    return ex.add("Pad", [x, pads, value], mode=n.attrs["mode"])[0]
+
+
+@register_lowering("onnx", "DimSize")
+def _dimsize(ex: Exporter, n: Node, x: str) -> str:
+    a = n.attrs["axis"]
+    s = ex.add("Shape", [x], start=a, end=a + 1 if a != -1 else 2**62)[0]
+    return ex.add("Squeeze", [s, ex.const(np.array([0], np.int64))])[0]
+
+
+@register_lowering("onnx", "ConstantOfShape")
+def _cos(ex: Exporter, n: Node, s: str) -> str:
+    import onnx
+
+    value = np.asarray(n.attrs["value"]).reshape(1)
+    return ex.add("ConstantOfShape", [s], value=onnx.numpy_helper.from_array(value))[0]
+
+
+@register_lowering("onnx", "Range")
+def _range(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("Range", ins)[0]
+
+
+@register_lowering("onnx", "OneHot")
+def _onehot(ex: Exporter, n: Node, i: str, depth: str, values: str) -> str:
+    return ex.add("OneHot", [i, depth, values], axis=n.attrs["axis"])[0]
+
+
+@register_lowering("onnx", "TopK")
+def _topk(ex: Exporter, n: Node, x: str, k: str) -> list[str]:
+    kk = ex.add("Reshape", [k, ex.const(np.array([1], np.int64))])[0]
+    vals, idx = ex.add("TopK", [x, kk], 2, axis=n.attrs["axis"], largest=int(n.attrs["largest"]),
+                       sorted=int(n.attrs["sorted"]))
+    return [vals, idx, k]
+
+
+def _size_of(ex: Exporter, x: str, axis: int) -> str:
+    s = ex.add("Shape", [x], start=axis, end=axis + 1)[0]
+    return ex.add("Squeeze", [s, ex.const(np.array([0], np.int64))])[0]
+
+
+@register_lowering("onnx", "NonZero")
+def _nonzero(ex: Exporter, n: Node, x: str) -> list[str]:
+    idx = ex.add("NonZero", [x])[0]
+    return [idx, _size_of(ex, idx, 1)]
+
+
+@register_lowering("onnx", "NonMaxSuppression")
+def _nms(ex: Exporter, n: Node, boxes: str, scores: str, mx: str, iou: str, score: str) -> list[str]:
+    if n.attrs.get("select_boxes"):
+        from nexus.backends.base import MissingLoweringError
+
+        raise MissingLoweringError("onnx", n)
+    sel = ex.add("NonMaxSuppression", [boxes, scores, mx, iou, score],
+                 center_point_box=n.attrs["center_point_box"])[0]
+    return [sel, _size_of(ex, sel, 0)]
+
+
+@register_lowering("onnx", "OnesLike", "ZerosLike")
+def _like(ex: Exporter, n: Node, x: str) -> str:
+    value = np.array([1 if n.op.name == "OnesLike" else 0], _np(_dtype(n)))
+    import onnx
+
+    return ex.add("ConstantOfShape", [ex.add("Shape", [x])[0]], value=onnx.numpy_helper.from_array(value))[0]
+
+
+@register_lowering("onnx", "BroadcastLike")
+def _broadcast_like(ex: Exporter, n: Node, x: str, like: str) -> str:
+    return ex.add("Expand", [x, ex.add("Shape", [like])[0]])[0]
+
+
+@register_lowering("onnx", "ReshapeLike")
+def _reshape_like(ex: Exporter, n: Node, x: str, like: str) -> str:
+    return ex.add("Reshape", [x, ex.add("Shape", [like])[0]], allowzero=1)[0]
+
+
+@register_lowering("onnx", "SumToLike")
+def _sum_to_like(ex: Exporter, n: Node, x: str, like: str) -> str:
+    """Sum x down to like's shape: over the leading extra axes and the axes where like is 1
+    (static shapes; the autodiff op of broadcasting)."""
+    xt, lt = n.inputs[0].type, n.inputs[1].type
+    assert isinstance(xt, TensorType) and isinstance(lt, TensorType)
+    if xt.shape is None or lt.shape is None:
+        from nexus.backends.base import MissingLoweringError
+
+        raise MissingLoweringError("onnx", n)
+    lead = len(xt.shape) - len(lt.shape)
+    axes = list(range(lead)) + [lead + i for i, d in enumerate(lt.shape) if d == 1 and xt.shape[lead + i] != 1]
+    y = x
+    if axes:
+        y = ex.add("ReduceSum", [x, ex.const(np.array(axes, np.int64))], keepdims=1)[0]
+    return ex.add("Reshape", [y, ex.add("Shape", [like])[0]], allowzero=1)[0]
+
+
+@register_lowering("onnx", "UnreduceLike")
+def _unreduce_like(ex: Exporter, n: Node, g: str, x: str) -> str:
+    """The adjoint of a reduction: g, with the reduced axes put back, broadcast to x
+    (divided by their count for a mean)."""
+    xt = n.inputs[1].type
+    assert isinstance(xt, TensorType)
+    axes = n.attrs.get("axes")
+    rank = len(xt.shape) if xt.shape is not None else None
+    if axes is not None and not n.attrs["keepdims"]:
+        g = ex.add("Unsqueeze", [g, ex.const(np.array(sorted(a % rank for a in axes) if rank else axes, np.int64))])[0]
+    shape = ex.add("Shape", [x])[0]
+    out = ex.add("Expand", [g, shape])[0]
+    if n.attrs["mean"]:
+        total = ex.add("ReduceProd", [shape], keepdims=0)[0]
+        part = ex.add("ReduceProd", [ex.add("Shape", [g])[0]], keepdims=0)[0]
+        count = ex.add("Cast", [ex.add("Div", [total, part])[0]], to=NEXUS_TO_ONNX[_dtype(n)])[0]
+        out = ex.add("Div", [out, count])[0]
+    return out

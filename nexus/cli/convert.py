@@ -1,0 +1,49 @@
+"""``nexus convert``: ONNX <-> Nexus (``model.onnx -o model.nx`` imports, ``model.nx -o
+model.onnx`` exports); the direction follows the file extensions."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+class ConvertError(ValueError):
+    """A conversion the command cannot do; the message says why."""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``convert`` subcommand to the ``nexus`` command's subparsers."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "convert", help="convert between ONNX (.onnx) and Nexus (.nx) files",
+        description="Import an ONNX model as a Nexus graph, or export a Nexus graph as ONNX (checked with "
+                    "onnx.checker); the direction follows the extensions.  Loading never executes code: "
+                    "external data is read only from inside the model's directory.",
+        epilog="examples:\n  nexus convert model.onnx -o model.nx\n  nexus convert model.nx -o model.onnx",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE", help="model.onnx or model.nx")
+    p.add_argument("-o", "--output", metavar="OUT", required=True, help="model.nx or model.onnx")
+    p.set_defaults(func=cmd_convert)
+    return p
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    src, dst = str(args.file), str(args.output)
+    if src.endswith(".onnx") and not dst.endswith(".onnx"):
+        from nexus.frontend.onnx_import import from_onnx
+        from nexus.io import save
+
+        save(from_onnx(src), dst)
+        return 0
+    if dst.endswith(".onnx") and not src.endswith(".onnx"):
+        from nexus.backends.base import MissingLoweringError
+        from nexus.backends.onnx.export import to_onnx
+        from nexus.io import load
+
+        try:
+            model = to_onnx(load(src))
+        except MissingLoweringError as e:
+            raise ConvertError(str(e)) from None
+        with open(dst, "wb") as f:
+            f.write(model.SerializeToString())
+        return 0
+    raise ConvertError(f"cannot tell the direction from {src!r} -> {dst!r}: one side must end in .onnx")

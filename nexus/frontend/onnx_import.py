@@ -1,0 +1,299 @@
+"""ONNX import: ``from_onnx(path_or_model)`` -> a Nexus :class:`Graph`.
+
+ONNX nests control flow as subgraph attributes of ``If``, ``Loop`` and ``Scan``; Nexus has
+one graph of blocks.  The importer walks the ONNX graph in order and builds SSA on the fly
+with the shared builder (:class:`nexus.ir.cons.SSABuilder`): every ONNX value name is a
+variable, keyed by the scope (graph or subgraph) that defines it, so a subgraph reads an
+outer name through ``get_value`` from inside its blocks, and a loop body's outer reads
+need no Phi (``declare_assigned``).  ``If`` becomes a Cond and two arms joining in a block
+whose Phis are the outputs; ``Loop`` and ``Scan`` become a header block testing the trip
+count and condition, a body, and an exit, with the carried values as header Phis and the
+scan outputs accumulated by ``Concat``.
+
+The graph takes the model's inputs that are not initializers, positionally in graph
+order, and returns its outputs in graph order.  ``dim_param`` names become Nexus symbols,
+unnamed dims fresh ones; initializers become constants.  Every error is an
+:class:`OnnxImportError` naming the node.  The op table is in
+:mod:`nexus.frontend.onnx_import_ops`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from nexus.frontend.onnx_data import OnnxImportError, load_model, nexus_dtype, tensor_to_array
+from nexus.ir.cons import SSABuilder
+from nexus.ir.graph import Graph, known_value
+from nexus.ir.node import Block, Node, SourceLoc
+from nexus.ir.opdef import OpTypeError
+from nexus.ir.types import Dim, TensorType, Type, fresh_dim, sym
+
+Key = tuple[int, str]  # (scope id, ONNX value name)
+
+
+class NeedsConstant(OnnxImportError):
+    """An input that Nexus takes as an attribute (Unsqueeze's axes, say) is computed at run
+    time.  ``name`` is the ONNX value; a backend may specialise on it."""
+
+    def __init__(self, msg: str, name: str):
+        super().__init__(msg)
+        self.name = name
+
+
+def from_onnx(source: Any, *, name: str | None = None, constants: Mapping[str, np.ndarray] | None = None) -> Graph:
+    """Import an ONNX model (a path, bytes or a ModelProto) as a Nexus graph.
+
+    ``constants`` binds some graph inputs to known values (a backend specialising on
+    them); those inputs are then not arguments."""
+    model, base_dir = load_model(source)
+    return Importer(model, base_dir, name=name, constants=constants).run()
+
+
+class _Scope:
+    """The names one graph (or subgraph) has defined so far."""
+
+    __slots__ = ("id", "names", "label")
+
+    def __init__(self, sid: int, label: str):
+        self.id, self.names, self.label = sid, set[str](), label
+
+
+class Importer:
+    """One import: the graph being built, the SSA builder over ONNX names, the scopes."""
+
+    def __init__(self, model: Any, base_dir: str | None, *, name: str | None = None,
+                 constants: Mapping[str, np.ndarray] | None = None):
+        self.model = model
+        self.base_dir = base_dir
+        self.constants = dict(constants or {})
+        self.opset = _opset(model)
+        self.file = name or model.graph.name or "model.onnx"
+        self.scopes: list[_Scope] = []
+        self._ids = itertools.count()
+        self.node: Any = None  # the ONNX node being imported (for errors)
+        self.where = ""
+        gp = model.graph
+        inits = {t.name for t in gp.initializer} | {t.name for t in gp.sparse_initializer}
+        self.inputs = [vi for vi in gp.input if vi.name not in inits and vi.name not in self.constants]
+        types = [self.value_type(vi, f"graph input {vi.name!r}") for vi in self.inputs]
+        self.g = Graph(_ident(gp.name or "onnx"), types, [_ident(vi.name) for vi in self.inputs])
+        self.ssa: SSABuilder[Key] = SSABuilder(self.g)
+        self.block: Block = self.g.start_block
+
+    # --- the whole model ---------------------------------------------------------------------
+    def run(self) -> Graph:
+        gp = self.model.graph
+        scope = self.push("graph")
+        for vi, arg in zip(self.inputs, self.g.args):
+            self.define(vi.name, arg)
+        for name, value in self.constants.items():
+            self.define(name, self.const(np.asarray(value)))
+        self.initializers(gp)
+        self.nodes(gp)
+        outs = [self.read_output(vi.name, "graph output") for vi in gp.output]
+        ret = self.g.add("Return", outs, self.block)
+        self.g.end_block.append_input(ret)
+        self.pop(scope)
+        self.ssa.finish()
+        return self.g
+
+    def initializers(self, gp: Any) -> None:
+        for t in gp.initializer:
+            self.define(t.name, self.const(tensor_to_array(t, self.base_dir, f"initializer {t.name!r}")))
+        for sp in gp.sparse_initializer:
+            from onnx import numpy_helper
+
+            dense = numpy_helper.to_array(sp.values)
+            arr = np.zeros(tuple(sp.dims), dense.dtype)
+            idx = numpy_helper.to_array(sp.indices)
+            if idx.ndim == 1:
+                arr.reshape(-1)[idx] = dense
+            else:
+                arr[tuple(idx.T)] = dense
+            self.define(sp.values.name, self.const(arr))
+
+    def nodes(self, gp: Any) -> None:
+        from nexus.frontend.onnx_import_ops import convert_node
+
+        for i, nd in enumerate(gp.node):
+            outer, self.node = self.node, nd
+            where = self.where
+            self.where = f"{where}node {i} ({nd.op_type} {nd.name!r})" if nd.name else f"{where}node {i} ({nd.op_type})"
+            try:
+                convert_node(self, nd)
+            except OnnxImportError as e:
+                if getattr(e, "located", False):
+                    raise
+                err = type(e)(f"{self.where}: {e}", *([e.name] if isinstance(e, NeedsConstant) else []))
+                err.located = True  # type: ignore[attr-defined]
+                raise err from None
+            except (OpTypeError, ValueError, TypeError, KeyError, IndexError, AssertionError) as e:
+                msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+                err = OnnxImportError(f"{self.where}: {msg}")
+                err.located = True  # type: ignore[attr-defined]
+                raise err from None
+            finally:
+                self.node, self.where = outer, where
+
+    # --- scopes and names ----------------------------------------------------------------
+    def push(self, label: str) -> _Scope:
+        s = _Scope(next(self._ids), label)
+        self.scopes.append(s)
+        return s
+
+    def pop(self, scope: _Scope) -> None:
+        assert self.scopes[-1] is scope
+        self.scopes.pop()
+
+    def define(self, name: str, value: Node) -> None:
+        """Bind ONNX value ``name`` in the innermost scope, in the current block."""
+        if not name:
+            return
+        scope = self.scopes[-1]
+        scope.names.add(name)
+        self.ssa.set_value((scope.id, name), self.block, value)
+
+    def read(self, name: str) -> Node:
+        """The value of ONNX name ``name`` here, looked up from the innermost scope out."""
+        for scope in reversed(self.scopes):
+            if name in scope.names:
+                value = self.ssa.get_value((scope.id, name), self.block)
+                if value is None:
+                    raise OnnxImportError(f"{name!r} has no value here")
+                return value
+        raise OnnxImportError(f"input {name!r} names nothing defined before this node "
+                              f"(not a graph input, an initializer or an earlier node's output: "
+                              f"an unknown name, a cycle, or a name defined later)")
+
+    def read_output(self, name: str, what: str) -> Node:
+        try:
+            return self.read(name)
+        except OnnxImportError:
+            raise OnnxImportError(f"{self.where + ': ' if self.where else ''}{what} {name!r} is not defined "
+                                  f"by any node, input or initializer") from None
+
+    # --- building ----------------------------------------------------------------------------
+    def loc(self) -> SourceLoc | None:
+        return SourceLoc(self.file, 0, 0) if self.node is None else None
+
+    def emit(self, op: str, inputs: Sequence[Node], attrs: Mapping[str, Any] | None = None, *,
+             type: Type | None = None, name: str | None = None) -> Node:
+        nd = self.node
+        nm = name if name is not None else (_ident(nd.output[0]) if nd is not None and nd.output
+                                             and nd.output[0] else None)
+        if attrs:  # None stands for "the op's default" (an absent ONNX attribute)
+            attrs = {k: v for k, v in attrs.items() if v is not None}
+        return self.g.add(op, list(inputs), self.block, attrs, type=type, name=nm or None)
+
+    def const(self, value: Any, dtype: Any = None) -> Node:
+        arr = np.asarray(value, dtype=dtype)
+        if arr.dtype == np.float64 and dtype is None and not isinstance(value, np.ndarray):
+            arr = arr.astype(np.float32)
+        return self.g.add("Constant", [], self.block, {"value": np.array(arr, order="C")})
+
+    def value_of(self, node: Node | None) -> np.ndarray | None:
+        return None if node is None else known_value(node)
+
+    def need_value(self, node: Node | None, what: str) -> np.ndarray:
+        """The build-time value of input ``node``, which Nexus needs as an attribute."""
+        v = self.value_of(node)
+        if v is None:
+            name = _input_name(self.node, node, self)
+            raise NeedsConstant(f"{what} must be known when the model is imported (a constant or initializer); "
+                                f"{name!r} is computed at run time", name)
+        return v
+
+    def value_type(self, vi: Any, what: str) -> Type:
+        """The Nexus type of an ONNX ValueInfo: dim_param -> a symbol, unknown -> fresh."""
+        tt = vi.type
+        if tt.WhichOneof("value") != "tensor_type":
+            kind = tt.WhichOneof("value") or "no type"
+            raise OnnxImportError(f"{what}: ONNX {kind} values are not supported (only tensors)")
+        t = tt.tensor_type
+        dtype = nexus_dtype(t.elem_type, what)
+        if not t.HasField("shape"):
+            return TensorType(dtype, None)
+        dims: list[Dim] = []
+        for d in t.shape.dim:
+            if d.HasField("dim_value"):
+                dims.append(int(d.dim_value))
+            elif d.HasField("dim_param") and d.dim_param:
+                dims.append(sym(_ident(d.dim_param)))
+            else:
+                dims.append(fresh_dim())
+        return TensorType(dtype, tuple(dims))
+
+    # --- control flow ------------------------------------------------------------------------
+    def new_block(self, label: str, preds: Sequence[Node], seal: bool = True) -> Block:
+        b = self.g.new_block(label, preds)
+        if seal:
+            self.ssa.seal(b)
+        return b
+
+    def branch(self, cond: Node) -> tuple[Node, Node]:
+        """End the current block in a Cond on ``cond``: (false exit, true exit)."""
+        c = self.emit("Cond", [self.scalar_bool(cond)], name="")
+        return self.emit("Proj", [c], {"num": 0}, name=""), self.emit("Proj", [c], {"num": 1}, name="")
+
+    def jump(self) -> Node:
+        return self.emit("Jmp", [], name="")
+
+    def scalar_bool(self, v: Node) -> Node:
+        t = v.type
+        assert isinstance(t, TensorType)
+        if t.dtype != "bool":
+            v = self.emit("Cast", [v], {"to": "bool"}, name="")
+        if t.shape != ():
+            v = self.emit("Reshape", [v, self.const(np.array([], np.int64))], name="")
+        return v
+
+    def subgraph(self, gp: Any, label: str, formals: Sequence[Node | None]) -> list[Node]:
+        """Import subgraph ``gp`` in the current block (which may change: nested control
+        flow), its inputs bound to ``formals``; returns its outputs' values."""
+        if len(formals) != len(gp.input):
+            raise OnnxImportError(f"{label} takes {len(gp.input)} inputs, the op gives it {len(formals)}")
+        scope = self.push(label)
+        for vi, v in zip(gp.input, formals):
+            if v is not None:
+                self.define(vi.name, v)
+        where = self.where
+        self.where = f"{where} in {label}: "
+        try:
+            self.initializers(gp)
+            self.nodes(gp)
+            outs = [self.read_output(vi.name, f"{label} output") for vi in gp.output]
+        finally:
+            self.where = where
+        self.pop(scope)
+        return outs
+
+
+def _opset(model: Any) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    return 1
+
+
+def _ident(name: str) -> str:
+    """An ONNX name as a Nexus value name (the text form's identifiers)."""
+    s = re.sub(r"[^A-Za-z0-9_.]", "_", name)
+    return s if s and not s[0].isdigit() else "v" + s
+
+
+def _input_name(nd: Any, node: Node | None, imp: Importer) -> str:
+    if nd is None or node is None:
+        return "?"
+    for n in nd.input:
+        if n:
+            try:
+                if imp.read(n) is node:
+                    return str(n)
+            except OnnxImportError:
+                continue
+    return node.name or "?"
