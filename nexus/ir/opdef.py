@@ -25,7 +25,8 @@ OPERATOR_ON_INTS = ("same", "nonzero divisor", "never")
 
 class DimEq(NamedTuple):
     """A fact a type rule assumed without proof: dim ``a`` of input ``i`` and dim ``b`` of
-    input ``j`` are equal (with ``broadcast``: equal, or one of them is 1).  Shape checks
+    input ``j`` are equal (with ``broadcast``: dim ``b`` equals dim ``a`` or is 1, where
+    dim ``a`` is the one the result type kept).  Shape checks
     (``nexus.passes.shapechecks``) guard each one at run time."""
 
     i: int

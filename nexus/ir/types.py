@@ -329,10 +329,14 @@ def _check_power(base: sympy.Expr, exponent: sympy.Expr, pos: int) -> None:
 
 
 def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...],
-                     assumed: list[tuple[int, int]] | None = None) -> tuple[Dim, ...]:
+                     assumed: list[tuple[int, int, bool]] | None = None) -> tuple[Dim, ...]:
     """NumPy broadcasting of two shapes with symbolic dims.  Raises ValueError on conflict.
-    Two dims that may differ at run time (different symbols) are taken to broadcast;
-    ``assumed``, if given, receives ``(axis in a, axis in b)`` of each such pair."""
+
+    Two dims that may differ at run time (``N`` and ``M``, ``N`` and ``3``) are taken to
+    broadcast; the result keeps the int if there is one, else the first.  That is right
+    only if the other dim equals the kept one or is 1 (``N = 1`` against ``M = 3`` would
+    make the result 3, not N), so ``assumed``, if given, receives ``(axis in a, axis in
+    b, a_kept)`` of each such pair for a run-time check of exactly that."""
     out: list[Dim] = []
     for i in range(max(len(a), len(b))):
         da = a[len(a) - 1 - i] if i < len(a) else 1
@@ -349,10 +353,10 @@ def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...],
         elif not dims_may_differ(da, db):
             out.append(da)
         else:
-            # Two different symbols: equal at run time or an error there; keep the first.
+            a_kept = a_int or not b_int
             if assumed is not None:
-                assumed.append((len(a) - 1 - i, len(b) - 1 - i))
-            out.append(da if not isinstance(da, int) else db)
+                assumed.append((len(a) - 1 - i, len(b) - 1 - i, a_kept))
+            out.append(da if a_kept else db)
     return tuple(reversed(out))
 
 

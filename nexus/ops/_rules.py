@@ -47,9 +47,10 @@ def broadcast(op: str, ins: Sequence[Type], same_dtype: bool = True) -> tuple[st
 
 
 def broadcast_assumed(ins: Sequence[Type]) -> tuple[DimEq, ...]:
-    """The dims of elementwise inputs taken to broadcast without proof: every pair of
-    aligned dims, in any two inputs, that may differ at run time (``[N]`` and ``[M]``,
-    ``[N]`` and ``[3]``; not ``[N]`` and ``[1]``), as ``broadcast_shapes`` decides."""
+    """The dims of elementwise inputs taken to broadcast without proof, as
+    ``broadcast_shapes`` decides them folding the inputs left to right: for each result
+    dim, the input dim it kept against every other input's dim there that may differ
+    (``[N]`` and ``[M]``, ``[N]`` and ``[3]``; not ``[N]`` and ``[1]``)."""
     shapes: list[tuple[Any, ...]] = []
     symbolic = False
     for t in ins:
@@ -60,14 +61,19 @@ def broadcast_assumed(ins: Sequence[Type]) -> tuple[DimEq, ...]:
         symbolic = symbolic or any(type(d) is not int for d in s)
     if not symbolic:
         return ()  # the common case, and int dims that differ are a type error already
+    rank = max(len(s) for s in shapes)
     out: list[DimEq] = []
-    for i, si in enumerate(shapes):
-        for j in range(i + 1, len(shapes)):
-            sj = shapes[j]
-            for k in range(1, min(len(si), len(sj)) + 1):
-                a, b = len(si) - k, len(sj) - k
-                if dims_may_differ(si[a], sj[b], broadcast=True):
-                    out.append(DimEq(i, a, j, b, broadcast=True))
+    for k in range(1, rank + 1):  # result dims from the right
+        column = [(i, len(s) - k) for i, s in enumerate(shapes) if len(s) >= k]
+        kept = column[0]
+        for i, a in column[1:]:  # the fold: a 1 gives way, an int wins over a symbol
+            dk, d = shapes[kept[0]][kept[1]], shapes[i][a]
+            if (type(dk) is int and dk == 1) or (type(d) is int and d != 1 and type(dk) is not int):
+                kept = (i, a)
+        dk = shapes[kept[0]][kept[1]]
+        for i, a in column:
+            if (i, a) != kept and dims_may_differ(dk, shapes[i][a], broadcast=True):
+                out.append(DimEq(kept[0], kept[1], i, a, broadcast=True))
     return tuple(out)
 
 

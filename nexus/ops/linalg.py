@@ -24,13 +24,14 @@ def matmul_shape(op: str, a: tuple, b: tuple, assumed: list[DimEq] | None = None
     k1, k2 = a2[-1], b2[-2]
     if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
         raise OpTypeError(f"{op}: contraction dims differ: {a} @ {b}")
-    pairs: list[tuple[int, int]] = []
+    pairs: list[tuple[int, int, bool]] = []
     try:
         batch = broadcast_shapes(a2[:-2], b2[:-2], pairs)
     except ValueError as e:
         raise OpTypeError(f"{op}: batch dims: {e}") from None
     if assumed is not None:  # batch dims lead both shapes: their axes are the inputs' axes
-        assumed += [DimEq(0, i, 1, j, broadcast=True) for i, j in pairs]
+        assumed += [DimEq(0, i, 1, j, broadcast=True) if a_kept else DimEq(1, j, 0, i, broadcast=True)
+                    for i, j, a_kept in pairs]
     out = batch + (a2[-2], b2[-1])
     if len(a) == 1:
         out = out[:-2] + out[-1:]
@@ -81,7 +82,8 @@ def _gemm_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequen
             raise OpTypeError(f"{op}: c does not broadcast to [M, N]: {e}") from None
         if len(out) != 2:
             raise OpTypeError(f"{op}: c must broadcast to [M, N], got {ts[2]}")
-        assumed += assume_equal(ins, (2, -1, 1, bn), *([(2, -2, 0, am)] if len(ts[2].shape) == 2 else []),
+        # [M, N] is the result: c's dims must equal them or be 1
+        assumed += assume_equal(ins, (1, bn, 2, -1), *([(0, am, 2, -2)] if len(ts[2].shape) == 2 else []),
                                 broadcast=True)
     return assuming(TensorType(dtype, (m, n)), assumed)
 

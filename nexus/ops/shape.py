@@ -493,15 +493,16 @@ def _check_dims_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: 
 
 def _check_dims(a: Any, b: Any, broadcast: bool = False, message: str = "") -> np.bool_:
     a, b = int(a), int(b)
-    if a == b or (broadcast and 1 in (a, b)):
+    if a == b or (broadcast and b == 1):
         return np.bool_(True)
-    rule = "equal or 1" if broadcast else "equal"
-    raise ValueError(f"{message}: sizes {a} and {b} must be {rule}")
+    if broadcast:
+        raise ValueError(f"{message}: sizes {a} and {b}; the second must equal the first (the result's) or be 1")
+    raise ValueError(f"{message}: sizes {a} and {b} must be equal")
 
 
 define("CheckDims", FAMILY, ("a", "b"), _check_dims_rule, _check_dims, pure=False,
        attrs={
-           "broadcast": Attr("bool", False, "also accept a size of 1 on either side"),
+           "broadcast": Attr("bool", False, "also accept b = 1 (a is the size the result has)"),
            "message": Attr("str", "", "what was assumed (named in the error)"),
        },
        doc="Fails at run time unless two sizes agree; inserted by insert_shape_checks where shape inference "
