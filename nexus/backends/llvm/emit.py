@@ -107,7 +107,7 @@ class ModuleEmitter:
             if sym is None:
                 raise Unsupported(f"{name} on {dtype}")
             return self.declare(sym, t, [t] * nargs)
-        return self.module.declare_intrinsic(f"llvm.{name}", [t])  # type: ignore[no-any-return]
+        return self.module.declare_intrinsic(f"llvm.{name}", [t], ir.FunctionType(t, [t] * nargs))  # type: ignore[no-any-return]
 
     def global_array(self, value: np.ndarray, dtype: str) -> ir.GlobalVariable:
         arr = np.ascontiguousarray(value).reshape(-1)

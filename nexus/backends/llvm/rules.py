@@ -293,7 +293,7 @@ def convert(b: ir.IRBuilder, x: ir.Value, src: str, dst: str) -> ir.Value:
     if ks == "f" and kd == "f":
         return b.fpext(x, t) if _fwidth(t) > _fwidth(x.type) else b.fptrunc(x, t)
     if ks == "f":
-        return b.freeze(b.fptosi(x, t) if kd == "i" else b.fptoui(x, t))
+        return b.fptosi(x, t) if kd == "i" else b.fptoui(x, t)  # out of range: poison (NumPy: unspecified)
     if kd == "f":
         return b.sitofp(x, t) if ks == "i" else b.uitofp(x, t)
     if t.width > x.type.width:

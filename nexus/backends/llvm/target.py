@@ -28,6 +28,10 @@ def _init() -> None:
 @functools.cache
 def host_machine() -> Any:
     """The host CPU's target machine at optimisation level 3 (with its vector units)."""
+    return _new_host_machine()
+
+
+def _new_host_machine() -> Any:
     _init()
     target = llvm.Target.from_triple(llvm.get_process_triple())
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
@@ -71,7 +75,8 @@ class Jitted:
     Keeps the engine (and so the machine code) alive as long as it lives."""
 
     def __init__(self, text: str):
-        machine = host_machine()
+        # A machine of its own: the engine takes ownership of it (and frees it with itself).
+        machine = _new_host_machine()
         self.module = optimize(text, machine)
         self.engine = llvm.create_mcjit_compiler(self.module, machine)
         self.engine.finalize_object()
