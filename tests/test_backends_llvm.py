@@ -82,6 +82,19 @@ def test_int_division_rounds_like_python(op: str, fn) -> None:  # type: ignore[n
         exe(1, 0)
 
 
+@pytest.mark.parametrize("op", ["FloorDiv", "Mod"])
+def test_int_division_by_constants_rounds_like_python(op: str) -> None:
+    for d in (3, -3, 1000003, -1):
+        g = Graph("t", [TensorType("i64", ())])
+        b = g.start_block
+        k = g.add("Constant", [], b, {"value": np.array(d, np.int64)})
+        g.end_block.append_input(g.add("Return", [g.add(op, [g.args[0], k], b)], b))
+        exe = nx.compile(g, backend="llvm")
+        for a in (-2**63, -7, -6, -1, 0, 5, 2**63 - 1):
+            want = np.floor_divide(np.int64(a), np.int64(d)) if op == "FloorDiv" else np.mod(np.int64(a), np.int64(d))
+            assert exe(a) == want, (op, a, d)
+
+
 def test_int_wraparound_and_shifts_match_numpy() -> None:
     mul = nx.compile(_graph(["i32", "i32"], lambda g, b, x, y: g.add("Mul", [x, y], b)), backend="llvm")
     with np.errstate(over="ignore"):

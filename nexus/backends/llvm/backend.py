@@ -6,8 +6,9 @@ call boundary is one generated Python function per executable: the shared argume
 conversion (``nexus.ir.binding``), then the native call with the arguments as they are
 (ctypes takes NumPy scalars directly; a tensor passes its data pointer and dims), the
 results written into preallocated NumPy scalars, and a status check.  Results are NumPy
-scalars and arrays, as the python backend returns them.  An executable is not re-entrant
-across threads (its scalar result slots are shared).
+scalars and arrays, as the python backend returns them; an array result is written into
+the previous call's array when the caller has let go of it.  An executable is not
+re-entrant across threads (its result slots are shared).
 
 A graph with ops the backend cannot lower runs as a :class:`~nexus.backends.llvm.partition.Partitioned`
 graph (``fallback=True``, the default): compiled kernels inside the python backend, with
@@ -17,6 +18,7 @@ graph (``fallback=True``, the default): compiled kernels inside the python backe
 from __future__ import annotations
 
 import ctypes
+import sys
 import time
 from typing import Any
 
@@ -94,7 +96,8 @@ class LLVMExecutable(Executable):
     def _wrapper(self, g: Graph, fallible: bool) -> Any:
         """One Python function per executable: convert, call, check, return."""
         ns: dict[str, Any] = {"_conv": signature(g).convert, "_fn": self._native, "_fail": self._fail,
-                              "_np": np, "_contig": np.ascontiguousarray}
+                              "_np": np, "_contig": np.ascontiguousarray, "_refs": sys.getrefcount,
+                              "_keep": [None] * len(g.result_types)}
         n = len(g.args)
         names = [f"a{k}" for k in range(n)]
         lines = ["def call(*args):"]
@@ -124,7 +127,12 @@ class LLVMExecutable(Executable):
                 continue
             dims = [str(d) if isinstance(d, int) else _py_dim(d, syms) for d in t.shape]
             ns[f"_d{r}"] = dt
-            lines.append(f"    o{r} = _np.empty(({', '.join(dims)},), _d{r})")
+            # The last result array is reused when nobody else holds it (no name, no view:
+            # only _keep and this frame refer to it): a fresh 40 MB array costs more in
+            # page faults than a fused loop takes to fill it.
+            lines += [f"    s{r} = ({', '.join(dims)},)", f"    o{r} = _keep[{r}]",
+                      f"    if o{r} is None or _refs(o{r}) != 3 or o{r}.shape != s{r}:",
+                      f"        o{r} = _keep[{r}] = _np.empty(s{r}, _d{r})"]
             native.append(f"o{r}.ctypes.data")
             results.append(f"o{r}")
         call = f"_fn({', '.join(native)})"
