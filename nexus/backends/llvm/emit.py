@@ -24,8 +24,20 @@ import sympy
 from llvmlite import ir
 
 from nexus.backends.base import lowering_table, register_lowering
-from nexus.backends.llvm.dtypes import I1, I32, I64, PTR, Unsupported, constant, itemsize, kind, mem_type, \
-    reg_type, to_mem, to_reg
+from nexus.backends.llvm.dtypes import (
+    I1,
+    I32,
+    I64,
+    PTR,
+    Unsupported,
+    constant,
+    itemsize,
+    kind,
+    mem_type,
+    reg_type,
+    to_mem,
+    to_reg,
+)
 from nexus.backends.llvm.rules import BACKEND, ELEMENTWISE
 from nexus.backends.llvm.tensors import Tensor, broadcast_index, dim_value, store_all
 from nexus.ir.analysis import node_order, reverse_postorder
@@ -98,7 +110,7 @@ class ModuleEmitter:
         fn = self.module.globals.get(name)
         if fn is None:
             fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
-        return fn  # type: ignore[no-any-return]
+        return fn
 
     def math(self, name: str, dtype: str, nargs: int) -> ir.Function:
         t = reg_type(dtype)
@@ -107,7 +119,7 @@ class ModuleEmitter:
             if sym is None:
                 raise Unsupported(f"{name} on {dtype}")
             return self.declare(sym, t, [t] * nargs)
-        return self.module.declare_intrinsic(f"llvm.{name}", [t], ir.FunctionType(t, [t] * nargs))  # type: ignore[no-any-return]
+        return self.module.declare_intrinsic(f"llvm.{name}", [t], ir.FunctionType(t, [t] * nargs))
 
     def global_array(self, value: np.ndarray, dtype: str) -> ir.GlobalVariable:
         arr = np.ascontiguousarray(value).reshape(-1)
@@ -342,7 +354,10 @@ def _tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """tanh on f32 as a rational function (Eigen's ``ptanh_float``, also XLA's), within a
     few ulp: pure arithmetic, so loops over it vectorise where a libm call would not."""
     f = ir.FloatType()
-    c = lambda v: ir.Constant(f, v)  # noqa: E731
+
+    def c(v: float) -> ir.Constant:
+        return ir.Constant(f, v)
+
     # |x| < 0.0004 returns x; beyond +-7.9053 the result is +-1 to float precision.
     clamp = c(7.90531110763549805)
     xc = b.select(b.fcmp_ordered(">", x, clamp), clamp, x)
@@ -425,7 +440,7 @@ def _call(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         b.store(status, fe.status)
         b.branch(fe.exit)
         b.position_at_end(ok)
-    vals = [to_reg(b, b.load(p, typ=mem_type(t.dtype)), t.dtype)  # type: ignore[union-attr]
+    vals = [to_reg(b, b.load(p, typ=mem_type(t.dtype)), t.dtype)
             for p, t in zip(outs, callee.result_types)]
     return vals[0] if len(vals) == 1 else tuple(vals)
 
