@@ -178,12 +178,13 @@ def compile_llvm(g: Graph, fallback: bool = True) -> Executable:
     types) the backend cannot lower (see :mod:`nexus.backends.llvm.partition`)."""
     try:
         return LLVMExecutable(g)
-    except (Unsupported, MissingLoweringError):
+    except (Unsupported, MissingLoweringError) as e:
         if not fallback:
             raise
+        reason = str(e)
     from nexus.backends.llvm.partition import Partitioned
 
-    return Partitioned(g)
+    return Partitioned(g, reason)
 
 
 register_backend(BACKEND, compile_llvm, options=("fallback",),
