@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import w1_seed, w2_count, w3_rnn, w6_parallel, w8_call
+from bench import w1_seed, w2_count, w3_rnn, w6_parallel, w8_call, w9_chain
 from bench.common import Row, machine, table
 
 WORKLOADS: dict[str, Callable[[int], list[Row]]] = {
     "W1": w1_seed.run, "W2": w2_count.run, "W3": w3_rnn.run, "W6": w6_parallel.run,
-    "W8": w8_call.run,
+    "W8": w8_call.run, "W9": w9_chain.run,
 }
 README = Path(__file__).with_name("README.md")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -72,6 +72,14 @@ def targets(rows: list[Row]) -> list[str]:
           "nexus @script(n)", "nexus DSL nx.run(g, n)", 1.3)
     check("W8 @nx.script identity / TorchScript identity (issue 10)", "W8 identity",
           "nexus @script", "torchscript", 1.0)
+    w1 = _row(rows, "W1", "nexus llvm")
+    if w1 is not None:
+        out.append(f"- W1 llvm one call: {w1.median * 1e9:.0f} ns (min {w1.low * 1e9:.0f} ns), target <= 1 us: "
+                   f"{'met' if w1.median <= 1e-6 else 'NOT met'}")
+    check("W2 llvm / C gcc -O3 per iteration (issue 12)", "W2", "nexus llvm", "C gcc -O3", 1.2)
+    check("W9 llvm / C loop (issue 12)", "W9", "nexus llvm", "C gcc -O3 -ffast-math loop", 1.2)
+    check("W9 speedup llvm vs NumPy in-place out= (issue 12)", "W9", "nexus llvm", "numpy in-place out=", 2.0,
+          speedup=True)
     return out
 
 

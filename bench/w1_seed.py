@@ -63,9 +63,22 @@ def jax_fn() -> Callable[[], Any]:
     return lambda: seed().block_until_ready()
 
 
+def llvm(g: Any) -> Callable[[], Any]:
+    """The graph compiled to native code (issue 12): one ctypes call."""
+    try:
+        exe = nx.compile(g, backend="llvm")
+    except ImportError as e:
+        raise Skip(str(e)) from None
+    return exe
+
+
 def run(repeats: int) -> list[Row]:
     g = w1_seed()
     impls: dict[str, Callable[[], Any]] = {"nexus": lambda: nx.run(g), "python": python}
+    try:
+        impls["nexus llvm"] = llvm(g)
+    except Skip:
+        pass
     peers = [("torchscript", torchscript), ("jax jit", jax_fn), ("onnxruntime Loop/If", onnx_models.seed_loop)]
     for name, make in peers:
         try:

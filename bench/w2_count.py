@@ -3,6 +3,7 @@ iteration (int64 everywhere)."""
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 
 import nexus as nx
-from bench import onnx_models
+from bench import cpeer, onnx_models
 from bench.common import Row, Skip, measure, rows_from
 from bench.graphs import MOD, w2_count
 
@@ -67,10 +68,39 @@ def jax_fn() -> Callable[[int], Any]:
     return lambda n: count(jnp.int64(n)).block_until_ready()
 
 
+C_SOURCE = f"""
+long long count(long long n) {{
+    long long s = 0;
+    for (long long i = 0; i < n; i++) s = (s + i * i) % {MOD}LL;
+    return s;
+}}
+"""
+
+
+def c_gcc() -> Callable[[int], Any]:
+    """The loop in C, gcc -O3 (values stay non-negative, so C's % is Python's here)."""
+    lib = cpeer.build(C_SOURCE)
+    fn = lib.count
+    fn.argtypes, fn.restype = [ctypes.c_longlong], ctypes.c_longlong
+    return fn  # type: ignore[no-any-return]
+
+
+def llvm(g: Any) -> Callable[[int], Any]:
+    try:
+        return nx.compile(g, backend="llvm")  # type: ignore[no-any-return]
+    except ImportError as e:
+        raise Skip(str(e)) from None
+
+
 def run(repeats: int) -> list[Row]:
     g = w2_count()
     impls: dict[str, Callable[[int], Any]] = {"nexus": lambda n: nx.run(g, n), "python": python,
                                               "python on numpy scalars": numpy_scalars}
+    for name, make in [("nexus llvm", lambda: llvm(g)), ("C gcc -O3", c_gcc)]:
+        try:
+            impls[name] = make()
+        except Skip:
+            pass
     for name, make in [("torchscript", torchscript), ("jax jit while_loop", jax_fn),
                        ("onnxruntime Loop", onnx_models.count_loop)]:
         try:

@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     from nexus.cli import convert
 
     convert.add_parser(sub)
+    from nexus.cli import compile as compile_cmd
+
+    compile_cmd.add_parser(sub)
     return parser
 
 

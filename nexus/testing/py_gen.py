@@ -10,8 +10,11 @@ assigned and keeps every variable at one type, so each program is valid Python t
 script must accept.  Values stay small (loop-carried ints are wrapped with ``%``, left
 shifts move by at most 4 bits), so int64 never overflows.
 
-CLI: ``python -m nexus.testing.py_gen --count 20000 [--seed S] [--optimize]`` prints each
-disagreement (the program, the inputs, both results) and a summary.
+CLI: ``python -m nexus.testing.py_gen --count 20000 [--seed S] [--optimize] [--backend llvm]``
+prints each disagreement (the program, the inputs, both results) and a summary.  With
+``--backend NAME`` each script is compiled with ``nx.compile(f, backend=NAME)`` and the
+compiled function is what must agree with Python (for ``llvm`` the summary also counts
+the programs that ran as native code and those partitioned, with the ops that stayed out).
 """
 
 from __future__ import annotations
@@ -490,8 +493,10 @@ def _outcome(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
 
 
 def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
-                  optimize: bool = False, f32: bool = False) -> Failure | None:
-    """Script ``src`` and compare it with plain Python on ``runs`` random inputs."""
+                  optimize: bool = False, f32: bool = False, backend: str = "python",
+                  stats: dict[str, int] | None = None) -> Failure | None:
+    """Script ``src`` and compare it with plain Python on ``runs`` random inputs
+    (compiled on ``backend``; ``stats`` counts the executables' kinds)."""
     from nexus.frontend.script import script, script_source
 
     # `@script` helpers are scripts (Call nodes) in the script version and plain
@@ -502,10 +507,15 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         sf = script_source(src, "f", {"script": script})
     except Exception:  # noqa: BLE001
         return Failure(src, (), "a script", traceback.format_exc(limit=3))
+    run: Callable[..., Any] = sf
+    if backend != "python":
+        from nexus.backends import compile as nx_compile
+
+        run = nx_compile(sf, backend=backend)
     for _ in range(runs):
         args = random_inputs(rng, arrays, f32)
         ok_py, want = _outcome(py["f"], tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
-        ok_nx, got = _outcome(sf, args)
+        ok_nx, got = _outcome(run, args)
         if ok_py and ok_nx and same(want, got):
             bad = trivial_phis(sf.graph_for(*args))
             if bad:
@@ -520,7 +530,18 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         if not ok_nx:
             got = "".join(traceback.format_exception(got, limit=4))
         return Failure(src, args, want, got)
+    if stats is not None and backend != "python":
+        _count_kinds(run, stats)
     return None
+
+
+def _count_kinds(run: Any, stats: dict[str, int]) -> None:
+    """Tally the compiled executables by class (native vs partitioned) and the ops that
+    stayed out of partitioned ones."""
+    for exe in getattr(run, "_exes", {}).values():
+        stats[type(exe).__name__] = stats.get(type(exe).__name__, 0) + 1
+        for op, n in getattr(exe, "stayed_out", {}).items():
+            stats[f"stayed out: {op}"] = stats.get(f"stayed out: {op}", 0) + n
 
 
 def trivial_phis(g: Any) -> list[Any]:
@@ -553,7 +574,8 @@ def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Fai
 
 def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = False,
          stop_after: int | None = None, verbose: bool = False, max_depth: int = 3,
-         runs: int = 3, progress: int = 0) -> list[Failure]:
+         runs: int = 3, progress: int = 0, backend: str = "python",
+         stats: dict[str, int] | None = None) -> list[Failure]:
     """Generate and check ``count`` programs; returns the failures.  ``max_depth``
     bounds the nesting of statements (2 gives programs of about 15 lines)."""
     failures: list[Failure] = []
@@ -566,7 +588,8 @@ def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = Fals
         arrays = k % arrays_every == 0
         f32 = arrays and k % 4 == 2
         src = Gen(rng, arrays=arrays, f32=f32, max_depth=max_depth).program()
-        failure = check_program(src, rng, arrays, runs=runs, optimize=optimize, f32=f32)
+        failure = check_program(src, rng, arrays, runs=runs, optimize=optimize, f32=f32, backend=backend,
+                                stats=stats)
         if failure is not None:
             failures.append(failure)
             if verbose:
@@ -582,12 +605,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--optimize", action="store_true", help="also run nx.optimize on each graph")
     p.add_argument("--stop-after", type=int, default=None, help="stop after this many failures")
+    p.add_argument("--backend", default="python", help="compile each script with nx.compile(f, backend=...)")
+    p.add_argument("--arrays-every", type=int, default=2, help="every k-th program has an array argument")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    failures = fuzz(args.count, args.seed, optimize=args.optimize, stop_after=args.stop_after, verbose=True,
-                    progress=500)
+    stats: dict[str, int] = {}
+    failures = fuzz(args.count, args.seed, arrays_every=args.arrays_every, optimize=args.optimize,
+                    stop_after=args.stop_after, verbose=True, progress=500, backend=args.backend, stats=stats)
     dt = time.perf_counter() - t0
-    print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s")
+    print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s (backend {args.backend})")
+    for key, n in sorted(stats.items()):
+        print(f"  {key}: {n}")
     return 1 if failures else 0
 
 

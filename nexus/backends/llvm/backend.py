@@ -1,0 +1,191 @@
+"""The ``llvm`` backend: a graph compiled to native code, called through ctypes.
+
+``nx.compile(g, backend="llvm")`` emits the graph's LLVM function
+(:mod:`nexus.backends.llvm.emit`), optimises it at O3 for the host CPU and loads it.  The
+call boundary is one generated Python function per executable: the shared argument
+conversion (``nexus.ir.binding``), then the native call with the arguments as they are
+(ctypes takes NumPy scalars directly; a tensor passes its data pointer and dims), the
+results written into preallocated NumPy scalars, and a status check.  Results are NumPy
+scalars and arrays, as the python backend returns them; an array result is written into
+the previous call's array when the caller has let go of it.  An executable is not
+re-entrant across threads (its result slots are shared).
+
+A graph with ops the backend cannot lower runs as a :class:`~nexus.backends.llvm.partition.Partitioned`
+graph (``fallback=True``, the default): compiled kernels inside the python backend, with
+``.stayed_out`` naming the ops left to Python.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import sympy
+
+from nexus.backends.base import Executable, MissingLoweringError, NexusRuntimeError, register_backend
+from nexus.backends.llvm.dtypes import Unsupported
+from nexus.backends.llvm.emit import ModuleEmitter
+from nexus.backends.llvm.rules import BACKEND
+from nexus.backends.llvm.target import Jitted, assembly, host_machine
+from nexus.ir.binding import signature
+from nexus.ir.graph import Graph
+from nexus.ir.types import TensorType, numpy_dtype
+
+ENTRY = "nexus_main"
+_EXCEPTIONS: dict[str, type[Exception]] = {"ZeroDivisionError": ZeroDivisionError, "ValueError": ValueError,
+                                           "IndexError": IndexError, "AssertionError": AssertionError}
+
+
+def _ctype(dtype: str) -> Any:
+    dt = numpy_dtype(dtype)
+    if dt.kind == "b":
+        return ctypes.c_bool
+    return np.ctypeslib.as_ctypes_type(dt)
+
+
+def emit_module(g: Graph) -> ModuleEmitter:
+    """The LLVM module of ``g`` (unoptimised), its entry function named ``nexus_main``."""
+    me = ModuleEmitter(g.name)
+    me.function(g, ENTRY)
+    return me
+
+
+def llvm_ir(g: Graph, optimized: bool = True, triple: str | None = None) -> str:
+    """LLVM IR text of ``g``, after O3 for ``triple`` (None: the host) when ``optimized``."""
+    from nexus.backends.llvm.target import machine_for, optimize
+
+    text = str(emit_module(g).module)
+    return str(optimize(text, machine_for(triple))) if optimized else text
+
+
+def asm(g: Graph, triple: str | None = None) -> str:
+    """Optimised assembly of ``g`` for ``triple`` (None: the host CPU)."""
+    return assembly(str(emit_module(g).module), triple)
+
+
+class LLVMExecutable(Executable):
+    """``g`` as native code; ``compile_time`` is the seconds emitting, optimising and
+    loading took."""
+
+    backend = BACKEND
+
+    def __init__(self, g: Graph):
+        t0 = time.perf_counter()
+        self.graph = g
+        me = emit_module(g)
+        self.errors = me.errors
+        self.ir = str(me.module)
+        self.jit = Jitted(self.ir)
+        _fn, fallible = me.functions[g]
+        self._native = self._prototype(g, fallible)(self.jit.address(ENTRY))
+        self._call = self._wrapper(g, fallible)
+        self.compile_time = time.perf_counter() - t0
+
+    @staticmethod
+    def _prototype(g: Graph, fallible: bool) -> Any:
+        argtypes: list[Any] = []
+        for t in g.arg_types:
+            assert isinstance(t, TensorType) and t.shape is not None
+            argtypes += [_ctype(t.dtype)] if t.shape == () else [ctypes.c_void_p] + [ctypes.c_int64] * len(t.shape)
+        argtypes += [ctypes.c_void_p] * len(g.result_types)
+        return ctypes.CFUNCTYPE(ctypes.c_int32 if fallible else None, *argtypes)
+
+    def _wrapper(self, g: Graph, fallible: bool) -> Any:
+        """One Python function per executable: convert, call, check, return."""
+        ns: dict[str, Any] = {"_conv": signature(g).convert, "_fn": self._native, "_fail": self._fail,
+                              "_np": np, "_contig": np.ascontiguousarray, "_refs": sys.getrefcount,
+                              "_keep": [None] * len(g.result_types)}
+        n = len(g.args)
+        names = [f"a{k}" for k in range(n)]
+        lines = ["def call(*args):"]
+        lines.append(f"    {', '.join(names)}{',' if n else ''} = _conv(args)" if n else "    _conv(args)")
+        native: list[str] = []
+        syms: dict[Any, str] = {}
+        for k, t in enumerate(g.arg_types):
+            assert isinstance(t, TensorType) and t.shape is not None
+            if t.shape == ():
+                native.append(names[k])
+                continue
+            lines.append(f"    a{k} = _contig(a{k})")
+            native.append(f"a{k}.ctypes.data")
+            for i, d in enumerate(t.shape):
+                native.append(f"a{k}.shape[{i}]")
+                if isinstance(d, sympy.Symbol):
+                    syms.setdefault(d, f"a{k}.shape[{i}]")
+        results = []
+        for r, t in enumerate(g.result_types):
+            if not isinstance(t, TensorType) or t.shape is None:
+                raise Unsupported(f"result type {t}")
+            dt = numpy_dtype(t.dtype)
+            if t.shape == ():
+                slot = ns[f"_r{r}"] = np.empty((), dt)
+                native.append(str(slot.ctypes.data))
+                results.append(f"_r{r}[()]")
+                continue
+            dims = [str(d) if isinstance(d, int) else _py_dim(d, syms) for d in t.shape]
+            ns[f"_d{r}"] = dt
+            # The last result array is reused when nobody else holds it (no name, no view:
+            # only _keep and this frame refer to it): a fresh 40 MB array costs more in
+            # page faults than a fused loop takes to fill it.
+            lines += [f"    s{r} = ({', '.join(dims)},)", f"    o{r} = _keep[{r}]",
+                      f"    if o{r} is None or _refs(o{r}) != 3 or o{r}.shape != s{r}:",
+                      f"        o{r} = _keep[{r}] = _np.empty(s{r}, _d{r})"]
+            native.append(f"o{r}.ctypes.data")
+            results.append(f"o{r}")
+        call = f"_fn({', '.join(native)})"
+        if fallible:
+            lines += [f"    rc = {call}", "    if rc: _fail(rc)"]
+        else:
+            lines.append(f"    {call}")
+        ret = results[0] if len(results) == 1 else f"({', '.join(results)},)" if results else "None"
+        lines.append(f"    return {ret}")
+        self.wrapper_source = "\n".join(lines)
+        exec(compile(self.wrapper_source, f"<llvm call {g.name}>", "exec"), ns)  # noqa: S102
+        return ns["call"]
+
+    def _fail(self, code: int) -> None:
+        f = self.errors[code - 1]
+        exc = _EXCEPTIONS.get(f.exc, RuntimeError)(f.msg)
+        raise NexusRuntimeError(f"{f.exc}: {f.msg}", f.node) from exc
+
+    def __call__(self, *args: Any) -> Any:
+        return self._call(*args)
+
+    def source(self) -> str:
+        return self.ir
+
+    def optimized_ir(self) -> str:
+        return self.jit.optimized_ir()
+
+    def asm(self) -> str:
+        """The host assembly of the optimised module that runs."""
+        return str(host_machine().emit_assembly(self.jit.module))
+
+
+def _py_dim(d: Any, syms: dict[Any, str]) -> str:
+    expr = sympy.sympify(d)
+    missing = expr.free_symbols - set(syms)
+    if missing:
+        raise Unsupported(f"result dim {d} depends on {sorted(map(str, missing))}, which no argument binds")
+    return "(" + str(expr.subs({s: sympy.Symbol(f"__{v}") for s, v in syms.items()})).replace("__", "") + ")"
+
+
+def compile_llvm(g: Graph, fallback: bool = True) -> Executable:
+    """Compile ``g`` for the host; with ``fallback``, partition a graph that has ops (or
+    types) the backend cannot lower (see :mod:`nexus.backends.llvm.partition`)."""
+    try:
+        return LLVMExecutable(g)
+    except (Unsupported, MissingLoweringError) as e:
+        if not fallback:
+            raise
+        reason = str(e)
+    from nexus.backends.llvm.partition import Partitioned
+
+    return Partitioned(g, reason)
+
+
+register_backend(BACKEND, compile_llvm, options=("fallback",),
+                 doc="native code through LLVM (llvmlite): fused loops, scalars in registers")

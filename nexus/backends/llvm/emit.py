@@ -1,0 +1,448 @@
+"""A graph as an LLVM function: control flow one to one, scalars in registers.
+
+Each reachable Block is a basic block; a scalar Phi is an LLVM ``phi``; a Cond with its
+two Projs is ``br i1``; a Jmp is ``br``; a Return stores the results through the output
+pointers.  Every control edge gets a small block of its own, where the tensor Phis of
+its target are written (all into temporaries first, then copied: a parallel copy).
+
+The ABI of ``@<name>``: per argument, a scalar by value (bools as ``i8``) or a tensor as
+a data pointer followed by its dims (``i64`` each); then one output pointer per result.
+It returns an ``i32`` status (0, or the code of the failure in :attr:`ModuleEmitter.errors`)
+when something in it can fail, else ``void``.  Tensor buffers (Phis, values read twice)
+are ``malloc``-ed once on entry (every shape is a function of the argument dims) and
+freed on the way out; a node overwrites its buffer each time it runs, which SSA allows
+(a value's live range never contains its own definition).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+from llvmlite import ir
+
+from nexus.backends.base import lowering_table, register_lowering
+from nexus.backends.llvm.dtypes import (
+    I1,
+    I32,
+    I64,
+    PTR,
+    Unsupported,
+    constant,
+    itemsize,
+    kind,
+    mem_type,
+    reg_type,
+    to_mem,
+    to_reg,
+)
+from nexus.backends.llvm.rules import BACKEND, ELEMENTWISE
+from nexus.backends.llvm.tensors import Tensor, broadcast_index, dim_value, store_all
+from nexus.ir.analysis import node_order, reverse_postorder
+from nexus.ir.graph import Graph
+from nexus.ir.node import Block, Node
+from nexus.ir.types import TensorType
+
+RULES = lowering_table(BACKEND)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a status code means: the exception to raise, its message and the node."""
+
+    exc: str
+    msg: str
+    node: Node
+
+
+def _shape(node: Node) -> tuple[Any, ...]:
+    t = node.type
+    if not isinstance(t, TensorType) or t.shape is None:
+        raise Unsupported(f"{node.op.name} %{node.name or '?'}: type {t} (unknown rank or not a tensor)")
+    return t.shape
+
+
+def _dtype(node: Node) -> str:
+    t = node.type
+    assert isinstance(t, TensorType)
+    return t.dtype
+
+
+def may_fail(g: Graph, seen: set[Graph] | None = None) -> bool:
+    """Whether running ``g`` can fail (so its function returns a status)."""
+    seen = seen if seen is not None else set()
+    seen.add(g)
+    for n in g.nodes():
+        op = n.op
+        if op.may_fail:
+            return True
+        if op.may_fail_on_int and any(isinstance(v.type, TensorType) and kind(v.type.dtype) in "iu" for v in n.inputs):
+            return True
+        callee = n.attrs.get("callee") if op.name == "Call" else None
+        if isinstance(callee, Graph) and callee not in seen and may_fail(callee, seen):
+            return True
+    return False
+
+
+class ModuleEmitter:
+    """One LLVM module: the entry graph's function, its callees' and the failure table."""
+
+    def __init__(self, name: str = "nexus"):
+        self.module = ir.Module(name)
+        self.errors: list[Failure] = []
+        self.functions: dict[Graph, tuple[ir.Function, bool]] = {}
+        self._math: dict[str, ir.Function] = {}
+        self._consts = 0
+
+    def error_code(self, f: Failure) -> int:
+        self.errors.append(f)
+        return len(self.errors)
+
+    def function(self, g: Graph, name: str, internal: bool = False) -> tuple[ir.Function, bool]:
+        """The function of ``g`` (emitted on first request) and whether it returns a status."""
+        if g not in self.functions:
+            FunctionEmitter(self, g, name, internal).emit()
+        return self.functions[g]
+
+    def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
+        return fn
+
+    def math(self, name: str, dtype: str, nargs: int) -> ir.Function:
+        t = reg_type(dtype)
+        if name in ("tanh", "erf"):  # libm (tanh of f32 is emitted inline, see FunctionEmitter.math)
+            sym = {"float": name + "f", "double": name}.get(str(t))
+            if sym is None:
+                raise Unsupported(f"{name} on {dtype}")
+            return self.declare(sym, t, [t] * nargs)
+        return self.module.declare_intrinsic(f"llvm.{name}", [t], ir.FunctionType(t, [t] * nargs))
+
+    def global_array(self, value: np.ndarray, dtype: str) -> ir.GlobalVariable:
+        arr = np.ascontiguousarray(value).reshape(-1)
+        et = mem_type(dtype)
+        vals = [ir.Constant(et, int(v)) if kind(dtype) in "iub" else ir.Constant(et, float(v)) for v in arr]
+        self._consts += 1
+        gv = ir.GlobalVariable(self.module, ir.ArrayType(et, len(vals)), f"const.{self._consts}")
+        gv.initializer = ir.Constant(ir.ArrayType(et, len(vals)), vals)
+        gv.global_constant = True
+        gv.linkage = "internal"
+        return gv
+
+
+class FunctionEmitter:
+    """Emits one graph's function (see the module docstring for its ABI)."""
+
+    def __init__(self, mod: ModuleEmitter, g: Graph, name: str, internal: bool):
+        self.mod, self.g = mod, g
+        self.fallible = may_fail(g)
+        params: list[ir.Type] = []
+        for t in g.arg_types:
+            if not isinstance(t, TensorType) or t.shape is None:
+                raise Unsupported(f"graph @{g.name}: argument type {t}")
+            params += [mem_type(t.dtype)] if t.shape == () else [PTR] + [I64] * len(t.shape)
+        params += [PTR] * len(g.result_types)
+        fnty = ir.FunctionType(I32 if self.fallible else ir.VoidType(), params)
+        self.fn = ir.Function(mod.module, fnty, name)
+        if internal:
+            self.fn.linkage = "internal"
+        for a in self.fn.args:
+            if a.type == PTR:
+                a.add_attribute("noalias")
+        mod.functions[g] = (self.fn, self.fallible)
+        self.entry = self.fn.append_basic_block("entry")
+        self.eb = ir.IRBuilder(self.entry)  # allocations go here, before the jump to the start block
+        self.exit = self.fn.append_basic_block("exit")
+        self.b = ir.IRBuilder()
+        self.status = self.eb.alloca(I32, name="status") if self.fallible else None
+        if self.status is not None:
+            self.eb.store(I32(0), self.status)
+        self.vals: dict[Node, Any] = {}
+        self.env: dict[Any, ir.Value] = {}
+        self.buffers: list[ir.Value] = []
+        self.bbs: dict[Block, ir.Block] = {}
+        self.temps: dict[Node, ir.Value] = {}
+        self.outs: list[ir.Value] = []
+
+    # --- what rules use ---------------------------------------------------------------------
+    def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
+        if self.status is None:
+            raise Unsupported(f"{node.op.name} may fail, but graph @{self.g.name} was thought infallible")
+        code = self.mod.error_code(Failure(exc, msg, node))
+        bad = self.b.append_basic_block("fail")
+        ok = self.b.append_basic_block("ok")
+        self.b.cbranch(cond, bad, ok)
+        self.b.position_at_end(bad)
+        self.b.store(I32(code), self.status)
+        self.b.branch(self.exit)
+        self.b.position_at_end(ok)
+
+    def math(self, name: str, dtype: str, args: list[ir.Value]) -> ir.Value:
+        if name == "tanh" and dtype == "f32":
+            return _tanh_f32(self.b, args[0])
+        return self.b.call(self.mod.math(name, dtype, len(args)), args)
+
+    def dims(self, shape: tuple[Any, ...], b: ir.IRBuilder | None = None) -> list[ir.Value]:
+        return [dim_value(b or self.b, d, self.env) for d in shape]
+
+    def alloc(self, shape: tuple[Any, ...], dtype: str) -> ir.Value:
+        """A buffer for a tensor of ``shape``, allocated on entry, freed on exit."""
+        eb = self.eb
+        n = I64(itemsize(dtype))
+        for d in self.dims(shape, eb):
+            n = eb.mul(n, d)
+        p = eb.call(self.mod.declare("malloc", PTR, [I64]), [n])
+        self.buffers.append(p)
+        return p
+
+    # --- the function -------------------------------------------------------------------------
+    def emit(self) -> None:
+        g = self.g
+        self._bind_args()
+        blocks = [blk for blk in reverse_postorder(g) if blk is not g.end_block]
+        for blk in blocks:
+            self.bbs[blk] = self.fn.append_basic_block(f"b.{blk.name or len(self.bbs)}")
+        for blk in blocks:  # Phis exist before any edge is emitted (back edges reach them first)
+            self.b.position_at_end(self.bbs[blk])
+            for n in blk.members:
+                if n.op.kind == "phi":
+                    self._make_phi(n)
+        for blk in blocks:
+            self.b.position_at_end(self.bbs[blk])
+            self._block(blk)
+        self.eb.branch(self.bbs[g.start_block])
+        xb = ir.IRBuilder(self.exit)
+        for p in self.buffers:
+            xb.call(self.mod.declare("free", ir.VoidType(), [PTR]), [p])
+        if self.status is not None:
+            xb.ret(xb.load(self.status, typ=I32))
+        else:
+            xb.ret_void()
+
+    def _bind_args(self) -> None:
+        params = iter(self.fn.args)
+        for node, t in zip(self.g.args, self.g.arg_types):
+            assert isinstance(t, TensorType) and t.shape is not None
+            if t.shape == ():
+                self.vals[node] = to_reg(self.eb, next(params), t.dtype)
+                continue
+            ptr = next(params)
+            dims = [next(params) for _ in t.shape]
+            for d, v in zip(t.shape, dims):
+                if isinstance(d, sympy.Symbol) and d not in self.env:
+                    self.env[d] = v
+            self.vals[node] = Tensor(t.dtype, t.shape, dims, ptr=ptr)
+        self.outs = list(params)
+
+    def _make_phi(self, n: Node) -> None:
+        shape = _shape(n)
+        if shape == ():
+            self.vals[n] = self.b.phi(reg_type(_dtype(n)), name=n.name or "")
+            return
+        self.vals[n] = Tensor(_dtype(n), shape, self.dims(shape, self.eb), ptr=self.alloc(shape, _dtype(n)))
+        self.temps[n] = self.alloc(shape, _dtype(n))
+
+    def _block(self, blk: Block) -> None:
+        for n in node_order(blk):
+            op = n.op.name
+            if n.op.kind == "phi" or op in ("Start", "End"):
+                continue
+            if op == "Proj":
+                src = n.input(0)
+                if src.op.name in ("Cond", "Start"):
+                    continue
+                self.vals[n] = self.vals[src][int(n.attrs["num"])]
+            elif op == "Jmp":
+                self._edge(n)
+            elif op == "Cond":
+                self._cond(n)
+            elif op == "Return":
+                self._return(n)
+            elif op == "Constant":
+                self.vals[n] = self._constant(n)
+            elif op in ELEMENTWISE:
+                self.vals[n] = self._elementwise(n)
+            else:
+                self.vals[n] = RULES.rule(n)(self, n, [self.vals[v] for v in n.inputs])
+
+    def _constant(self, n: Node) -> Any:
+        value = np.asarray(n.attrs["value"])
+        if value.ndim == 0:
+            return constant(_dtype(n), value[()])
+        shape = _shape(n)
+        return Tensor(_dtype(n), shape, self.dims(shape), ptr=self.mod.global_array(value, _dtype(n)))
+
+    def _elementwise(self, n: Node) -> Any:
+        rule = RULES.rule(n)
+        ins = [self.vals[v] for v in n.inputs]
+        dts = [_dtype(v) for v in n.inputs]
+        if not any(isinstance(v, Tensor) for v in ins):
+            return rule(self, n, ins, dts)
+        shape = _shape(n)
+        b = self.b
+
+        def elem(idx: list[ir.Value]) -> ir.Value:
+            args = [v.load(b, broadcast_index(b, idx, shape, v)) if isinstance(v, Tensor) else v for v in ins]
+            return rule(self, n, args, dts)
+
+        t = Tensor(_dtype(n), shape, self.dims(shape), elem=elem)
+        if len(n.users) > 1:  # read twice: compute once, into a buffer of its own
+            buf = self.alloc(shape, t.dtype)
+            store_all(b, t, buf)
+            t = Tensor(t.dtype, shape, t.dims, ptr=buf)
+        return t
+
+    # --- control --------------------------------------------------------------------------------
+    def _edge(self, control: Node) -> None:
+        """Leave by the control edge ``control`` (a Jmp or a Cond's Proj): write the
+        target's Phis and branch."""
+        targets = [(u, i) for u, i in control.uses if isinstance(u, Block) and i >= 0]
+        if len(targets) != 1:
+            raise Unsupported(f"control value {control!r} enters {len(targets)} blocks")
+        target, index = targets[0]
+        b = self.b
+        phis = [p for p in target.members if p.op.kind == "phi"]
+        tensors = [p for p in phis if isinstance(self.vals[p], Tensor)]
+        srcs: dict[Node, ir.Value] = {}
+        for p in tensors:  # phase 1: compute every incoming value before any Phi changes
+            v = self.vals[p.input(index)]
+            if v.elem is None and not (p.input(index).op.kind == "phi" and p.input(index).block is target):
+                srcs[p] = v.ptr
+            else:
+                store_all(b, v, self.temps[p])
+                srcs[p] = self.temps[p]
+        for p in tensors:  # phase 2: copy into the Phis' buffers
+            if srcs[p] is self.vals[p].ptr:
+                continue
+            t = self.vals[p]
+            n = I64(itemsize(t.dtype))
+            for d in t.dims:
+                n = b.mul(n, d)
+            memcpy = self.mod.module.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
+            b.call(memcpy, [t.ptr, srcs[p], n, I1(0)])
+        for p in phis:
+            if p not in tensors:
+                self.vals[p].add_incoming(self.vals[p.input(index)], b.block)
+        b.branch(self.bbs[target])
+
+    def _cond(self, n: Node) -> None:
+        exits = {int(u.attrs["num"]): u for u in n.users if u.op.name == "Proj"}
+        if set(exits) != {0, 1}:
+            raise Unsupported(f"Cond %{n.name or '?'} without both exits")
+        b = self.b
+        edge_bbs = [b.append_basic_block("edge.f"), b.append_basic_block("edge.t")]
+        b.cbranch(self.vals[n.input(0)], edge_bbs[1], edge_bbs[0])
+        for num in (0, 1):
+            b.position_at_end(edge_bbs[num])
+            self._edge(exits[num])
+
+    def _return(self, n: Node) -> None:
+        b = self.b
+        for v, out in zip(n.inputs, self.outs):
+            val = self.vals[v]
+            if isinstance(val, Tensor):
+                store_all(b, val, out)
+            else:
+                b.store(to_mem(b, val, _dtype(v)), out)
+        b.branch(self.exit)
+
+
+def _tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """tanh on f32 as a rational function (Eigen's ``ptanh_float``, also XLA's), within a
+    few ulp: pure arithmetic, so loops over it vectorise where a libm call would not."""
+    f = ir.FloatType()
+
+    def c(v: float) -> ir.Constant:
+        return ir.Constant(f, v)
+
+    # |x| < 0.0004 returns x; beyond +-7.9053 the result is +-1 to float precision.
+    clamp = c(7.90531110763549805)
+    xc = b.select(b.fcmp_ordered(">", x, clamp), clamp, x)
+    xc = b.select(b.fcmp_ordered("<", xc, c(-7.90531110763549805)), c(-7.90531110763549805), xc)
+    x2 = b.fmul(xc, xc)
+    alpha = [4.89352455891786e-03, 6.37261928875436e-04, 1.48572235717979e-05, 5.12229709037114e-08,
+             -8.60467152213735e-11, 2.00018790482477e-13, -2.76076847742355e-16]
+    beta = [4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04, 1.19825839466702e-06]
+    p = c(alpha[-1])
+    for a in reversed(alpha[:-1]):
+        p = b.fadd(b.fmul(p, x2), c(a))
+    p = b.fmul(p, xc)
+    q = c(beta[-1])
+    for a in reversed(beta[:-1]):
+        q = b.fadd(b.fmul(q, x2), c(a))
+    r = b.fdiv(p, q)
+    small = b.fcmp_ordered("<", b.call(b.module.declare_intrinsic("llvm.fabs", [f]), [x]), c(0.0004))
+    return b.select(small, x, r)
+
+
+# --- rules that are not elementwise: fe is the FunctionEmitter, ins the inputs' values ----------
+@register_lowering(BACKEND, "DimSize")
+def _dim_size(fe: FunctionEmitter, n: Node, ins: list[Any]) -> ir.Value:
+    t = ins[0]
+    axis = int(n.attrs["axis"])
+    if not isinstance(t, Tensor):
+        raise Unsupported("DimSize of a scalar")
+    return t.dims[axis if axis >= 0 else axis + t.rank]
+
+
+@register_lowering(BACKEND, "Gather")
+def _gather(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    data, i = ins
+    if not isinstance(data, Tensor) or isinstance(i, Tensor):
+        raise Unsupported("Gather with a tensor of indices")
+    b = fe.b
+    axis = int(n.attrs.get("axis", 0))
+    axis = axis if axis >= 0 else axis + data.rank
+    dim = data.dims[axis]
+    i = b.sext(i, I64) if i.type.width < 64 else i
+    if kind(_dtype(n.input(1))) == "i":
+        i = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, dim), i)
+    fe.fail(b.icmp_unsigned(">=", i, dim), n, "IndexError", f"index out of bounds for axis {axis}")
+    if data.rank == 1:
+        return data.load(b, [i])
+
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        return data.load(fe.b, [*idx[:axis], i, *idx[axis:]])
+
+    shape = _shape(n)
+    return Tensor(data.dtype, shape, data.dims[:axis] + data.dims[axis + 1:], elem=elem)
+
+
+@register_lowering(BACKEND, "Assert")
+def _assert(fe: FunctionEmitter, n: Node, ins: list[Any]) -> ir.Value:
+    fe.fail(fe.b.not_(ins[0]), n, "AssertionError", str(n.attrs.get("message", "")))
+    return ins[0]
+
+
+@register_lowering(BACKEND, "Call")
+def _call(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    callee = n.attrs["callee"]
+    if any(isinstance(v, Tensor) for v in ins):
+        raise Unsupported("Call with tensor arguments")
+    fn, fallible = fe.mod.function(callee, f"{callee.name}.{len(fe.mod.functions)}", internal=True)
+    b = fe.b
+    outs = []
+    for t in callee.result_types:
+        if not isinstance(t, TensorType) or t.shape != ():
+            raise Unsupported("Call with tensor results")
+        outs.append(fe.eb.alloca(mem_type(t.dtype)))
+    args = [to_mem(b, v, _dtype(a)) for v, a in zip(ins, n.inputs)]
+    status = b.call(fn, args + outs)
+    if fallible:
+        bad, ok = b.append_basic_block("call.fail"), b.append_basic_block("call.ok")
+        b.cbranch(b.icmp_unsigned("!=", status, I32(0)), bad, ok)
+        b.position_at_end(bad)
+        if fe.status is None:
+            raise Unsupported("a fallible callee in an infallible graph")
+        b.store(status, fe.status)
+        b.branch(fe.exit)
+        b.position_at_end(ok)
+    vals = [to_reg(b, b.load(p, typ=mem_type(t.dtype)), t.dtype)
+            for p, t in zip(outs, callee.result_types)]
+    return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+

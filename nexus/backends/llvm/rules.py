@@ -1,0 +1,321 @@
+"""The ``llvm`` lowering table: one element of an elementwise op, in registers.
+
+A rule is ``rule(cx, node, args, dtypes) -> ir.Value``: ``args`` are the inputs' scalar
+values (LLVM registers, bools as ``i1``), ``dtypes`` their dtypes.  The same rule computes
+a scalar op and the body of a fused loop over tensors (:mod:`nexus.backends.llvm.tensors`).
+Integer semantics are NumPy's, which are Python's on values that fit: floor division
+and modulo round toward -inf, fixed-width ints wrap, shift counts past the width give 0
+(or -1), a zero divisor, a negative shift count or a negative integer power fail with the
+reference kernel's exception (``cx.fail``).  Float ``//`` and ``%`` follow NumPy's
+``npy_divmod``, ``maximum``/``minimum`` its NaN and signed-zero rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from llvmlite import ir
+
+from nexus.backends.base import lowering_table, register_lowering
+from nexus.backends.llvm.dtypes import I1, Unsupported, constant, kind, reg_type
+from nexus.ir.node import Node
+from nexus.ir.types import TensorType
+
+BACKEND = "llvm"
+
+
+class Ctx(Protocol):
+    """What a rule may use: the builder, failure exits and math functions."""
+
+    b: ir.IRBuilder
+
+    def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
+        """Leave the function with ``exc(msg)`` (raised by the caller) where ``cond`` holds."""
+
+    def math(self, name: str, dtype: str, args: list[ir.Value]) -> ir.Value:
+        """An LLVM intrinsic (``llvm.<name>``) or libm function on ``dtype``."""
+
+
+def out_dtype(node: Node) -> str:
+    t = node.type
+    assert isinstance(t, TensorType)
+    return t.dtype
+
+
+def _same(dts: list[str], node: Node) -> str:
+    if len(set(dts)) != 1:
+        raise Unsupported(f"{node.op.name} on mixed dtypes {dts}")
+    return dts[0]
+
+
+# --- arithmetic ------------------------------------------------------------------------------
+def _int_divisor_check(cx: Ctx, node: Node, d: ir.Value) -> None:
+    cx.fail(cx.b.icmp_signed("==", d, ir.Constant(d.type, 0)), node, "ZeroDivisionError", "integer division by zero")
+
+
+def _sdiv_safe(cx: Ctx, a: ir.Value, d: ir.Value, signed: bool) -> tuple[ir.Value, ir.Value]:
+    """Truncating quotient and remainder; MIN / -1 wraps (as NumPy) instead of being UB."""
+    b = cx.b
+    if not signed:
+        return b.udiv(a, d), b.urem(a, d)
+    minus1 = b.icmp_signed("==", d, ir.Constant(d.type, -1))
+    safe = b.select(minus1, ir.Constant(d.type, 1), d)
+    q = b.select(minus1, b.sub(ir.Constant(a.type, 0), a), b.sdiv(a, safe))
+    r = b.select(minus1, ir.Constant(a.type, 0), b.srem(a, safe))
+    return q, r
+
+
+def _float_divmod(cx: Ctx, a: ir.Value, d: ir.Value, dt: str) -> tuple[ir.Value, ir.Value]:
+    """NumPy's npy_divmod: (floor quotient, modulo with the sign of the divisor)."""
+    b = cx.b
+    zero = ir.Constant(a.type, 0.0)
+    mod = b.frem(a, d)
+    div = b.fdiv(b.fsub(a, mod), d)
+    fix = b.and_(b.fcmp_ordered("!=", mod, zero),
+                 b.icmp_unsigned("!=", b.fcmp_ordered("<", d, zero), b.fcmp_ordered("<", mod, zero)))
+    mod2 = b.select(fix, b.fadd(mod, d), b.select(b.fcmp_unordered("!=", mod, zero), mod,
+                                                     cx.math("copysign", dt, [zero, d])))
+    div = b.select(fix, b.fsub(div, ir.Constant(a.type, 1.0)), div)
+    fl = cx.math("floor", dt, [div])
+    one, half = ir.Constant(a.type, 1.0), ir.Constant(a.type, 0.5)
+    fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), half), b.fadd(fl, one), fl)
+    q = b.select(b.fcmp_unordered("!=", div, zero), fl, cx.math("copysign", dt, [zero, b.fdiv(a, d)]))
+    dzero = b.fcmp_ordered("==", d, zero)
+    return b.select(dzero, b.fdiv(a, d), q), b.select(dzero, mod, mod2)
+
+
+def _arith(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    b, name = cx.b, node.op.name
+    dt = _same(dts, node)
+    k = kind(dt)
+    x, y = args
+    if k == "f":
+        simple = {"Add": b.fadd, "Sub": b.fsub, "Mul": b.fmul, "Div": b.fdiv}
+        if name in simple:
+            return simple[name](x, y)
+        if name in ("FloorDiv", "Mod"):
+            q, r = _float_divmod(cx, x, y, dt)
+            return q if name == "FloorDiv" else r
+        if name == "Pow":
+            return cx.math("pow", dt, [x, y])
+        # NumPy: maximum(a, b) = a if a > b or a is NaN else b (so NaN wins, and ties give b)
+        cmp = b.fcmp_ordered(">" if name == "Maximum" else "<", x, y)
+        return b.select(b.or_(cmp, b.fcmp_unordered("uno", x, x)), x, y)
+    if k == "b":
+        raise Unsupported(f"{name} on bools")
+    signed = k == "i"
+    simple = {"Add": b.add, "Sub": b.sub, "Mul": b.mul}
+    if name in simple:
+        return simple[name](x, y)
+    if name in ("Maximum", "Minimum"):
+        op = (">" if name == "Maximum" else "<")
+        cmp = b.icmp_signed(op, x, y) if signed else b.icmp_unsigned(op, x, y)
+        return b.select(cmp, x, y)
+    if name in ("Div", "FloorDiv", "Mod"):
+        _int_divisor_check(cx, node, y)
+        q, r = _sdiv_safe(cx, x, y, signed)
+        if name == "Div" or not signed:
+            return q if name != "Mod" else r
+        zero = ir.Constant(x.type, 0)
+        # floor: the remainder is non-zero and its sign differs from the divisor's
+        fix = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("<", b.xor(r, y), zero))
+        if name == "FloorDiv":
+            return b.sub(q, b.zext(fix, x.type))
+        return b.select(fix, b.add(r, y), r)
+    if name == "Pow":
+        return _int_pow(cx, node, x, y, signed)
+    raise Unsupported(name)
+
+
+def _int_pow(cx: Ctx, node: Node, base: ir.Value, exp: ir.Value, signed: bool) -> ir.Value:
+    """Square and multiply, wrapping; a negative exponent fails as NumPy's does."""
+    b = cx.b
+    t = base.type
+    if signed:
+        cx.fail(b.icmp_signed("<", exp, ir.Constant(t, 0)), node, "ValueError",
+                "Integers to negative integer powers are not allowed.")
+    pre = b.block
+    head = b.append_basic_block("pow.head")
+    body = b.append_basic_block("pow.body")
+    done = b.append_basic_block("pow.done")
+    b.branch(head)
+    b.position_at_end(head)
+    r, x, e = b.phi(t), b.phi(t), b.phi(t)
+    r.add_incoming(ir.Constant(t, 1), pre)
+    x.add_incoming(base, pre)
+    e.add_incoming(exp, pre)
+    b.cbranch(b.icmp_unsigned("!=", e, ir.Constant(t, 0)), body, done)
+    b.position_at_end(body)
+    odd = b.trunc(e, I1)
+    r2 = b.select(odd, b.mul(r, x), r)
+    r.add_incoming(r2, body)
+    x.add_incoming(b.mul(x, x), body)
+    e.add_incoming(b.lshr(e, ir.Constant(t, 1)), body)
+    b.branch(head)
+    b.position_at_end(done)
+    return r
+
+
+register_lowering(BACKEND, "Add", "Sub", "Mul", "Div", "FloorDiv", "Mod", "Pow", "Maximum", "Minimum")(_arith)
+
+
+# --- comparisons, logic, bits ----------------------------------------------------------------
+_CMP = {"Less": "<", "LessEqual": "<=", "Greater": ">", "GreaterEqual": ">=", "Equal": "==", "NotEqual": "!="}
+
+
+@register_lowering(BACKEND, *_CMP)
+def _compare(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    dt, op = _same(dts, node), _CMP[node.op.name]
+    x, y = args
+    k = kind(dt)
+    if k == "f":  # every comparison with NaN is false, except !=
+        return cx.b.fcmp_unordered(op, x, y) if op == "!=" else cx.b.fcmp_ordered(op, x, y)
+    if k == "i":
+        return cx.b.icmp_signed(op, x, y)
+    return cx.b.icmp_unsigned(op, x, y)
+
+
+@register_lowering(BACKEND, "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor")
+def _logic(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    _same(dts, node)
+    f = {"And": cx.b.and_, "Or": cx.b.or_, "Xor": cx.b.xor}[node.op.name.replace("Bitwise", "")]
+    return f(*args)
+
+
+@register_lowering(BACKEND, "Not", "BitwiseNot")
+def _not(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    return cx.b.not_(args[0])
+
+
+@register_lowering(BACKEND, "LeftShift", "RightShift")
+def _shift(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    b = cx.b
+    dt = _same(dts, node)
+    x, n = args
+    t = x.type
+    signed = kind(dt) == "i"
+    if signed:
+        cx.fail(b.icmp_signed("<", n, ir.Constant(t, 0)), node, "ValueError",
+                f"{node.op.name}: negative shift count")
+    width = ir.Constant(t, t.width)
+    big = b.icmp_unsigned(">=", n, width)  # LLVM leaves these undefined; NumPy gives 0 or -1
+    if node.op.name == "LeftShift":
+        return b.select(big, ir.Constant(t, 0), b.shl(x, b.select(big, ir.Constant(t, 0), n)))
+    if signed:
+        return b.ashr(x, b.select(big, ir.Constant(t, t.width - 1), n))
+    return b.select(big, ir.Constant(t, 0), b.lshr(x, b.select(big, ir.Constant(t, 0), n)))
+
+
+# --- unary math ------------------------------------------------------------------------------
+_INTRINSIC = {"Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Sin": "sin", "Cos": "cos", "Floor": "floor",
+              "Ceil": "ceil", "Round": "roundeven"}
+
+
+@register_lowering(BACKEND, "Neg", "Abs", "Relu", "Sign", "Reciprocal", "Rsqrt", "Sigmoid", "Tanh", "Erf",
+                   *_INTRINSIC)
+def _unary(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    b, name, (x,), dt = cx.b, node.op.name, args, dts[0]
+    k = kind(dt)
+    t = x.type
+    if name in _INTRINSIC:
+        return cx.math(_INTRINSIC[name], dt, [x])
+    if k == "f":
+        one, zero = ir.Constant(t, 1.0), ir.Constant(t, 0.0)
+        if name == "Neg":
+            return b.fneg(x)
+        if name == "Abs":
+            return cx.math("fabs", dt, [x])
+        if name == "Relu":  # np.maximum(x, 0): NaN stays NaN
+            return b.select(b.or_(b.fcmp_ordered(">", x, zero), b.fcmp_unordered("uno", x, x)), x, zero)
+        if name == "Sign":
+            return b.select(b.fcmp_ordered(">", x, zero), one, b.select(
+                b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), b.select(b.fcmp_ordered("==", x, zero), zero, x)))
+        if name == "Reciprocal":
+            return b.fdiv(one, x)
+        if name == "Rsqrt":
+            return b.fdiv(one, cx.math("sqrt", dt, [x]))
+        if name == "Sigmoid":
+            return b.fdiv(one, b.fadd(one, cx.math("exp", dt, [b.fneg(x)])))
+        if name == "Tanh":
+            return cx.math("tanh", dt, [x])
+        if name == "Erf":
+            return cx.math("erf", dt, [x])
+    if k in "iu":
+        zero = ir.Constant(t, 0)
+        if name == "Neg":
+            return b.sub(zero, x)
+        if name == "Abs":
+            return x if k == "u" else b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
+        if name == "Relu":
+            return x if k == "u" else b.select(b.icmp_signed(">", x, zero), x, zero)
+        if name == "Sign":
+            if k == "u":
+                return b.zext(b.icmp_unsigned("!=", x, zero), t)
+            return b.sub(b.zext(b.icmp_signed(">", x, zero), t), b.zext(b.icmp_signed("<", x, zero), t))
+    raise Unsupported(f"{name} on {dt}")
+
+
+# --- selection and conversion ----------------------------------------------------------------
+@register_lowering(BACKEND, "Where")
+def _where(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    return cx.b.select(*args)
+
+
+@register_lowering(BACKEND, "Clip")
+def _clip(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    x, lo, hi = args
+    dt = _same(dts, node)
+    b = cx.b
+    if kind(dt) == "f":  # np.minimum(np.maximum(x, lo), hi), NaN-propagating as they are
+        m = b.select(b.or_(b.fcmp_ordered(">", x, lo), b.fcmp_unordered("uno", x, x)), x, lo)
+        return b.select(b.or_(b.fcmp_ordered("<", m, hi), b.fcmp_unordered("uno", m, m)), m, hi)
+    gt = b.icmp_signed if kind(dt) == "i" else b.icmp_unsigned
+    m = b.select(gt(">", x, lo), x, lo)
+    return b.select(gt("<", m, hi), m, hi)
+
+
+@register_lowering(BACKEND, "Cast")
+def _cast(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    return convert(cx.b, args[0], dts[0], out_dtype(node))
+
+
+def convert(b: ir.IRBuilder, x: ir.Value, src: str, dst: str) -> ir.Value:
+    """NumPy's ``astype``: floats to ints truncate, anything to bool is ``!= 0``."""
+    ks, kd = kind(src), kind(dst)
+    t = reg_type(dst)
+    if src == dst:
+        return x
+    if kd == "b":
+        if ks == "f":
+            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+        return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+    if ks == "b":
+        return b.uitofp(x, t) if kd == "f" else b.zext(x, t)
+    if ks == "f" and kd == "f":
+        return b.fpext(x, t) if _fwidth(t) > _fwidth(x.type) else b.fptrunc(x, t)
+    if ks == "f":
+        return b.fptosi(x, t) if kd == "i" else b.fptoui(x, t)  # out of range: poison (NumPy: unspecified)
+    if kd == "f":
+        return b.sitofp(x, t) if ks == "i" else b.uitofp(x, t)
+    if t.width > x.type.width:
+        return b.sext(x, t) if ks == "i" else b.zext(x, t)
+    return b.trunc(x, t) if t.width < x.type.width else x
+
+
+def _fwidth(t: Any) -> int:
+    return {"half": 16, "float": 32, "double": 64}[str(t)]
+
+
+@register_lowering(BACKEND, "Constant")
+def _constant(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    return constant(out_dtype(node), node.attrs["value"][()])
+
+
+@register_lowering(BACKEND, "Identity")
+def _identity(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Value:
+    return args[0]
+
+
+# Ops this module lowers element by element; the emitter fuses chains of them over tensors.
+# (The emitter's own rules, registered after this line, are not elementwise.)
+ELEMENTWISE = frozenset(lowering_table(BACKEND).rules) - {"Constant"}

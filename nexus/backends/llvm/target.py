@@ -1,0 +1,88 @@
+"""LLVM itself: initialisation, target machines (the host's or a named triple's), the O3
+pipeline, assembly text and the JIT.  The only module here that touches
+``llvmlite.binding``; everything else builds ``llvmlite.ir``."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+try:
+    import llvmlite.binding as llvm
+except ImportError as e:  # one line naming the extra, as for every optional dependency
+    raise ImportError("the llvm backend needs llvmlite: pip install nexus[llvm]") from e
+
+# Triples `--target` accepts by short name (any full triple LLVM knows works too).
+TRIPLES = {"x86_64": "x86_64-unknown-linux-gnu", "aarch64": "aarch64-unknown-linux-gnu",
+           "armv7": "armv7-unknown-linux-gnueabihf"}
+
+
+@functools.cache
+def _init() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+@functools.cache
+def host_machine() -> Any:
+    """The host CPU's target machine at optimisation level 3 (with its vector units)."""
+    return _new_host_machine()
+
+
+def _new_host_machine() -> Any:
+    _init()
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                                        opt=3, reloc="default", codemodel="jitdefault")
+
+
+@functools.cache
+def machine_for(triple: str | None) -> Any:
+    """The target machine of ``triple`` (a full triple or a key of TRIPLES; None: the host)."""
+    if triple is None or triple in ("host", "native"):
+        return host_machine()
+    _init()
+    full = TRIPLES.get(triple, triple)
+    return llvm.Target.from_triple(full).create_target_machine(opt=3)
+
+
+def optimize(text: str, machine: Any) -> Any:
+    """Parse LLVM IR text for ``machine`` and run LLVM's O3 pipeline (vectorisers on)."""
+    _init()
+    mod = llvm.parse_assembly(text)
+    mod.triple = machine.triple
+    mod.data_layout = str(machine.target_data)
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(machine, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+def assembly(text: str, triple: str | None = None) -> str:
+    """Optimised assembly of the LLVM IR ``text`` for ``triple`` (None: the host)."""
+    machine = machine_for(triple)
+    return str(machine.emit_assembly(optimize(text, machine)))
+
+
+class Jitted:
+    """An optimised module loaded into this process; ``address(name)`` of its functions.
+    Keeps the engine (and so the machine code) alive as long as it lives."""
+
+    def __init__(self, text: str):
+        # A machine of its own: the engine takes ownership of it (and frees it with itself).
+        machine = _new_host_machine()
+        self.module = optimize(text, machine)
+        self.engine = llvm.create_mcjit_compiler(self.module, machine)
+        self.engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        return int(self.engine.get_function_address(name))
+
+    def optimized_ir(self) -> str:
+        return str(self.module)
