@@ -395,8 +395,10 @@ class _Builder:
         parts: dict[Node, list[Node | None]] = {}  # cotangents of multi-output ops, per part
         for n in reversed(self._body(b)):
             gout: Any = adj.get(n)
-            if gout is not None and gout is self.adj_phi.get(n) and not isinstance(n.type, TupleType):
-                gout = em.op("BroadcastLike", gout, value(n))  # carried adjoints start as a scalar 0
+            phi = self.adj_phi.get(n)
+            if phi is not None and gout is phi and not isinstance(n.type, TupleType):
+                # a carried adjoint may be a scalar 0 (constfold drops this when it is shaped)
+                gout = em.op("BroadcastLike", phi, value(n))
             if isinstance(n.type, TupleType):
                 got = parts.pop(n, None)
                 gout = got if got is not None and any(x is not None for x in got) else None
