@@ -1,5 +1,7 @@
 """Where Nexus's time goes: the fixed cost of one call (W1) split into ``run``'s wrapper
-and the generated code, and cProfile of W2 and W3-small.
+and the generated code, cProfile of W2 and W3-small, and for W4 (the RNN gradient) the
+NumPy calls per forward and reverse step of the gradient graph, counted on a run
+(``nexus.autodiff.counts``), before and after the optimiser.
 
     python -m bench.profile
 """
@@ -18,6 +20,9 @@ from bench import w1_seed, w2_count, w3_rnn
 from bench.graphs import w1_seed as seed_graph
 from bench.graphs import w2_count as count_graph
 from bench.graphs import w3_rnn as rnn_graph
+from nexus.autodiff.api import gradient_graph
+from nexus.autodiff.counts import numpy_calls
+from nexus.autodiff.examples import rnn
 from nexus.backends.python.interpreter import prepare
 
 
@@ -68,7 +73,28 @@ def main() -> int:
     print(profile(lambda: nx.run(g3, *args)))
     print("\nW3-small generated code:")
     print(prepare(g3).variant(False, "auto").source)
+    w4_section()
     return 0
+
+
+def w4_section(t1: int = 4, t2: int = 12) -> None:
+    """NumPy calls per step of the W4 RNN's gradient graph (batched, as bench/w4_grad.py):
+    the difference between runs of ``t2`` and ``t1`` steps over ``t2 - t1``."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    f = np.float32
+    B, D, H = 2, 8, 8
+    args = [rng.normal(size=(t2, B, D)).astype(f), rng.normal(size=(H, D)).astype(f),
+            rng.normal(size=(H, H)).astype(f), rng.normal(size=(B, H)).astype(f)]
+    g = rnn(dtype="f32", batched=True)
+    print("\nW4 NumPy calls per RNN step (ops on arrays; stack ops, Projs and scalar control left out):")
+    for label, opt in (("gradient graph as built", False), ("optimised (the default)", True)):
+        gg = gradient_graph(g, (1, 2, 3), "ones", optimize=opt)
+        f1, r1 = numpy_calls(gg, *args, t1)
+        f2, r2 = numpy_calls(gg, *args, t2)
+        fwd, rev = (f2 - f1) / (t2 - t1), (r2 - r1) / (t2 - t1)
+        print(f"  {label:<26} forward {fwd:4.1f}  reverse {rev:4.1f}  reverse/forward {rev / fwd:.2f}")
 
 
 if __name__ == "__main__":

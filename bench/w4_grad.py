@@ -3,10 +3,11 @@
 
 Nexus graph mode (the gradient graph built once, run on the interpreter sequentially, as
 ``nx.grad`` does; "par" lets the interpreter run independent nodes on its pool) and tape
-mode against PyTorch eager autograd and JAX ``grad`` through ``lax.scan`` (jitted).  Also
+mode against PyTorch eager autograd, TorchScript + autograd and JAX ``grad`` through ``lax.scan`` (jitted).  Also
 tries JAX ``grad`` through ``lax.while_loop`` and prints its error.  All in float32;
 gradients are checked against PyTorch first.  Prints median, min and max per variant and
-the ratio of medians to PyTorch eager, then the peak memory (tracemalloc) of graph mode,
+the ratio of medians to PyTorch eager, the paired ratios (median over rounds) to PyTorch
+eager, TorchScript + autograd and JAX, then the peak memory (tracemalloc) of graph mode,
 tape mode and checkpointed tape mode.
 
     python bench/w4_grad.py [--size small|large|both] [--repeat N]
@@ -19,7 +20,6 @@ import math
 import os
 import statistics
 import sys
-import time
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +46,7 @@ if THREADS == "1":
 import numpy as np  # noqa: E402
 
 import nexus as nx  # noqa: E402
+from bench.common import measure  # noqa: E402
 from nexus.autodiff.api import gradient_graph  # noqa: E402
 from nexus.autodiff.examples import rnn  # noqa: E402
 
@@ -71,6 +72,28 @@ def torch_grad() -> Callable[..., Any]:
         for t in range(T):
             h = torch.tanh(xs_t[t] @ W.T + h @ U.T)
         h.sum().backward()
+        return [p.grad.numpy() for p in (W, U, h0)]  # type: ignore[union-attr]
+
+    return fn
+
+
+def torchscript_grad() -> Callable[..., Any]:
+    """The loop scripted with TorchScript, differentiated by autograd (its profiling
+    executor builds differentiable graphs after the warm-up calls)."""
+    import torch
+
+    torch.set_num_threads(int(THREADS))
+
+    @torch.jit.script
+    def loop(xs: torch.Tensor, W: torch.Tensor, U: torch.Tensor, h0: torch.Tensor, T: int) -> torch.Tensor:
+        h = h0
+        for t in range(T):
+            h = torch.tanh(xs[t] @ W.t() + h @ U.t())
+        return h
+
+    def fn(xs: Any, W: Any, U: Any, h0: Any, T: int) -> Any:
+        W, U, h0 = (torch.from_numpy(a).requires_grad_() for a in (W, U, h0))
+        loop(torch.from_numpy(xs), W, U, h0, T).sum().backward()
         return [p.grad.numpy() for p in (W, U, h0)]  # type: ignore[union-attr]
 
     return fn
@@ -121,17 +144,16 @@ def jax_while_message(args: list[Any]) -> str:
 
 
 def timeit(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, list[float]]:
-    """Times each variant ``repeat`` times, interleaved so that load changes on a shared
-    machine hit all variants alike."""
-    for fn in fns.values():
-        fn()  # warm up (builds and caches the gradient graph, jit-compiles JAX)
-    out: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeat):
-        for label, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            out[label].append(time.perf_counter() - t0)
-    return out
+    """Times each variant ``repeat`` times, interleaved (bench.common.measure) so that
+    load changes on a shared machine hit all variants alike; three warm-up calls build
+    and cache the gradient graph, jit-compile JAX and let TorchScript's profiling
+    executor optimise."""
+    return measure(fns, repeat, warmup=3)
+
+
+def paired(times: dict[str, list[float]], a: str, b: str) -> float:
+    """The median over rounds of a's time over b's in the same round."""
+    return statistics.median(x / y for x, y in zip(times[a], times[b]))
 
 
 def peak(fn: Callable[[], Any]) -> int:
@@ -153,6 +175,7 @@ def run_size(name: str, repeat: int, memory: bool) -> None:
         "nexus graph par": lambda *a: list(nx.run(gg, *a, parallel=None))[1:],
         "nexus tape": lambda *a: nx.grad(g, argnums=(1, 2, 3), mode="tape")(*a),
         "torch eager": torch_grad(),
+        "torchscript": torchscript_grad(),
         "jax scan (jit)": jax_scan_grad(),
     }
     want = variants["torch eager"](*args)
@@ -168,10 +191,14 @@ def run_size(name: str, repeat: int, memory: bool) -> None:
         calls[label] = lambda fn=fn: fn(*args)  # type: ignore[misc]
     times = timeit(calls, repeat)
     base = statistics.median(times["torch eager"])
-    print(f"{'variant':<16}{'median ms':>11}{'min ms':>10}{'max ms':>10}{'vs torch':>10}")
+    print(f"{'variant':<16}{'median ms':>11}{'min ms':>10}{'max ms':>10}{'vs torch':>10}{'paired':>8}"
+          f"{'vs TS':>7}{'vs JAX':>8}")
     for label, ts in times.items():
         med = statistics.median(ts)
-        print(f"{label:<16}{med * 1e3:>11.2f}{min(ts) * 1e3:>10.2f}{max(ts) * 1e3:>10.2f}{med / base:>9.2f}x")
+        print(f"{label:<16}{med * 1e3:>11.2f}{min(ts) * 1e3:>10.2f}{max(ts) * 1e3:>10.2f}{med / base:>9.2f}x"
+              f"{paired(times, label, 'torch eager'):>7.2f}x{paired(times, label, 'torchscript'):>6.2f}x"
+              f"{paired(times, label, 'jax scan (jit)'):>7.2f}x")
+    print(f"tape / graph (paired): {paired(times, 'nexus tape', 'nexus graph'):.2f}x")
     print(f"jax grad through lax.while_loop: {jax_while_message(args)}")
     if memory:
         every = int(math.sqrt(2 * p["T"]))  # two block entries per iteration

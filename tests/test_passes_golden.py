@@ -513,6 +513,49 @@ graph @main {
 }""", [(1.0, 3.0), (4.0, 1.0)])
 
 
+# Adjoint helpers whose input has the target's static shape, and a transpose of a
+# transpose (graph-mode autodiff emits both); a real broadcast and a non-identity
+# composition stay.
+case("constfold_like_and_transpose_pairs", "constfold,dce", """
+graph @g {
+^entry:
+  %0 = Start : (f32[N, 3], f32[N, 3], f32[3], f32[2, 3, 4])
+  %a = Proj %0 {num = 0} : f32[N, 3]
+  %b = Proj %0 {num = 1} : f32[N, 3]
+  %c = Proj %0 {num = 2} : f32[3]
+  %x = Proj %0 {num = 3} : f32[2, 3, 4]
+  %s = SumToLike %a, %b : f32[N, 3]
+  %k = BroadcastLike %s, %b : f32[N, 3]
+  %r = ReshapeLike %k, %a : f32[N, 3]
+  %u = SumToLike %a, %c : f32[3]
+  %t1 = Transpose %a : f32[3, N]
+  %t2 = Transpose %t1 {perm = [1, 0]} : f32[N, 3]
+  %p1 = Transpose %x {perm = [1, 2, 0]} : f32[3, 4, 2]
+  %p2 = Transpose %p1 {perm = [2, 0, 1]} : f32[2, 3, 4]
+  %q = Transpose %p1 {perm = [1, 2, 0]} : f32[4, 2, 3]
+  %m = Mul %r, %t2 : f32[N, 3]
+  %ret = Return %m, %u, %p2, %q : X
+^exit(%ret):
+  End : X
+}""", """
+graph @g {
+^entry:
+  %0 = Start : (f32[N, 3], f32[N, 3], f32[3], f32[2, 3, 4])
+  %a = Proj %0 {num = 0} : f32[N, 3]
+  %b = Proj %0 {num = 1} : f32[N, 3]
+  %c = Proj %0 {num = 2} : f32[3]
+  %x = Proj %0 {num = 3} : f32[2, 3, 4]
+  %u = SumToLike %a, %c : f32[3]
+  %p1 = Transpose %x {perm = [1, 2, 0]} : f32[3, 4, 2]
+  %q = Transpose %p1 {perm = [1, 2, 0]} : f32[4, 2, 3]
+  %m = Mul %a, %a : f32[N, 3]
+  %ret = Return %m, %u, %x, %q : X
+^exit(%ret):
+  End : X
+}""", [(np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32),
+        np.ones(3, np.float32), np.arange(24, dtype=np.float32).reshape(2, 3, 4))])
+
+
 def _run(g, args):  # type: ignore[no-untyped-def]
     try:
         return ("ok", g(*args, max_iterations=10_000))

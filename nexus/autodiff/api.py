@@ -18,6 +18,7 @@ from nexus.autodiff.checkpoint import checkpointed_vjp
 from nexus.autodiff.graph_mode import GradError, vjp_graph
 from nexus.backends.python import run
 from nexus.ir.graph import Graph
+from nexus.passes.manager import optimize as run_optimizer
 
 MODES = ("graph", "tape")
 
@@ -57,14 +58,23 @@ def _check_mode(mode: str) -> None:
 
 _CACHE_KEY = "autodiff.vjp_graph"
 
+# What a gradient graph goes through before it runs: folding of the adjoint helpers whose
+# input has the target shape already and of transposes of transposes, CSE, DCE, then
+# LICM (loop-invariant work of the reverse loop goes to its preheader) and a final clean-up.
+GRADIENT_PIPELINE = "canonicalize,licm,canonicalize"
 
-def gradient_graph(g: Graph, argnums: Sequence[int], seed: str = "args") -> Graph:
-    """The (cached) gradient graph of ``g``; see :func:`nexus.autodiff.graph_mode.vjp_graph`."""
-    cache: dict[tuple[tuple[int, ...], str], Graph] = g.cached(_CACHE_KEY, lambda _: {})
-    key = (tuple(argnums), seed)
+
+def gradient_graph(g: Graph, argnums: Sequence[int], seed: str = "args", optimize: bool = True) -> Graph:
+    """The (cached) gradient graph of ``g``, optimised with :data:`GRADIENT_PIPELINE`
+    unless ``optimize`` is false; see :func:`nexus.autodiff.graph_mode.vjp_graph`."""
+    cache: dict[tuple[tuple[int, ...], str, bool], Graph] = g.cached(_CACHE_KEY, lambda _: {})
+    key = (tuple(argnums), seed, optimize)
     out = cache.get(key)
     if out is None:
-        out = cache[key] = vjp_graph(g, argnums, seed)
+        out = vjp_graph(g, argnums, seed)
+        if optimize:
+            run_optimizer(out, GRADIENT_PIPELINE)
+        cache[key] = out
     return out
 
 

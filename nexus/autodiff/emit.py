@@ -62,21 +62,36 @@ class EagerEmitter:
     def __init__(self) -> None:
         # type_of is asked for on every rule call; TensorType construction is not free
         self._types: dict[tuple[Any, tuple[int, ...]], TensorType] = {}
+        # checking and completing attributes costs more than a small kernel: once per
+        # op and attributes (kernels never change the dict they are given)
+        self._kernels: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
 
     def op(self, name: str, *inputs: Any, **attrs: Any) -> Any:
-        opdef = get_op(name)
-        full = opdef.complete_attrs(attrs)
-        assert opdef.kernel is not None, name
-        return opdef.kernel(*inputs, **full)
+        key: Any = name if not attrs else (name, *((k, tuple(v) if isinstance(v, list) else v)
+                                                     for k, v in attrs.items()))
+        try:
+            kernel, full = self._kernels[key]
+        except KeyError:
+            opdef = get_op(name)
+            assert opdef.kernel is not None, name
+            kernel, full = opdef.kernel, opdef.complete_attrs(attrs)
+            try:
+                self._kernels[key] = (kernel, full)
+            except TypeError:  # an attribute that cannot be a key (an array): no caching
+                pass
+        return kernel(*inputs, **full)
 
     def const(self, value: Any, dtype: str) -> Any:
         arr = np.asarray(value, dtype=numpy_dtype(dtype))
         return arr[()] if arr.ndim == 0 else arr
 
     def type_of(self, value: Any) -> TensorType:
-        arr = np.asarray(value)
-        key = (arr.dtype, arr.shape)
+        try:
+            key = (value.dtype, value.shape)
+        except AttributeError:  # a Python number
+            arr = np.asarray(value)
+            key = (arr.dtype, arr.shape)
         t = self._types.get(key)
         if t is None:
-            t = self._types[key] = TensorType(dtype_of(arr.dtype), arr.shape)
+            t = self._types[key] = TensorType(dtype_of(key[0]), key[1])
         return t

@@ -74,6 +74,47 @@ def _inline_calls(g: Graph) -> None:
         inline_call(g, calls[0])
 
 
+def _symbols(t: Type) -> set[Any]:
+    """The symbols in the dims of a tensor type."""
+    if not isinstance(t, TensorType) or t.shape is None:
+        return set()
+    return {x for d in t.shape if not isinstance(d, int) for x in d.free_symbols}
+
+
+def _adjoint_zero_after(b: Block, v: Node) -> bool:
+    """Whether the adjoint of ``v`` is surely zero when the reverse of block ``b`` starts.
+
+    The reverse runs the blocks the forward ran after ``b`` before it; only uses of the
+    same instance of ``v`` add to its adjoint.  So it is zero if no use of ``v`` can run
+    after ``b`` before ``v``'s own block runs again (which makes a new instance): search
+    the edges from ``b`` without entering ``v``'s block; a Phi's use is on its edge."""
+    home = v.block
+    uses: dict[Block, None] = {}
+    phi_uses: set[tuple[Block, int]] = set()
+    for u in v.users:
+        if isinstance(u, Block):
+            continue
+        if u.op.kind == "phi":
+            assert u.block is not None
+            phi_uses.update((u.block, i) for i, x in enumerate(u.inputs) if x is v)
+        elif u.block is not None:
+            uses[u.block] = None
+    seen: set[Block] = set()
+    work = [b]
+    while work:
+        x = work.pop()
+        for _, s, i in x.succ_edges:
+            if (s, i) in phi_uses:
+                return False
+            if s is home or s in seen:
+                continue
+            if s in uses:
+                return False
+            seen.add(s)
+            work.append(s)
+    return True
+
+
 class _Builder:
     def __init__(self, g: Graph, argnums: tuple[int, ...], seed: str):
         if seed not in ("args", "ones"):
@@ -137,7 +178,14 @@ class _Builder:
         self.active = self._activity()
         self.carried = set(self._carried(self.active))
         self.ret_blocks = {r.block for r in returns}
+        self.fresh = {b: {v for v in self.carried if _adjoint_zero_after(b, v)} for b in g.blocks}
         self.zero = {dt: self.em.const(0.0, dt) for dt in FLOAT_DTYPES}
+        self._arg_symbols = {x for a in g.args for x in _symbols(a.type)}
+        self._entry_like: dict[Type, Node] = {}
+        for n in [*g.args, *node_order(self.entry)]:
+            if isinstance(n.type, TensorType) and not n.is_control:
+                self._entry_like.setdefault(n.type, n)
+        self._zeros: dict[Type, Node] = {}
         self._seed_values: dict[Block, list[Node]] = {}
         self._pushes: dict[Block, dict[Node, Node]] = {}
         self._pairs: list[tuple[Node, Node, Node, Node]] = []
@@ -251,9 +299,9 @@ class _Builder:
         g = self.g
         head = g.new_block("rev_head", [g.add("Jmp", [], rev_entry)])
         s_head = g.add("Phi", [s_entry], head, type=STACK, name="tape")
-        self.adj_phi = {v: g.add("Phi", [self.zero[v.type.dtype]], head,  # type: ignore[attr-defined]
-                                 type=TensorType(v.type.dtype, None))  # type: ignore[attr-defined]
-                        for v in sorted(self.carried, key=lambda n: self._order[n])}
+        carried = sorted(self.carried, key=lambda n: self._order[n])
+        self.zero_of = {v: self._shaped_zero(v) for v in carried}
+        self.adj_phi = {v: g.add("Phi", [self.zero_of[v]], head, type=self.zero_of[v].type) for v in carried}
         pop = g.add("StackPop", [s_head], head, {"dtype": "i64"}, type=TupleType((STACK, TensorType("i64", ()))))
         s_popped = g.add("Proj", [pop], head, {"num": 0})
         block_code = g.add("Proj", [pop], head, {"num": 1}, name="block_code")
@@ -280,7 +328,7 @@ class _Builder:
             s_head.append_input(s)
             for v, phi in self.adj_phi.items():
                 a = adj.get(v)
-                phi.append_input(a if a is not None else self.zero[v.type.dtype])  # type: ignore[attr-defined]
+                phi.append_input(a if a is not None else self.zero_of[v])
         assert final is not None
         final_block, final_adj = final
         em = self._emitter(final_block)
@@ -294,6 +342,24 @@ class _Builder:
                 outs.append(em.op("ZerosLike", arg))
         g.end_block.append_input(g.add("Return", outs, final_block))
 
+    def _shaped_zero(self, v: Node) -> Node:
+        """The zero a carried adjoint starts from and is reset to: zeros of ``v``'s shape
+        made once in the entry block when a value there has ``v``'s type and that shape
+        is fixed per call (its dims are the arguments' dims), so the adjoint keeps one
+        static shape (no BroadcastLike where a rule reads it); else a scalar zero."""
+        t = v.type
+        assert isinstance(t, TensorType)
+        scalar = self.zero[t.dtype]
+        if t.shape is None or not t.shape or not self._arg_symbols.issuperset(_symbols(t)):
+            return scalar
+        like = self._entry_like.get(t)
+        if like is None:
+            return scalar
+        z = self._zeros.get(t)
+        if z is None:
+            z = self._zeros[t] = self.g.add("ZerosLike", [like], self.entry)
+        return z
+
     def _emitter(self, block: Block) -> GraphEmitter:
         em = GraphEmitter(self.g, block, self.entry)
         em._consts = self.em._consts  # one set of constants for the whole graph
@@ -305,7 +371,9 @@ class _Builder:
         adjoints and the popped edge index."""
         g = self.g
         em = self._emitter(rb)
-        adj: dict[Node, Node | None] = dict(self.adj_phi)  # type: ignore[arg-type]
+        # An adjoint that no later use can have added to yet starts as nothing, not as the
+        # head's Phi: no Add of a zero, no BroadcastLike of a scalar zero.
+        adj: dict[Node, Node | None] = {v: None if v in self.fresh[b] else phi for v, phi in self.adj_phi.items()}
         edge_val: Node | None = None
         if self.edge_needed[b]:
             s, edge_val = self._pop(rb, s, TensorType("i64", ()))
@@ -327,8 +395,10 @@ class _Builder:
         parts: dict[Node, list[Node | None]] = {}  # cotangents of multi-output ops, per part
         for n in reversed(self._body(b)):
             gout: Any = adj.get(n)
-            if n in self.adj_phi and gout is not None and not isinstance(n.type, TupleType):
-                gout = em.op("BroadcastLike", gout, value(n))  # carried adjoints start as a scalar 0
+            phi = self.adj_phi.get(n)
+            if phi is not None and gout is phi and not isinstance(n.type, TupleType):
+                # a carried adjoint may be a scalar 0 (constfold drops this when it is shaped)
+                gout = em.op("BroadcastLike", phi, value(n))
             if isinstance(n.type, TupleType):
                 got = parts.pop(n, None)
                 gout = got if got is not None and any(x is not None for x in got) else None
@@ -338,7 +408,7 @@ class _Builder:
             if gout is not None:
                 self._apply_rule(n, em, [value(v) for v in n.inputs], value(n), gout, adj)
             if n in self.adj_phi:
-                adj[n] = self.zero[n.type.dtype]  # type: ignore[attr-defined]
+                adj[n] = self.zero_of[n]
             else:
                 adj.pop(n, None)
         return s, adj, edge_val
@@ -389,17 +459,17 @@ class _Builder:
             g.erase(rest)
             g.erase(pop)
 
-    @staticmethod
-    def _acc(em: GraphEmitter, adj: dict[Node, Node | None], v: Node, c: Node) -> None:
+    def _acc(self, em: GraphEmitter, adj: dict[Node, Node | None], v: Node, c: Node) -> None:
         old = adj.get(v)
-        adj[v] = c if old is None else em.op("Add", old, c)
+        zero = old is not None and (old is self.zero_of.get(v) or old is self.zero.get(getattr(old.type, "dtype", "")))
+        adj[v] = c if old is None or zero else em.op("Add", old, c)
 
     def _send_back(self, em: GraphEmitter, adj: dict[Node, Node | None], phis: list[Node], edge: int) -> None:
         """The adjoint of a block's Phis for the edge ``edge``: all read, then all reset
         (parallel copy), then added to the inputs."""
         grads = [(p, adj.get(p)) for p in phis]
         for p in phis:
-            adj[p] = self.zero[p.type.dtype] if p in self.carried else None  # type: ignore[attr-defined]
+            adj[p] = self.zero_of[p] if p in self.carried else None
         for p, gp in grads:
             src = p.input(edge)
             if gp is None or src not in self.active:

@@ -23,14 +23,10 @@ from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 
-
-@dataclass(slots=True)
-class Record:
-    """One executed dataflow node: ``key = (node, iteration)``, input and output value ids."""
-
-    key: tuple[Node, int]
-    ins: tuple[int, ...]
-    out: int
+# One executed active node: (node, input value ids, output value id).  A plain tuple:
+# the forward appends one per active node, so a class instance there cost a third of
+# the forward's time on small tensors.
+Record = tuple[Node, tuple[int, ...], int]
 
 
 @dataclass
@@ -40,7 +36,6 @@ class Tape:
     values: list[Any] = field(default_factory=list)
     active: list[bool] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
-    counts: dict[Node, int] = field(default_factory=dict)
 
     def new_value(self, value: Any, active: bool) -> int:
         self.values.append(value)
@@ -83,71 +78,82 @@ def _run(tape: Tape, g: Graph, arg_ids: list[int], max_iterations: int | None) -
     return out
 
 
+# How run_from treats a node: skipped, a jump, a branch, a return, a call, a kernel.
+_SKIP, _JMP, _COND, _RET, _CALL, _KERNEL = range(6)
+Step = tuple[int, Node, Any, dict[str, Any], tuple[Node, ...]]
+
+
+def _steps(block: Block) -> tuple[list[Node], list[Step]]:
+    """The Phis of ``block`` and what to do for each of its other nodes, in order."""
+    order = node_order(block)
+    phis = [n for n in order if n.op.kind == "phi"]
+    steps: list[Step] = []
+    for n in order:
+        name = n.op.name
+        if n.op.kind == "phi" or name in ("Start", "End") or (
+                name == "Proj" and n.input(0).op.name in ("Cond", "Start")):
+            continue
+        kind = {"Jmp": _JMP, "Cond": _COND, "Return": _RET, "Call": _CALL}.get(name, _KERNEL)
+        attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
+        steps.append((kind, n, n.op.kernel, attrs, tuple(n.inputs)))
+    return phis, steps
+
+
 def run_from(tape: Tape, g: Graph, env: dict[Node, int], block: Block, edge: int, max_steps: int | None,
              max_iterations: int | None) -> list[int] | Paused:
     """Run ``g`` from entering ``block`` by ``edge`` with the values ``env``, recording on
     ``tape``; the result ids, or where it paused after entering ``max_steps`` blocks."""
     steps = 0
-    orders: dict[Block, list[Node]] = {}
+    plans: dict[Block, tuple[list[Node], list[Step]]] = {}
+    values, active, records = tape.values, tape.active, tape.records
     while True:
         if max_steps is not None and steps >= max_steps:
             return Paused(block, edge, env)
         steps += 1
         if max_iterations is not None and steps > max_iterations:
             raise NexusRuntimeError(f"graph @{g.name} entered more than {max_iterations} blocks (max_iterations)")
-        order = orders.get(block)
-        if order is None:
-            order = orders[block] = node_order(block)
-        phis = [n for n in order if n.op.kind == "phi"]
+        plan = plans.get(block)
+        if plan is None:
+            plan = plans[block] = _steps(block)
+        phis, todo = plan
         if phis:
             new = [env[p.input(edge)] for p in phis]
             env.update(zip(phis, new))
         exit_value: Node | None = None
-        for n in order:
-            name = n.op.name
-            if n.op.kind == "phi" or name in ("Start", "End"):
-                continue
-            if name == "Jmp":
+        for kind, n, kernel, attrs, inputs in todo:
+            if kind == _KERNEL:
+                ins = tuple([env[v] for v in inputs])
+                if kernel is None:
+                    raise NexusRuntimeError("this op has no kernel", n)
+                try:
+                    value = kernel(*[values[i] for i in ins], **attrs)
+                except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
+                    raise NexusRuntimeError(f"{type(e).__name__}: {e}", n) from e
+                values.append(value)
+                out = env[n] = len(values) - 1
+                if any([active[i] for i in ins]) and _is_float(value):
+                    active.append(True)
+                    if not n.op.differentiable and n.op.name != "Proj":
+                        raise NexusRuntimeError("gradient requested through an op that is not differentiable", n)
+                    records.append((n, ins, out))
+                else:
+                    active.append(False)
+            elif kind == _JMP:
                 exit_value = n
-            elif name == "Cond":
-                taken = int(bool(tape.values[env[n.input(0)]]))
+            elif kind == _COND:
+                taken = int(bool(values[env[n.input(0)]]))
                 exit_value = next(u for u in n.users if u.op.name == "Proj" and u.attrs["num"] == taken)
-            elif name == "Return":
+            elif kind == _RET:
                 return [env[v] for v in n.inputs]
-            elif name == "Proj" and n.input(0).op.name in ("Cond", "Start"):
-                continue
-            elif name == "Call":
+            else:
                 outs = _run(tape, n.attrs["callee"], [env[v] for v in n.inputs], max_iterations)
                 if len(outs) == 1:
                     env[n] = outs[0]
                 else:  # several results: a tuple value that Projs read (no gradient through it)
-                    env[n] = tape.new_value(tuple(tape.values[i] for i in outs), False)
-            else:
-                env[n] = _apply(tape, n, env)
+                    env[n] = tape.new_value(tuple(values[i] for i in outs), False)
         if exit_value is None:
             raise NexusRuntimeError(f"block ^{block.name} has no terminator")
         (block, edge), = [(u, i) for u, i in exit_value.uses if isinstance(u, Block)]
-
-
-def _apply(tape: Tape, n: Node, env: dict[Node, int]) -> int:
-    kernel = n.op.kernel
-    if kernel is None:
-        raise NexusRuntimeError("this op has no kernel", n)
-    ins = tuple(env[v] for v in n.inputs)
-    try:
-        value = kernel(*[tape.values[i] for i in ins],
-                       **{k: v for k, v in n.attrs.items() if k not in ("device", "machine")})
-    except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
-        raise NexusRuntimeError(f"{type(e).__name__}: {e}", n) from e
-    active = _is_float(value) and any(tape.active[i] for i in ins)
-    out = tape.new_value(value, active)
-    if active:
-        if not n.op.differentiable and n.op.name != "Proj":
-            raise NexusRuntimeError("gradient requested through an op that is not differentiable", n)
-        k = tape.counts.get(n, 0)
-        tape.counts[n] = k + 1
-        tape.records.append(Record((n, k), ins, out))
-    return out
 
 
 def backward(tape: Tape, outs: Sequence[int], cotangents: Sequence[Any], wrt: Sequence[int],
@@ -159,27 +165,31 @@ def backward(tape: Tape, outs: Sequence[int], cotangents: Sequence[Any], wrt: Se
     for o, c in zip(outs, cotangents):
         if tape.active[o] and c is not None:
             ct[o] = ct[o] + c if o in ct else np.asarray(c, dtype=np.asarray(tape.values[o]).dtype)
-    for rec in reversed(tape.records):
-        g = ct.pop(rec.out, None)
+    values, active = tape.values, tape.active
+    rules: dict[str, Any] = {}
+    for node, rins, rout in reversed(tape.records):
+        g = ct.pop(rout, None)
         if g is None:
             continue
-        node = rec.key[0]
-        if node.op.name == "Proj":  # a part of a multi-output op: collect per part
-            (src,) = rec.ins
-            parts = ct.setdefault(src, [None] * len(tape.values[src]))
+        name = node.op.name
+        if name == "Proj":  # a part of a multi-output op: collect per part
+            (src,) = rins
+            parts = ct.setdefault(src, [None] * len(values[src]))
             k = node.attrs["num"]
             parts[k] = g if parts[k] is None else parts[k] + g
             continue
-        wants = [tape.active[i] for i in rec.ins]
+        wants = [active[i] for i in rins]
+        rule = rules.get(name)
+        if rule is None:
+            rule = rules[name] = vjp_rule(name)
         try:
-            grads = vjp_rule(node.op.name)(e, node, [tape.values[i] for i in rec.ins], tape.values[rec.out],
-                                          g, wants)
+            grads = rule(e, node, [values[i] for i in rins], values[rout], g, wants)
         except NexusRuntimeError:
             raise
         except Exception as err:
             raise NexusRuntimeError(f"in its VJP: {type(err).__name__}: {err}", node) from err
-        for i, gi in zip(rec.ins, grads):
-            if gi is None or not tape.active[i]:
+        for i, gi in zip(rins, grads):
+            if gi is None or not active[i]:
                 continue
             ct[i] = ct[i] + gi if i in ct else gi
     out: list[Any] = []

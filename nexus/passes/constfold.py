@@ -11,6 +11,10 @@ Identities are applied only where they are exact for every input value:
 floats do get ``x + (-0.0)`` and ``x - (+0.0)``, which are exact.  Integer add/sub and
 mul chains with constants are reassociated (exact: integer arithmetic wraps modulo
 2**bits), so seed 004's ``((input - 2) + 5) + 100`` becomes ``input + 103``.
+The adjoint helpers ``SumToLike``, ``BroadcastLike`` and ``ReshapeLike`` of a value that
+already has the target's static shape return it unchanged (their kernels do), and so does
+a ``Transpose`` of a ``Transpose`` whose permutations compose to the identity (NumPy gives
+back the same strides); graph-mode autodiff emits both around symbolic shapes.
 Ops that read only their input's shape (``OpDef.shape_only``: ``ShapeOf``, ``DimSize``)
 fold once that shape is static (their kernels run on a zero-memory stand-in of it).
 """
@@ -326,7 +330,41 @@ def _bool_const(v: Node, want: bool) -> bool:
     return c is not None and c.dtype == np.bool_ and c.size > 0 and bool(np.all(c == want))
 
 
+def _same_shape(f: _Folder, n: Node) -> Node | None:
+    """``SumToLike(x, like)`` and friends where ``x`` has the static shape of ``like``
+    (rank 0 excluded: there the kernels turn a 0-d array into a NumPy scalar)."""
+    x, like = n.inputs
+    tx, tl = x.type, like.type
+    if not (isinstance(tx, TensorType) and isinstance(tl, TensorType)):
+        return None
+    if tx.shape is None or not tx.shape or tx.shape != tl.shape:
+        return None
+    return x
+
+
+def _perm(n: Node, rank: int) -> list[int]:
+    p = n.attrs.get("perm")
+    return list(range(rank))[::-1] if p is None else [int(a) % rank for a in p]
+
+
+def _transpose(f: _Folder, n: Node) -> Node | None:
+    """``Transpose(Transpose(x))`` whose permutations compose to the identity is ``x``."""
+    inner = n.input(0)
+    t = inner.input(0).type if inner.op is n.op else None
+    if not is_movable(inner) or not isinstance(t, TensorType) or t.shape is None:
+        return None
+    rank = len(t.shape)
+    p1, p2 = _perm(inner, rank), _perm(n, rank)
+    if len(p1) != rank or len(p2) != rank or [p1[i] for i in p2] != list(range(rank)):
+        return None
+    return inner.input(0)
+
+
 _IDENTITIES: dict[str, Callable[[_Folder, Node], Node | None]] = {
+    "SumToLike": _same_shape,
+    "BroadcastLike": _same_shape,
+    "ReshapeLike": _same_shape,
+    "Transpose": _transpose,
     "Mul": _mul,
     "Add": _add,
     "Sub": _sub,

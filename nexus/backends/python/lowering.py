@@ -69,3 +69,15 @@ def _gather(node: Node, args: list[str]) -> str | None:
         # values are never written in place, so nobody can tell).
         return f"{args[0]}[{':, ' * axis}{args[1]}]"
     return None
+
+
+# A stack is a cons cell ``(top, rest)`` (see nexus.ops.stack): building and taking apart
+# a tuple inline costs what a list append/pop does, a kernel call several times that.
+@register_lowering(BACKEND, "StackPush")
+def _stack_push(node: Node, args: list[str]) -> str:
+    return f"({args[1]}, {args[0]})"
+
+
+@register_lowering(BACKEND, "StackPop")
+def _stack_pop(node: Node, args: list[str]) -> str:
+    return f"({args[0]}[1], {args[0]}[0])"  # IndexError on an empty stack, as the kernel
