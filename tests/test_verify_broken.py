@@ -246,6 +246,15 @@ def block_entered_by_data() -> Graph:
     return g
 
 
+def block_entered_by_end() -> Graph:
+    """End is typed X, but it is no exit: printed without a name, such a graph could not be
+    read back (the verifier fuzz found it)."""
+    g = seeds.ifelse()
+    then = next(b for b in g.blocks if b.name == "then")
+    then.append_input(next(iter(g.end_block.members)))
+    return g
+
+
 def node_of_another_graph() -> Graph:
     g, other = Graph("g"), Graph("other")
     outside = _const(other, other.start_block, name="outside")
@@ -293,6 +302,8 @@ CASES: dict[str, tuple[Callable[[], Graph], str]] = {
     "start has preds": (start_block_with_a_predecessor, "block ^entry: the start block must have no predecessors"),
     "block entered by data": (block_entered_by_data,
                               "block ^odd: predecessor 0 (Constant %a in ^entry) is not a control value (X)"),
+    "block entered by End": (block_entered_by_end,
+                             "block ^then: predecessor 1 (End %5 in ^exit) is no exit"),
     "foreign node": (node_of_another_graph,
                      "Neg %neg in ^entry: input 0 is a node that was erased or belongs to another graph"),
 }
