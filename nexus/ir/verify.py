@@ -91,7 +91,8 @@ class _Checker:
                 self.fail(b, f"predecessor {i} is a node that was erased or belongs to another graph")
             elif p.type != X:
                 self.fail(b, f"predecessor {i} ({self.where(p)}) is not a control value (X)")
-            elif not (p.op.name in ("Jmp", "Return") or (p.op.name == "Proj" and p.input(0).op.name == "Cond")):
+            elif not (p.op.name in ("Jmp", "Return")
+                      or (p.op.name == "Proj" and p.num_inputs == 1 and p.input(0).op.name == "Cond")):
                 self.fail(b, f"predecessor {i} ({self.where(p)}) is no exit; blocks are entered by a Jmp, "
                              "a Proj of a Cond or (the end block) a Return")
             elif b is g.end_block and p.op.name != "Return":
