@@ -21,6 +21,13 @@ over ``range(...)`` or a tensor's first axis (both with ``else``), ``break``,
 ``continue``, any number of ``return``s, ``assert`` (a runtime check), subscripts and
 slices, ``nx.<op>`` calls, ``math``/NumPy functions, ``abs/min/max/float/int/bool/len/
 round``, calls to other scripts (a ``Call`` node) and to undecorated helpers (inlined).
+Subscript assignment (``x[i] = v``, ``x[i, j] += v``, ``x[a:b] = v``, ``x[mask] = v``,
+``x[idx] = v``) rebinds ``x`` to a ``SetItem`` of its old value, as JAX's
+``x.at[...].set(v)``, with NumPy's broadcasting, negative and repeated indices.
+**Aliasing: a write works on a copy.**  Writing into an argument never changes the
+caller's array, and after ``b = a; b[0] = 1`` only ``b`` sees the write (in NumPy ``a``
+would too); the python backend still updates in place whenever the old value is dead and
+nothing else holds its buffer, so a loop writing one element per step is O(1) per step.
 Module globals and closure variables that are numbers or arrays become constants.
 Anything else fails at decoration or first call with a :class:`ScriptError` quoting the
 line, with a caret at the column and what to write instead.

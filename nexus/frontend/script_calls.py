@@ -14,6 +14,7 @@ import numpy as np
 
 from nexus.frontend.names import FUNCTION_KINDS, public_ops
 from nexus.frontend.script_expr import Edge, ExprLowering, NexusOp, Scope, Static, TupleVal, Val, _dtype
+from nexus.frontend.script_numpy import NumpyCalls
 from nexus.frontend.script_source import parse_function
 from nexus.frontend.script_ssa import generalize_all
 from nexus.frontend.script_types import is_int, is_number, py_dtype, weak_dtype_of
@@ -58,7 +59,7 @@ def op_for_name(name: str) -> str | None:
     return name if name in REGISTRY and REGISTRY[name].kind in FUNCTION_KINDS else None
 
 
-class CallLowering(ExprLowering):
+class CallLowering(NumpyCalls, ExprLowering):
     """Adds calls to the expression lowering."""
 
     inline_stack: list[types.CodeType]
@@ -82,6 +83,9 @@ class CallLowering(ExprLowering):
             return self.call_math(op, result, node)
         if obj in _NUMPY if _hashable(obj) else False:
             return self.call_op(_NUMPY[obj], node, f"np.{getattr(obj, '__name__', '?')}", numpy=True)
+        composed = self.numpy_call(obj, node)
+        if composed is not None:
+            return composed
         if _hashable(obj) and getattr(builtins, getattr(obj, "__name__", ""), None) is obj:
             return self.call_builtin(str(getattr(obj, "__name__", "")), node)
         module = getattr(obj, "__module__", "") or ""

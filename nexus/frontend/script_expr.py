@@ -594,6 +594,48 @@ class ExprLowering:
         parts = [self.bound_1d(v, s) for v in (lo, hi, Static(axis), step_v)]
         return self.emit("Slice", [x, *parts])
 
+    def store_index(self, x: Node, node: ast.Subscript) -> tuple[str, list[Node]]:
+        """The ``kinds`` and index inputs of SetItem for ``x[...] = v``."""
+        t = x.type
+        if not isinstance(t, TensorType) or t.shape is None:
+            raise self.error(node, f"assigning into an element needs a tensor of known rank, got {t}",
+                             "create it with np.zeros(...) or annotate the argument, e.g. Tensor['T', 'D']")
+        items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(items) > len(t.shape):
+            raise self.error(node, f"too many indices ({len(items)}) for a tensor of rank {len(t.shape)}",
+                             "index each axis at most once")
+        kinds, inputs = "", []
+        for item in items:
+            if isinstance(item, ast.Slice):
+                step = self.expr(item.step) if item.step is not None else Static(1)
+                if isinstance(step, Static) and step.value == 0:
+                    raise self.error(item, "slice step cannot be zero")
+                neg = isinstance(step, Static) and isinstance(step.value, int) and step.value < 0
+                if not isinstance(step, Static) and (item.lower is None or item.upper is None):
+                    raise self.error(item, "a slice with a runtime step needs explicit bounds", "write x[a:b:step]")
+                if item.lower is None and item.upper is None and isinstance(step, Static) and step.value == 1:
+                    kinds += ":"
+                    continue
+                lo = self.expr(item.lower) if item.lower is not None else Static(INT64_BIG if neg else 0)
+                hi = self.expr(item.upper) if item.upper is not None else \
+                    Static(-INT64_BIG - 1 if neg else INT64_BIG)
+                kinds += "s"
+                inputs += [self.cast(self.index_value(v, item), "i64") for v in (lo, hi, step)]
+                continue
+            idx = self.expr(item)
+            if isinstance(idx, Static) and (idx.value is None or idx.value is Ellipsis):
+                raise self.error(item, "`None` and `...` in an assigned subscript are not supported",
+                                 "index every axis with ints, slices, int arrays or a bool mask")
+            if not isinstance(idx, Static):
+                n = self.as_node(idx)
+                if isinstance(n.type, TensorType) and n.type.dtype == "bool":
+                    kinds += "i"
+                    inputs.append(n)
+                    continue
+            kinds += "i"
+            inputs.append(self.index_value(idx, item))
+        return kinds, inputs
+
     def bound_1d(self, v: Val, node: ast.AST) -> Node:
         if isinstance(v, Static) and isinstance(v.value, int) and not isinstance(v.value, bool):
             return self.const(np.array([v.value], np.int64), "i64")
