@@ -60,7 +60,7 @@ CASES: list[tuple[str, str, int, tuple | None]] = [
      "the truth value of a tensor of shape [x_0] is ambiguous", 2, (np.ones(3),)),
     ("def f(a, b):\n    return a ** b\n", "`**` on integers needs a constant exponent", 2, (2, 3)),
     ("def f(a, b):\n    return a & b\n", "`&` needs integers or bools, not f64", 2, (2.0, 3)),
-    ("def f(x):\n    return x.sum()\n", "tensor attribute `.sum` is not supported", 2, (np.ones(3),)),
+    ("def f(x):\n    return x.tolist()\n", "tensor attribute `.tolist` is not supported", 2, (np.ones(3),)),
     ("def f(x):\n    if x > 0:\n        return x, x\n    return x\n",
      "this return gives 1 values but an earlier one gives 2", 4, (1,)),
     ("def f(x):\n    if x > 0:\n        return x\n", "can reach its end without a return", 2, (1,)),

@@ -299,7 +299,7 @@ class ScriptFunction:
         if len(args) != len(self.params):
             self._check_arity(args)
         g = self._graph(self._key_of(args))
-        entry = (g, g.compile(), _converter(g))
+        entry = (g, g.compile(), _converter(g, _returns_one_tuple(self.parsed.fdef)))
         if fast_key is not None:
             self._entries[fast_key] = entry
         return entry
@@ -354,13 +354,20 @@ def _dim_symbol(name: str) -> Any:
     return s
 
 
-def _converter(g: Graph) -> Any:
+def _returns_one_tuple(fdef: ast.FunctionDef) -> bool:
+    """Whether the function returns ``(x,)``: a graph's one result is then a 1-tuple."""
+    return any(isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 1
+               for n in ast.walk(fdef))
+
+
+def _converter(g: Graph, one_tuple: bool = False) -> Any:
     """A function turning the graph's result into what the Python function returns."""
     types_ = g.result_types
     if not types_:
         return lambda out: None
     if len(types_) == 1:
-        return python_converter(types_[0])
+        conv = python_converter(types_[0])
+        return (lambda out: (conv(out),)) if one_tuple else conv
     convs = [python_converter(t) for t in types_]
     return lambda out: tuple(c(v) for c, v in zip(convs, out))
 

@@ -73,6 +73,11 @@ class Lowering(CallLowering):
         self.expr(node.value)
 
     def stmt_Assign(self, node: ast.Assign) -> None:
+        if isinstance(node.value, ast.List) and any(isinstance(t, ast.Name) for t in node.targets):
+            raise self.error(node.value, "list literals are not supported as values of variables "
+                                         "(Python lists are mutable)",
+                             "pass the list straight to a function (np.stack([a, b]), np.array([1.0, x])), "
+                             "or store np.array([...])")
         value = self.expr(node.value)
         for target in node.targets:
             self.assign(target, value)

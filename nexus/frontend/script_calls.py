@@ -14,7 +14,7 @@ import numpy as np
 
 from nexus.frontend.names import FUNCTION_KINDS, public_ops
 from nexus.frontend.script_expr import Edge, ExprLowering, NexusOp, Scope, Static, TupleVal, Val, _dtype
-from nexus.frontend.script_numpy import NumpyCalls
+from nexus.frontend.script_numpy import NumpySurface
 from nexus.frontend.script_source import parse_function
 from nexus.frontend.script_ssa import generalize_all
 from nexus.frontend.script_types import is_int, is_number, py_dtype, weak_dtype_of
@@ -59,7 +59,7 @@ def op_for_name(name: str) -> str | None:
     return name if name in REGISTRY and REGISTRY[name].kind in FUNCTION_KINDS else None
 
 
-class CallLowering(NumpyCalls, ExprLowering):
+class CallLowering(NumpySurface, ExprLowering):
     """Adds calls to the expression lowering."""
 
     inline_stack: list[types.CodeType]
@@ -74,6 +74,9 @@ class CallLowering(NumpyCalls, ExprLowering):
         if not isinstance(fn, Static):
             raise self.error(node.func, "only functions can be called (this is a tensor or a tuple)")
         obj = fn.value
+        surface = self.numpy_surface(obj, node)  # before _NUMPY: NumPy's defaults and keywords
+        if surface is not None:
+            return surface
         if isinstance(obj, NexusOp):
             return self.call_op(obj.name, node, f"nx.{obj.name}")
         if getattr(obj, "__nexus_script__", False):

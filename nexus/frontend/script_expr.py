@@ -278,8 +278,9 @@ class ExprLowering:
         return TupleVal(tuple(self.expr(e) for e in node.elts))
 
     def expr_List(self, node: ast.List) -> Val:
-        raise self.error(node, "list literals are not supported (Python lists are mutable)",
-                         "use a tuple for several values, or a NumPy array defined at module level")
+        # A list literal read as a value (np.concatenate([a, b]), np.array([1.0, x])) is
+        # its items; a list kept in a variable is refused where it is stored.
+        return TupleVal(tuple(self.expr(e) for e in node.elts))
 
     def expr_Attribute(self, node: ast.Attribute) -> Val:
         base = self.expr(node.value)
@@ -306,6 +307,12 @@ class ExprLowering:
             return Static(len(t.shape))
         if node.attr == "shape" and isinstance(t, TensorType) and t.shape is not None:
             return TupleVal(tuple(self.dim_value(x, i) for i in range(len(t.shape))))
+        if node.attr == "size" and isinstance(t, TensorType) and t.shape is not None:
+            return self.size_of(x)  # type: ignore[attr-defined]
+        if node.attr == "dtype" and isinstance(t, TensorType):
+            return Static(np.dtype(numpy_dtype(t.dtype)))
+        if node.attr in TENSOR_METHODS:
+            return Static(TensorMethod(node.attr, x))
         raise self.error(node, f"tensor attribute `.{node.attr}` is not supported",
                          "use nx functions (nx.transpose, nx.shape_of ...) or len(x)")
 
@@ -704,6 +711,25 @@ class ExprLowering:
         return self.error(node, f"variable `{var}` has different types on different paths: {parts}",
                           f"give `{var}` one type on every path (e.g. initialise it as 0.0 for a float, "
                           "or convert with float(...)/int(...))")
+
+
+# Array methods a script may call (handled by nexus.frontend.script_numpy).
+TENSOR_METHODS = frozenset({
+    "sum", "mean", "max", "min", "prod", "any", "all", "var", "std", "argmax", "argmin", "cumsum", "argsort",
+    "reshape", "astype", "copy", "ravel", "flatten", "swapaxes", "transpose", "squeeze", "clip", "take"})
+
+
+class TensorMethod:
+    """``x.<name>`` of a tensor, waiting for its call (``x.reshape(2, -1)``)."""
+
+    __slots__ = ("name", "x")
+
+    def __init__(self, name: str, x: Node):
+        self.name = name
+        self.x = x
+
+    def __repr__(self) -> str:
+        return f"<tensor method {self.name}>"
 
 
 class NexusOp:
