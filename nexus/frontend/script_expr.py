@@ -31,7 +31,7 @@ from nexus.frontend.script_types import (
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import OpTypeError, get_op
-from nexus.ir.types import TensorType, Type, dtype_of, format_dim, numpy_dtype
+from nexus.ir.types import TensorType, TupleType, Type, dtype_of, format_dim, numpy_dtype
 
 
 @dataclass(frozen=True)
@@ -559,8 +559,9 @@ class ExprLowering:
             raise self.error(node, f"indexing needs a tensor of known rank, got {t}",
                              "annotate the argument with its dims, e.g. Tensor['T', 'D']")
         items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if len(items) > len(t.shape):
-            raise self.error(node, f"too many indices ({len(items)}) for a tensor of rank {len(t.shape)}",
+        real = [i for i in items if not (isinstance(i, ast.Constant) and i.value is None)]
+        if len(real) > len(t.shape):
+            raise self.error(node, f"too many indices ({len(real)}) for a tensor of rank {len(t.shape)}",
                              "index each axis at most once")
         axis = 0
         for item in items:
@@ -569,8 +570,17 @@ class ExprLowering:
                 axis += 1
                 continue
             idx = self.expr(item)
-            if isinstance(idx, Static) and idx.value is None:
-                raise self.error(item, "`None` (new axis) in subscripts is not supported", "use nx.unsqueeze")
+            if isinstance(idx, Static) and idx.value is None:  # np.newaxis
+                x = self.emit("Unsqueeze", [x], {"axes": (axis,)})
+                axis += 1
+                continue
+            if not isinstance(idx, Static) and axis == 0 and len(real) == 1:
+                m = self.as_node(idx)
+                if isinstance(m.type, TensorType) and m.type.dtype == "bool":
+                    out = self.emit("BooleanMask", [x, m])  # x[mask]: the selected rows, in order
+                    if isinstance(out.type, TupleType):  # (values, count)
+                        out = self.emit("Proj", [out], {"num": 0})
+                    return out
             i = self.index_value(idx, item)
             x = self.emit("Gather", [x, i], {"axis": axis})
         return x
