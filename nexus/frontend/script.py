@@ -28,6 +28,16 @@ Subscript assignment (``x[i] = v``, ``x[i, j] += v``, ``x[a:b] = v``, ``x[mask] 
 caller's array, and after ``b = a; b[0] = 1`` only ``b`` sees the write (in NumPy ``a``
 would too); the python backend still updates in place whenever the old value is dead and
 nothing else holds its buffer, so a loop writing one element per step is O(1) per step.
+NumPy as model code uses it, with NumPy's defaults and keywords: creation (``zeros``,
+``ones``, ``full``, ``empty``, ``*_like``, ``arange``, ``linspace``, ``eye``, ``array`` of
+literals), shapes (``reshape`` with -1, ``transpose``/``.T``, ``swapaxes``, ``moveaxis``,
+``squeeze``, ``expand_dims``, ``stack``, ``concatenate``, ``split``, ``broadcast_to``,
+``flip``, ``tile``, ``where``, ``take``, ``take_along_axis``, ``x[:, None]``, ``x[mask]``),
+math (``clip``, ``isnan``, ``log1p``, ``power``, ``logical_*`` ... beside the ufuncs),
+reductions with ``axis``/``keepdims`` (``sum``, ``mean``, ``var``, ``std``, ``max``,
+``prod``, ``any``, ``all``, ``argmax``, ``cumsum``, ``sort``, ``argsort``), ``einsum``,
+``outer``, the matching array methods, ``.shape``/``.ndim``/``.size``/``.dtype``, list
+literals as arguments, and ``return (x,)``.
 Module globals and closure variables that are numbers or arrays become constants.
 Anything else fails at decoration or first call with a :class:`ScriptError` quoting the
 line, with a caret at the column and what to write instead.

@@ -100,6 +100,10 @@ class CallLowering(NumpySurface, ExprLowering):
                 return self.call_op(obj.__name__, node, f"nx.{obj.__name__}")
             return self.inline(obj, node)
         name = getattr(obj, "__name__", type(obj).__name__)
+        if module.startswith("numpy") or isinstance(obj, np.ufunc):
+            raise self.error(node, f"the NumPy function `{name}` is not supported in a script",
+                             "compose it from the supported ones (listed in nexus.frontend.script_numpy and "
+                             "the script docstring), or compute it outside the script and pass it in")
         raise self.error(node, f"calling `{name}` is not supported in a script",
                          "call nx ops, math/NumPy functions, other @nx.script functions or plain Python helpers")
 
