@@ -69,6 +69,9 @@ CASES: dict[str, list[Case]] = {
     "GatherND": [([f(3, 4), i64([[0, 1], [2, 3], [0, 1]])], {}), ([f(2, 3, 2), i64([[1], [2]])], {"batch_dims": 1})],
     "ScatterND": [([f(3, 4), i64([[0], [2]]), f(2, 4)], {}),
                   ([f(3, 4), i64([[0], [0]]), f(2, 4)], {"reduction": "add"})],
+    "SetItem": [([f(4, 5), f(5), i64(-2)], {"kinds": "i"}),  # value broadcast over a row
+                ([f(4, 5), f(2, 1), i64(1), i64(3), i64(1), i64([0, 4])], {"kinds": "si"}),
+                ([f(3, 4), f(1), np.array([True, False, True])], {"kinds": "i"})],
     "Gemm": [([f(2, 3), f(3, 4), f(4)], {"alpha": 0.5, "beta": 2.0}),
              ([f(3, 2), f(4, 3), f(2, 4)], {"transA": True, "transB": True})],
     "Einsum": [([f(2, 3), f(3, 4)], {"equation": "ij,jk->ik"}), ([f(2, 3)], {"equation": "ij->i"}),

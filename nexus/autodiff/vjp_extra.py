@@ -240,3 +240,15 @@ def _einsum(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[A
     return res
 
 
+
+
+@defvjp("SetItem")
+def _setitem(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
+    data, value, *idx = ins
+    kinds = n.attrs["kinds"]
+    res: list[Any] = [None] * len(ins)
+    if wants[0]:  # the overwritten elements no longer reach the output
+        res[0] = e.op("SetItem", g, e.op("ZerosLike", value), *idx, kinds=kinds)
+    if wants[1]:
+        res[1] = e.op("SetItemValueGrad", g, value, *idx, kinds=kinds)
+    return res

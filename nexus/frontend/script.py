@@ -21,6 +21,23 @@ over ``range(...)`` or a tensor's first axis (both with ``else``), ``break``,
 ``continue``, any number of ``return``s, ``assert`` (a runtime check), subscripts and
 slices, ``nx.<op>`` calls, ``math``/NumPy functions, ``abs/min/max/float/int/bool/len/
 round``, calls to other scripts (a ``Call`` node) and to undecorated helpers (inlined).
+Subscript assignment (``x[i] = v``, ``x[i, j] += v``, ``x[a:b] = v``, ``x[mask] = v``,
+``x[idx] = v``) rebinds ``x`` to a ``SetItem`` of its old value, as JAX's
+``x.at[...].set(v)``, with NumPy's broadcasting, negative and repeated indices.
+**Aliasing: a write works on a copy.**  Writing into an argument never changes the
+caller's array, and after ``b = a; b[0] = 1`` only ``b`` sees the write (in NumPy ``a``
+would too); the python backend still updates in place whenever the old value is dead and
+nothing else holds its buffer, so a loop writing one element per step is O(1) per step.
+NumPy as model code uses it, with NumPy's defaults and keywords: creation (``zeros``,
+``ones``, ``full``, ``empty``, ``*_like``, ``arange``, ``linspace``, ``eye``, ``array`` of
+literals), shapes (``reshape`` with -1, ``transpose``/``.T``, ``swapaxes``, ``moveaxis``,
+``squeeze``, ``expand_dims``, ``stack``, ``concatenate``, ``split``, ``broadcast_to``,
+``flip``, ``tile``, ``where``, ``take``, ``take_along_axis``, ``x[:, None]``, ``x[mask]``),
+math (``clip``, ``isnan``, ``log1p``, ``power``, ``logical_*`` ... beside the ufuncs),
+reductions with ``axis``/``keepdims`` (``sum``, ``mean``, ``var``, ``std``, ``max``,
+``prod``, ``any``, ``all``, ``argmax``, ``cumsum``, ``sort``, ``argsort``), ``einsum``,
+``outer``, the matching array methods, ``.shape``/``.ndim``/``.size``/``.dtype``, list
+literals as arguments, and ``return (x,)``.
 Module globals and closure variables that are numbers or arrays become constants.
 Anything else fails at decoration or first call with a :class:`ScriptError` quoting the
 line, with a caret at the column and what to write instead.
@@ -292,7 +309,7 @@ class ScriptFunction:
         if len(args) != len(self.params):
             self._check_arity(args)
         g = self._graph(self._key_of(args))
-        entry = (g, g.compile(), _converter(g))
+        entry = (g, g.compile(), _converter(g, _returns_one_tuple(self.parsed.fdef)))
         if fast_key is not None:
             self._entries[fast_key] = entry
         return entry
@@ -347,13 +364,20 @@ def _dim_symbol(name: str) -> Any:
     return s
 
 
-def _converter(g: Graph) -> Any:
+def _returns_one_tuple(fdef: ast.FunctionDef) -> bool:
+    """Whether the function returns ``(x,)``: a graph's one result is then a 1-tuple."""
+    return any(isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 1
+               for n in ast.walk(fdef))
+
+
+def _converter(g: Graph, one_tuple: bool = False) -> Any:
     """A function turning the graph's result into what the Python function returns."""
     types_ = g.result_types
     if not types_:
         return lambda out: None
     if len(types_) == 1:
-        return python_converter(types_[0])
+        conv = python_converter(types_[0])
+        return (lambda out: (conv(out),)) if one_tuple else conv
     convs = [python_converter(t) for t in types_]
     return lambda out: tuple(c(v) for c, v in zip(convs, out))
 

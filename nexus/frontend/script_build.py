@@ -73,6 +73,11 @@ class Lowering(CallLowering):
         self.expr(node.value)
 
     def stmt_Assign(self, node: ast.Assign) -> None:
+        if isinstance(node.value, ast.List) and any(isinstance(t, ast.Name) for t in node.targets):
+            raise self.error(node.value, "list literals are not supported as values of variables "
+                                         "(Python lists are mutable)",
+                             "pass the list straight to a function (np.stack([a, b]), np.array([1.0, x])), "
+                             "or store np.array([...])")
         value = self.expr(node.value)
         for target in node.targets:
             self.assign(target, value)
@@ -82,6 +87,12 @@ class Lowering(CallLowering):
             self.assign(node.target, self.expr(node.value))
 
     def stmt_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.target, ast.Subscript):
+            # `x[i] += v` is `x[i] = x[i] + v` (NumPy's buffered semantics: a repeated index
+            # adds once, as np.add.at would not).
+            current = self.expr_Subscript(node.target)
+            self.assign(node.target, self.binop(node.op, current, self.expr(node.value), node))
+            return
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "augmented assignment only to plain variables is supported",
                              "write `x = x + ...` on a variable")
@@ -108,8 +119,35 @@ class Lowering(CallLowering):
             for t, v in zip(target.elts, items):
                 self.assign(t, v)
             return
+        if isinstance(target, ast.Subscript):
+            self.assign_item(target, value)
+            return
         raise self.error(target, "only variables and tuples of variables can be assigned",
                          "build a new tensor instead of assigning into one")
+
+    def assign_item(self, target: ast.Subscript, value: Val) -> None:
+        """``x[index] = v``: x is rebound to a SetItem of its old value (as JAX's
+        ``x.at[index].set(v)``); the caller's arrays and other names never change."""
+        if not isinstance(target.value, ast.Name):
+            raise self.error(target, "only a variable's elements can be assigned",
+                             "write `x[i, j] = v` instead of `x[i][j] = v`, on a variable `x`")
+        name = target.value.id
+        base = self.load(name, target.value)
+        if isinstance(base, TupleVal) or isinstance(base, Static) and not isinstance(base.value, np.ndarray):
+            raise self.error(target, f"`{name}` is not a tensor: only tensors' elements can be assigned",
+                             "build a tensor, e.g. with np.zeros(n), and assign into it")
+        x = self.as_node(base)
+        kinds, idx = self.store_index(x, target)
+        if isinstance(value, TupleVal):
+            raise self.error(target, "a tuple cannot be stored into a tensor", "stack it first")
+        t = x.type
+        assert isinstance(t, TensorType)
+        v = self.as_node(value, t.dtype)
+        if isinstance(v.type, TensorType) and v.type.dtype != t.dtype:
+            v = self.cast(v, t.dtype)  # NumPy casts the value to the array's dtype
+        new = self.emit("SetItem", [x, v, *idx], {"kinds": kinds})
+        new.name = name
+        self.ssa.set_value(self.var(name), self.cur, new)
 
     def unpack(self, value: Val, n: int, target: ast.AST) -> list[Val]:
         if isinstance(value, TupleVal):

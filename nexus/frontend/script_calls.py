@@ -14,6 +14,7 @@ import numpy as np
 
 from nexus.frontend.names import FUNCTION_KINDS, public_ops
 from nexus.frontend.script_expr import Edge, ExprLowering, NexusOp, Scope, Static, TupleVal, Val, _dtype
+from nexus.frontend.script_numpy import NumpySurface
 from nexus.frontend.script_source import parse_function
 from nexus.frontend.script_ssa import generalize_all
 from nexus.frontend.script_types import is_int, is_number, py_dtype, weak_dtype_of
@@ -58,7 +59,7 @@ def op_for_name(name: str) -> str | None:
     return name if name in REGISTRY and REGISTRY[name].kind in FUNCTION_KINDS else None
 
 
-class CallLowering(ExprLowering):
+class CallLowering(NumpySurface, ExprLowering):
     """Adds calls to the expression lowering."""
 
     inline_stack: list[types.CodeType]
@@ -73,6 +74,9 @@ class CallLowering(ExprLowering):
         if not isinstance(fn, Static):
             raise self.error(node.func, "only functions can be called (this is a tensor or a tuple)")
         obj = fn.value
+        surface = self.numpy_surface(obj, node)  # before _NUMPY: NumPy's defaults and keywords
+        if surface is not None:
+            return surface
         if isinstance(obj, NexusOp):
             return self.call_op(obj.name, node, f"nx.{obj.name}")
         if getattr(obj, "__nexus_script__", False):
@@ -82,6 +86,9 @@ class CallLowering(ExprLowering):
             return self.call_math(op, result, node)
         if obj in _NUMPY if _hashable(obj) else False:
             return self.call_op(_NUMPY[obj], node, f"np.{getattr(obj, '__name__', '?')}", numpy=True)
+        composed = self.numpy_call(obj, node)
+        if composed is not None:
+            return composed
         if _hashable(obj) and getattr(builtins, getattr(obj, "__name__", ""), None) is obj:
             return self.call_builtin(str(getattr(obj, "__name__", "")), node)
         module = getattr(obj, "__module__", "") or ""
@@ -93,6 +100,10 @@ class CallLowering(ExprLowering):
                 return self.call_op(obj.__name__, node, f"nx.{obj.__name__}")
             return self.inline(obj, node)
         name = getattr(obj, "__name__", type(obj).__name__)
+        if module.startswith("numpy") or isinstance(obj, np.ufunc):
+            raise self.error(node, f"the NumPy function `{name}` is not supported in a script",
+                             "compose it from the supported ones (listed in nexus.frontend.script_numpy and "
+                             "the script docstring), or compute it outside the script and pass it in")
         raise self.error(node, f"calling `{name}` is not supported in a script",
                          "call nx ops, math/NumPy functions, other @nx.script functions or plain Python helpers")
 

@@ -31,7 +31,7 @@ from nexus.frontend.script_types import (
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import OpTypeError, get_op
-from nexus.ir.types import TensorType, Type, dtype_of, format_dim, numpy_dtype
+from nexus.ir.types import TensorType, TupleType, Type, dtype_of, format_dim, numpy_dtype
 
 
 @dataclass(frozen=True)
@@ -278,8 +278,9 @@ class ExprLowering:
         return TupleVal(tuple(self.expr(e) for e in node.elts))
 
     def expr_List(self, node: ast.List) -> Val:
-        raise self.error(node, "list literals are not supported (Python lists are mutable)",
-                         "use a tuple for several values, or a NumPy array defined at module level")
+        # A list literal read as a value (np.concatenate([a, b]), np.array([1.0, x])) is
+        # its items; a list kept in a variable is refused where it is stored.
+        return TupleVal(tuple(self.expr(e) for e in node.elts))
 
     def expr_Attribute(self, node: ast.Attribute) -> Val:
         base = self.expr(node.value)
@@ -306,6 +307,12 @@ class ExprLowering:
             return Static(len(t.shape))
         if node.attr == "shape" and isinstance(t, TensorType) and t.shape is not None:
             return TupleVal(tuple(self.dim_value(x, i) for i in range(len(t.shape))))
+        if node.attr == "size" and isinstance(t, TensorType) and t.shape is not None:
+            return self.size_of(x)  # type: ignore[attr-defined]
+        if node.attr == "dtype" and isinstance(t, TensorType):
+            return Static(np.dtype(numpy_dtype(t.dtype)))
+        if node.attr in TENSOR_METHODS:
+            return Static(TensorMethod(node.attr, x))
         raise self.error(node, f"tensor attribute `.{node.attr}` is not supported",
                          "use nx functions (nx.transpose, nx.shape_of ...) or len(x)")
 
@@ -552,8 +559,9 @@ class ExprLowering:
             raise self.error(node, f"indexing needs a tensor of known rank, got {t}",
                              "annotate the argument with its dims, e.g. Tensor['T', 'D']")
         items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if len(items) > len(t.shape):
-            raise self.error(node, f"too many indices ({len(items)}) for a tensor of rank {len(t.shape)}",
+        real = [i for i in items if not (isinstance(i, ast.Constant) and i.value is None)]
+        if len(real) > len(t.shape):
+            raise self.error(node, f"too many indices ({len(real)}) for a tensor of rank {len(t.shape)}",
                              "index each axis at most once")
         axis = 0
         for item in items:
@@ -562,8 +570,17 @@ class ExprLowering:
                 axis += 1
                 continue
             idx = self.expr(item)
-            if isinstance(idx, Static) and idx.value is None:
-                raise self.error(item, "`None` (new axis) in subscripts is not supported", "use nx.unsqueeze")
+            if isinstance(idx, Static) and idx.value is None:  # np.newaxis
+                x = self.emit("Unsqueeze", [x], {"axes": (axis,)})
+                axis += 1
+                continue
+            if not isinstance(idx, Static) and axis == 0 and len(real) == 1:
+                m = self.as_node(idx)
+                if isinstance(m.type, TensorType) and m.type.dtype == "bool":
+                    out = self.emit("BooleanMask", [x, m])  # x[mask]: the selected rows, in order
+                    if isinstance(out.type, TupleType):  # (values, count)
+                        out = self.emit("Proj", [out], {"num": 0})
+                    return out
             i = self.index_value(idx, item)
             x = self.emit("Gather", [x, i], {"axis": axis})
         return x
@@ -593,6 +610,48 @@ class ExprLowering:
             return x  # `:` keeps the axis
         parts = [self.bound_1d(v, s) for v in (lo, hi, Static(axis), step_v)]
         return self.emit("Slice", [x, *parts])
+
+    def store_index(self, x: Node, node: ast.Subscript) -> tuple[str, list[Node]]:
+        """The ``kinds`` and index inputs of SetItem for ``x[...] = v``."""
+        t = x.type
+        if not isinstance(t, TensorType) or t.shape is None:
+            raise self.error(node, f"assigning into an element needs a tensor of known rank, got {t}",
+                             "create it with np.zeros(...) or annotate the argument, e.g. Tensor['T', 'D']")
+        items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(items) > len(t.shape):
+            raise self.error(node, f"too many indices ({len(items)}) for a tensor of rank {len(t.shape)}",
+                             "index each axis at most once")
+        kinds, inputs = "", []
+        for item in items:
+            if isinstance(item, ast.Slice):
+                step = self.expr(item.step) if item.step is not None else Static(1)
+                if isinstance(step, Static) and step.value == 0:
+                    raise self.error(item, "slice step cannot be zero")
+                neg = isinstance(step, Static) and isinstance(step.value, int) and step.value < 0
+                if not isinstance(step, Static) and (item.lower is None or item.upper is None):
+                    raise self.error(item, "a slice with a runtime step needs explicit bounds", "write x[a:b:step]")
+                if item.lower is None and item.upper is None and isinstance(step, Static) and step.value == 1:
+                    kinds += ":"
+                    continue
+                lo = self.expr(item.lower) if item.lower is not None else Static(INT64_BIG if neg else 0)
+                hi = self.expr(item.upper) if item.upper is not None else \
+                    Static(-INT64_BIG - 1 if neg else INT64_BIG)
+                kinds += "s"
+                inputs += [self.cast(self.index_value(v, item), "i64") for v in (lo, hi, step)]
+                continue
+            idx = self.expr(item)
+            if isinstance(idx, Static) and (idx.value is None or idx.value is Ellipsis):
+                raise self.error(item, "`None` and `...` in an assigned subscript are not supported",
+                                 "index every axis with ints, slices, int arrays or a bool mask")
+            if not isinstance(idx, Static):
+                n = self.as_node(idx)
+                if isinstance(n.type, TensorType) and n.type.dtype == "bool":
+                    kinds += "i"
+                    inputs.append(n)
+                    continue
+            kinds += "i"
+            inputs.append(self.index_value(idx, item))
+        return kinds, inputs
 
     def bound_1d(self, v: Val, node: ast.AST) -> Node:
         if isinstance(v, Static) and isinstance(v.value, int) and not isinstance(v.value, bool):
@@ -662,6 +721,25 @@ class ExprLowering:
         return self.error(node, f"variable `{var}` has different types on different paths: {parts}",
                           f"give `{var}` one type on every path (e.g. initialise it as 0.0 for a float, "
                           "or convert with float(...)/int(...))")
+
+
+# Array methods a script may call (handled by nexus.frontend.script_numpy).
+TENSOR_METHODS = frozenset({
+    "sum", "mean", "max", "min", "prod", "any", "all", "var", "std", "argmax", "argmin", "cumsum", "argsort",
+    "reshape", "astype", "copy", "ravel", "flatten", "swapaxes", "transpose", "squeeze", "clip", "take"})
+
+
+class TensorMethod:
+    """``x.<name>`` of a tensor, waiting for its call (``x.reshape(2, -1)``)."""
+
+    __slots__ = ("name", "x")
+
+    def __init__(self, name: str, x: Node):
+        self.name = name
+        self.x = x
+
+    def __repr__(self) -> str:
+        return f"<tensor method {self.name}>"
 
 
 class NexusOp:

@@ -203,11 +203,7 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 for sub in ast.walk(t):
-                    if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store):
-                        found.append((sub.lineno, sub.col_offset, sub,
-                                      "assigning into a tensor element or slice (mutation) is not supported",
-                                      "build a new tensor, e.g. with nx.where(mask, new, x) or nx.concat"))
-                    elif isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store):
+                    if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store):
                         found.append((sub.lineno, sub.col_offset, sub, "setting attributes is not supported",
                                       "use a local variable and return it"))
     if found:

@@ -3,6 +3,7 @@ ScatterND, OneHot.  (Gather lives in shape.py.)"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -258,3 +259,110 @@ define("GatherElements", FAMILY, ("data", "indices"), _gather_elements_rule, _ga
        doc="out[i][j][k] = data[indices[i][j][k]][j][k] for axis 0 (and so on): picks one entry along `axis` "
            "per index, the result shaped like `indices` (ONNX GatherElements, NumPy take_along_axis); "
            "negative indices count from the end.")
+
+
+# --- SetItem: NumPy's subscript assignment as a value ------------------------------------
+# The index of ``x[...] = v`` is spelt by ``kinds``, one character per indexed axis: "i" an
+# index input (an int, an int array or a bool mask), "s" a slice with three i64 inputs
+# (start, stop, step; Python's clamping), ":" a whole axis.
+_KINDS_DOC = ('one character per indexed axis: "i" one index input (int, int array or bool mask), '
+              '"s" a slice given by three i64 scalar inputs start, stop, step, ":" the whole axis')
+
+
+def index_tuple(kinds: str, idx: Sequence[Any]) -> tuple[Any, ...]:
+    """The Python index that ``kinds`` and its inputs spell."""
+    out: list[Any] = []
+    k = 0
+    for c in kinds:
+        if c == "i":
+            i = idx[k]
+            out.append(i[()] if type(i) is np.ndarray and i.ndim == 0 and i.dtype != np.bool_ else i)
+            k += 1
+        elif c == "s":
+            out.append(slice(int(idx[k]), int(idx[k + 1]), int(idx[k + 2])))
+            k += 3
+        else:
+            out.append(slice(None))
+    return tuple(out)
+
+
+def _check_kinds(op: str, kinds: str, ins: Sequence[Type], first: int) -> None:
+    if any(c not in "is:" for c in kinds):
+        raise OpTypeError(f"{op}: kinds must be made of 'i', 's' and ':', got {kinds!r}")
+    want = first + kinds.count("i") + 3 * kinds.count("s")
+    if len(ins) != want:
+        raise OpTypeError(f"{op}: kinds {kinds!r} needs {want} inputs, got {len(ins)}")
+    for i in range(first, len(ins)):
+        check_dtype(op, tensor(op, ins[i], i), INT_DTYPES | {"bool"}, i)
+
+
+def _setitem_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, v = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    if v.dtype != x.dtype:
+        raise OpTypeError(f"{op}: the value is {v.dtype}, data is {x.dtype}; insert a Cast")
+    _check_kinds(op, attrs["kinds"], ins, 2)
+    if x.shape is not None and len(attrs["kinds"]) > len(x.shape):
+        raise OpTypeError(f"{op}: {len(attrs['kinds'])} indices for a tensor of rank {len(x.shape)}")
+    return x
+
+
+def _setitem(data: Any, value: Any, *idx: Any, kinds: str) -> Any:
+    out = np.array(data, copy=True)
+    out[index_tuple(kinds, idx)] = value
+    return out
+
+
+def _probe(a: Any, value: Any, *idx: Any, kinds: str) -> int:
+    return sys.getrefcount(a)
+
+
+def _held_once() -> int:
+    a = np.zeros(1)
+    return _probe(a, a, kinds="")  # `a` passed twice: one more reference than alone
+
+
+# References to an array held by one local of the calling function, counted inside
+# setitem_owned (calibrated here rather than assumed: it differs between CPython versions).
+_OWNED_REFS = _held_once() - 1
+
+
+def setitem_owned(data: Any, value: Any, *idx: Any, kinds: str) -> Any:
+    """SetItem that writes into ``data`` when nothing else can see it: the python backend
+    calls it only where ``data`` dies at this node, and the reference count proves no other
+    variable, view, argument of the caller or constant holds it (else it copies)."""
+    if (type(data) is np.ndarray and sys.getrefcount(data) <= _OWNED_REFS and data.base is None
+            and data.flags.writeable and data.flags.owndata):
+        data[idx[0] if kinds == "i" else index_tuple(kinds, idx)] = value
+        return data
+    return _setitem(data, value, *idx, kinds=kinds)
+
+
+define("SetItem", FAMILY, ("data", "value", "index"), _setitem_rule, _setitem, variadic=True,
+       differentiable=True, may_fail=True,
+       attrs={"kinds": Attr("str", "i", _KINDS_DOC)},
+       doc="A copy of data with data[index] = value (NumPy's subscript assignment as a value, like JAX's "
+           "x.at[index].set(value)): broadcasting, negative indices, masks and int arrays as NumPy "
+           "(a repeated index keeps the last write). The python backend writes in place when data is dead.")
+
+
+def _setitem_value_grad_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    tensor(op, ins[0], 0)
+    _check_kinds(op, attrs["kinds"], ins, 2)
+    return tensor(op, ins[1], 1)
+
+
+def _setitem_value_grad(g: Any, value: Any, *idx: Any, kinds: str) -> Any:
+    part = np.asarray(g[index_tuple(kinds, idx)])
+    shape = np.shape(value)
+    lead = part.ndim - len(shape)
+    if lead:
+        part = part.sum(axis=tuple(range(lead)))
+    keep = tuple(i for i, d in enumerate(shape) if d == 1 and part.shape[i] != 1)
+    if keep:
+        part = part.sum(axis=keep, keepdims=True)
+    return np.asarray(part, dtype=np.asarray(g).dtype).reshape(shape)
+
+
+define("SetItemValueGrad", FAMILY, ("g", "value", "index"), _setitem_value_grad_rule, _setitem_value_grad,
+       variadic=True, may_fail=True, attrs={"kinds": Attr("str", "i", _KINDS_DOC)},
+       doc="The cotangent of SetItem's value: g[index] summed back to the shape of value.")

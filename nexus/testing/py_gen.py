@@ -5,7 +5,9 @@ Programs have nested ``if``/``elif``/``else``, ``while`` and ``for`` loops (boun
 ``break``/``continue`` at any depth, early returns, ``and``/``or`` (with Python's value
 semantics on ints), chained comparisons, conditional expressions, tuple assignment,
 ``+=``, inlined helpers with several returns, bitwise operators on ints (and bools), over
-ints, floats and small float arrays.  The generator tracks which variables are definitely
+ints, floats and small float arrays, with subscript assignments into them (``w[i] = ...``,
+slices, masks, int arrays, ``+=``) and NumPy calls (flip, cumsum, clip, sort, where...).
+The generator tracks which variables are definitely
 assigned and keeps every variable at one type, so each program is valid Python that a
 script must accept.  Values stay small (loop-carried ints are wrapped with ``%``, left
 shifts move by at most 4 bits), so int64 never overflows.
@@ -91,6 +93,8 @@ class Gen:
     # Python floats), so elements and row loops are only generated for float64 arrays.
     f32: bool = False
     max_depth: int = 3
+    # Subscript assignments and the NumPy calls of issue 17 (off: the programs of before).
+    numpy: bool = True
     counter: int = 0
     lines: list[str] = field(default_factory=list)
 
@@ -264,6 +268,9 @@ class Gen:
         types = [INT, FLOAT] + ([ARR] if self.arrays else [])
         if k <= 1:
             t = r.choice(types)
+            if t == ARR and self.numpy and r.random() < 0.4:
+                self.set_item(env, ind, loops)
+                return False
             names = env.targets(t)
             name = r.choice(names) if names and r.random() < 0.6 else self.fresh({INT: "i", FLOAT: "f", ARR: "w"}[t])
             self.lines.append(f"{ind}{name} = {self.wrap(t, self.expr(t, env), loops > 0)}")
@@ -313,6 +320,39 @@ class Gen:
             self.lines.append(f"{ind}{r.choice(['break', 'continue'])}")
             return True
         return False
+
+    def set_item(self, env: Env, ind: str, loops: int) -> None:
+        """``w[...] = ...`` on a copy: a script's write never reaches another name (NumPy's
+        would, through an alias such as ``w = v``), so the array is copied first."""
+        r = self.rng
+        names = env.targets(ARR)
+        name = r.choice(names) if names and r.random() < 0.6 else self.fresh("w")
+        src = self.arr_expr(env) if name not in env.vars else name
+        self.lines.append(f"{ind}{name} = np.copy({src})")
+        env.vars[name] = ARR
+        for _ in range(r.randint(1, 3)):
+            i = f"({self.int_expr(env, 1)}) % 3{r.choice(['', ' - 3'])}"
+            k = r.randrange(6)
+            if k == 0:
+                target = f"{name}[{i}]"
+            elif k == 1:
+                lo, hi = r.randint(-4, 3), r.randint(-3, 4)
+                target = f"{name}[{lo}:{hi}{r.choice(['', ':2', ':-1'])}]"
+            elif k == 2:
+                target = f"{name}[{name} > {self.float_expr(env, 0)}]"
+            elif k == 3:
+                target = f"{name}[np.array([{i}, {self.int_expr(env, 0)} % 3])]"
+            elif k == 4:
+                target = f"{name}[::-1]"
+            else:
+                target = f"{name}[{i}:]"
+            op = r.choice(["=", "=", "+=", "*="])
+            value = self.float_expr(env, 1) if r.random() < 0.7 else f"np.clip({self.float_expr(env, 0)}, -2.0, 2.0)"
+            self.lines.append(f"{ind}{target} {op} {self.wrap(FLOAT, value, loops > 0)}")
+        if r.random() < 0.5:
+            fn = r.choice(["np.flip({})", "np.cumsum({})", "np.clip({}, -1.0, 1.0)", "np.sort({})",
+                           "np.maximum({}, 0.0)", "{}.reshape(-1)", "np.where({0} > 0, {0}, 0.0)"])
+            self.lines.append(f"{ind}{name} = {self.wrap(ARR, fn.format(name), loops > 0)}")
 
     def pick_or_new(self, env: Env, t: str) -> str:
         names = env.targets(t)
@@ -575,7 +615,7 @@ def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Fai
 def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = False,
          stop_after: int | None = None, verbose: bool = False, max_depth: int = 3,
          runs: int = 3, progress: int = 0, backend: str = "python",
-         stats: dict[str, int] | None = None) -> list[Failure]:
+         stats: dict[str, int] | None = None, numpy: bool = True) -> list[Failure]:
     """Generate and check ``count`` programs; returns the failures.  ``max_depth``
     bounds the nesting of statements (2 gives programs of about 15 lines)."""
     failures: list[Failure] = []
@@ -587,7 +627,7 @@ def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = Fals
         rng = random.Random(seed * 1_000_003 + k)
         arrays = k % arrays_every == 0
         f32 = arrays and k % 4 == 2
-        src = Gen(rng, arrays=arrays, f32=f32, max_depth=max_depth).program()
+        src = Gen(rng, arrays=arrays, f32=f32, max_depth=max_depth, numpy=numpy).program()
         failure = check_program(src, rng, arrays, runs=runs, optimize=optimize, f32=f32, backend=backend,
                                 stats=stats)
         if failure is not None:
@@ -607,11 +647,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop-after", type=int, default=None, help="stop after this many failures")
     p.add_argument("--backend", default="python", help="compile each script with nx.compile(f, backend=...)")
     p.add_argument("--arrays-every", type=int, default=2, help="every k-th program has an array argument")
+    p.add_argument("--no-numpy", action="store_true", help="no subscript assignments or NumPy calls")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     stats: dict[str, int] = {}
     failures = fuzz(args.count, args.seed, arrays_every=args.arrays_every, optimize=args.optimize,
-                    stop_after=args.stop_after, verbose=True, progress=500, backend=args.backend, stats=stats)
+                    stop_after=args.stop_after, verbose=True, progress=500, backend=args.backend, stats=stats,
+                    numpy=not args.no_numpy)
     dt = time.perf_counter() - t0
     print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s (backend {args.backend})")
     for key, n in sorted(stats.items()):

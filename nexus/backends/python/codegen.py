@@ -32,6 +32,7 @@ from nexus.backends.python.plan import BlockPlan, Edge, Plan, value_inputs
 from nexus.backends.python.pool import blas_threads
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType
+from nexus.ops.index import setitem_owned
 
 _RULES = lowering_table(BACKEND).rules
 MAX_INLINE_DEPTH = 40  # CPython refuses more than 100 indentation levels
@@ -66,6 +67,8 @@ class _Gen:
         self.names: dict[Node, str] = {}
         self.states: dict[Block, int] = {}
         self.pending: list[Block] = []
+        self.inplace: set[Node] = set()  # SetItem nodes that may update their data in place
+        self.ns["_setitem_owned"] = setitem_owned
         for i, a in enumerate(plan.args):
             self.names[a] = f"a{i}"
         for i, c in enumerate(plan.consts):
@@ -122,6 +125,13 @@ class _Gen:
         if bp.term is not None:  # the terminator reads last; nothing is freed after it
             for v in value_inputs(bp.term):
                 last[v] = len(steps)
+        for s, nodes in enumerate(steps):
+            n = nodes[0]
+            # A subscript assignment whose old value dies here may write into it (the
+            # kernel still copies when another variable, view or the caller holds it).
+            if len(nodes) == 1 and n.op.name == "SetItem" and last.get(n.input(0)) == s \
+                    and n.input(0) not in bp.live_out and n.input(0) not in n.inputs[1:]:
+                self.inplace.add(n)
         dead0 = [p for p in bp.phis if p not in last and p not in bp.live_out and self.freeable(p)]
         if dead0:
             out.append((ind, "del " + ", ".join(self.var(p) for p in dead0), None))
@@ -182,6 +192,8 @@ class _Gen:
 
     def inline(self, n: Node) -> str:
         args = [self.var(v) for v in n.inputs]
+        if n in self.inplace:
+            return f"{self.var(n)} = _setitem_owned({', '.join(args)}, kinds={n.attrs['kinds']!r})  # {_label(n)}"
         rule = _RULES.get(n.op.name)
         expr = rule(n, args) if rule is not None else None
         if expr is None:
