@@ -240,3 +240,9 @@ def _einsum(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[A
     return res
 
 
+
+
+@defvjp("Roll")
+def _roll(e: Emitter, n: Node, ins: Sequence[Any], out: Any, g: Any, wants: Sequence[bool]) -> list[Any]:
+    # Rolling back by the same shift moves every element home.
+    return [e.op("Roll", g, e.op("Neg", ins[1]), axes=list(n.attrs["axes"])), None]

@@ -490,8 +490,11 @@ def _outcome(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
 
 
 def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
-                  optimize: bool = False, f32: bool = False) -> Failure | None:
-    """Script ``src`` and compare it with plain Python on ``runs`` random inputs."""
+                  optimize: bool = False, f32: bool = False, backend: str = "python") -> Failure | None:
+    """Script ``src`` and compare it with plain Python on ``runs`` random inputs; with
+    another ``backend``, also compile the script there and compare it with both.  Runs
+    where plain Python raised are not compared on a backend that cannot raise there
+    (xla: an integer division by zero, see ``nexus.backends.xla``)."""
     from nexus.frontend.script import script, script_source
 
     # `@script` helpers are scripts (Call nodes) in the script version and plain
@@ -502,10 +505,21 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         sf = script_source(src, "f", {"script": script})
     except Exception:  # noqa: BLE001
         return Failure(src, (), "a script", traceback.format_exc(limit=3))
+    exe = None
+    if backend != "python":
+        from nexus.backends import compile as compile_on
+
+        exe = compile_on(sf, backend=backend)
     for _ in range(runs):
         args = random_inputs(rng, arrays, f32)
         ok_py, want = _outcome(py["f"], tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
         ok_nx, got = _outcome(sf, args)
+        if exe is not None and ok_py:
+            ok_be, got_be = _outcome(exe, args)
+            if not (ok_be and same(want, got_be) and (not ok_nx or same(got, got_be))):
+                if not ok_be:
+                    got_be = "".join(traceback.format_exception(got_be, limit=6))
+                return Failure(src, args, want, f"backend {backend}: {got_be!r} (python backend: {got!r})")
         if ok_py and ok_nx and same(want, got):
             bad = trivial_phis(sf.graph_for(*args))
             if bad:
@@ -553,7 +567,7 @@ def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Fai
 
 def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = False,
          stop_after: int | None = None, verbose: bool = False, max_depth: int = 3,
-         runs: int = 3, progress: int = 0) -> list[Failure]:
+         runs: int = 3, progress: int = 0, backend: str = "python") -> list[Failure]:
     """Generate and check ``count`` programs; returns the failures.  ``max_depth``
     bounds the nesting of statements (2 gives programs of about 15 lines)."""
     failures: list[Failure] = []
@@ -566,7 +580,7 @@ def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = Fals
         arrays = k % arrays_every == 0
         f32 = arrays and k % 4 == 2
         src = Gen(rng, arrays=arrays, f32=f32, max_depth=max_depth).program()
-        failure = check_program(src, rng, arrays, runs=runs, optimize=optimize, f32=f32)
+        failure = check_program(src, rng, arrays, runs=runs, optimize=optimize, f32=f32, backend=backend)
         if failure is not None:
             failures.append(failure)
             if verbose:
@@ -582,10 +596,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--optimize", action="store_true", help="also run nx.optimize on each graph")
     p.add_argument("--stop-after", type=int, default=None, help="stop after this many failures")
+    p.add_argument("--backend", default="python",
+                   help="also compile each script on this backend (e.g. xla) and compare it with both")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     failures = fuzz(args.count, args.seed, optimize=args.optimize, stop_after=args.stop_after, verbose=True,
-                    progress=500)
+                    progress=500, backend=args.backend)
     dt = time.perf_counter() - t0
     print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s")
     return 1 if failures else 0
