@@ -1,0 +1,124 @@
+"""The xla backend (nexus.backends.xla) against independent oracles: plain Python, NumPy
+and the python backend on the seeds, the seed-001 RNN and random scripts; the lowering
+table's coverage; compiles per signature; errors naming the op."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import nexus as nx
+from nexus import seeds
+from nexus.backends.base import MissingLoweringError, lowering_table
+from nexus.frontend.script import Tensor
+from nexus.ir.opdef import all_ops
+from nexus.testing.extras import require
+from nexus.testing.py_gen import fuzz
+
+require("jax", "xla")
+
+from nexus.backends import xla  # noqa: E402  (after the skip)
+from nexus.backends.xla.rules_shape import HOST_OPS  # noqa: E402
+
+# Ops with a kernel that the xla backend does not lower, and why.
+UNSUPPORTED = {
+    "BooleanMask": "data-dependent size: runs on the host (the graph is split)",
+    "NonMaxSuppression": "data-dependent size: runs on the host (the graph is split)",
+    "NonZero": "data-dependent size: runs on the host (the graph is split)",
+    "Unique": "data-dependent size: runs on the host (the graph is split)",
+    "TopK": "k is an input (a data-dependent size): runs on the host (the graph is split)",
+}
+
+
+def test_every_op_the_python_backend_runs_has_an_xla_rule_or_a_reason() -> None:
+    table = lowering_table("xla")
+    python = {name for name, op in all_ops().items() if op.kernel is not None and op.kind == "data"}
+    missing = sorted(python - set(table) - set(UNSUPPORTED))
+    assert not missing, f"no xla rule and no reason given: {missing}"
+    assert not set(UNSUPPORTED) & set(table)
+    assert set(HOST_OPS) <= set(table)
+
+
+@pytest.mark.parametrize(("shift", "axes"), [(1, (0,)), (-2, (1,)), (7, (1,)), ((1, -3), (0, 1)),
+                                             ((-1, 2), (1, 0)), (0, (-1,)), (-13, (-1,))])
+def test_roll_matches_np_roll(shift: object, axes: tuple[int, ...]) -> None:
+    x = np.arange(24.0).reshape(4, 6)
+    with nx.function("g", x=("f64", ("N", 6)), s=("i64", (len(axes),)) if len(axes) > 1 else "i64") as f:
+        f.returns(nx.roll(*f.args, axes=list(axes)))
+    want = np.roll(x, shift, axes)
+    s = np.array(shift) if len(axes) > 1 else shift
+    np.testing.assert_array_equal(nx.run(f.graph, x, s), want)  # the NumPy kernel
+    np.testing.assert_array_equal(nx.compile(f, backend="xla")(x, s), want)  # concat + dynamic slice
+
+
+def test_roll_lowers_to_dynamic_slices() -> None:
+    with nx.function("g", x=("f64", (5,)), s="i64") as f:
+        f.returns(nx.roll(*f.args, axes=[0]))
+    text = nx.compile(f, backend="xla").lower(np.zeros(5), 2)
+    assert "stablehlo.dynamic_slice" in text and "stablehlo.concatenate" in text
+
+
+def test_seeds_compile_and_match_plain_python() -> None:
+    assert float(nx.compile(seeds.ifelse(), backend="xla")()) == 6.0
+    assert int(nx.compile(seeds.skip5_loop(), backend="xla")()) == 31
+    for y in (50.0, 2.0):
+        want = nx.run(seeds.first_example(y), max_iterations=100_000)
+        assert float(nx.compile(seeds.first_example(y), backend="xla")()) == float(want)
+
+
+def rnn_cell(x, h, W, U):  # noqa: ANN001, ANN201, N803
+    return nx.tanh(nx.matmul(W, x) + nx.matmul(U, h))
+
+
+@nx.script
+def rnn(x_sequence: Tensor["T", "D"], h0: Tensor["H"], W: Tensor["H", "D"],  # noqa: F821, UP037, N803
+        U: Tensor["H", "H"], T: int) -> Tensor:  # noqa: F821, UP037, N803
+    h = h0
+    t = 0
+    while t < T:
+        h = rnn_cell(x_sequence[t], h, W, U)
+        t = t + 1
+    return h
+
+
+def _rnn_inputs(T: int, D: int = 5, H: int = 4) -> tuple:  # noqa: N803
+    rng = np.random.default_rng(7)
+    return (rng.standard_normal((T, D)), rng.standard_normal(H), rng.standard_normal((H, D)),
+            rng.standard_normal((H, H)), T)
+
+
+def test_seed001_rnn_matches_numpy_and_compiles_once_per_signature() -> None:
+    exe = nx.compile(rnn, backend="xla")
+    for T in (7, 3):
+        xs, h0, W, U, _ = _rnn_inputs(T)
+        want = h0
+        for t in range(T):
+            want = np.tanh(W @ xs[t] + U @ want)
+        np.testing.assert_allclose(exe(xs, h0, W, U, T), want, rtol=1e-12)
+    xs, h0, W, U, _ = _rnn_inputs(7)
+    np.testing.assert_allclose(exe(xs, h0, W, U, 4), rnn(xs, h0, W, U, 4), rtol=1e-12)  # T < len(xs)
+    inner = exe._exes[exe.graph]  # the graph of this signature (symbolic T, D, H)
+    assert isinstance(inner, xla.XlaExecutable)
+    assert inner.compiles == 2  # one per concrete shape signature: T = 7 and T = 3
+
+
+def test_missing_rule_names_the_op() -> None:
+    with nx.function("g", x=("f64", (4,))) as f:
+        f.returns(nx.add(f.args[0], f.args[0]))
+    node = next(n for n in f.graph.nodes() if n.op.name == "Add")
+    table = lowering_table("xla")
+    rule = table.rules.pop("Add")
+    try:
+        with pytest.raises(MissingLoweringError, match="no lowering rule for op Add"):
+            xla.XlaExecutable(f.graph)(np.ones(4))
+    finally:
+        table.rules["Add"] = rule
+    assert node.op.name == "Add"
+
+
+def test_random_scripts_match_python_and_the_python_backend() -> None:
+    count = 300 if os.environ.get("CI") else 25
+    failures = fuzz(count, seed=11, max_depth=2, runs=2, stop_after=1, backend="xla")
+    assert not failures, str(failures[0])
