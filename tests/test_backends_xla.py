@@ -122,3 +122,31 @@ def test_random_scripts_match_python_and_the_python_backend() -> None:
     count = 300 if os.environ.get("CI") else 25
     failures = fuzz(count, seed=11, max_depth=2, runs=2, stop_after=1, backend="xla")
     assert not failures, str(failures[0])
+
+
+@nx.script
+def rnn_loss(xs: Tensor["T", "D"], h0: Tensor["H"], W: Tensor["H", "D"],  # noqa: F821, UP037, N803
+             U: Tensor["H", "H"], T: int) -> Tensor:  # noqa: F821, UP037, N803
+    h = h0
+    t = 0
+    while t < T:
+        h = nx.tanh(nx.matmul(W, xs[t]) + nx.matmul(U, h))
+        t = t + 1
+    return nx.sum(h * h)
+
+
+def test_grad_of_the_rnn_with_run_time_T_matches_torch_autograd() -> None:
+    torch = require("torch", "torch")
+    exe = nx.compile(nx.grad(rnn_loss, argnums=(2, 3)), backend="xla")
+    for T in (90, 20):  # 90 outgrows the first stack buffers (64): they double once
+        xs, h0, W, U, _ = _rnn_inputs(100)
+        tw, tu = torch.tensor(W, requires_grad=True), torch.tensor(U, requires_grad=True)
+        h = torch.tensor(h0)
+        for t in range(T):
+            h = torch.tanh(tw @ torch.tensor(xs[t]) + tu @ h)
+        (h * h).sum().backward()
+        gw, gu = exe(xs, h0, W, U, T)
+        np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-5, atol=1e-10)
+        np.testing.assert_allclose(gu, tu.grad.numpy(), rtol=1e-5, atol=1e-10)
+    inner = exe._exes[exe.graph]
+    assert inner.compiles == 2  # capacity 64, then 128; T = 20 reuses it

@@ -36,9 +36,12 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   (``nexus.testing.py_gen --backend xla``) does not compare runs where plain Python
   raised.
 * **Gradient graphs.** Their stack (``nexus.ops.stack``) becomes one preallocated buffer
-  per kind of value pushed, with a count, carried through the loops; a push past the
-  capacity raises an overflow flag that the executable checks after the run, and then it
-  compiles again with twice the capacity (remembered for later calls) and reruns.
+  per kind (shape, dtype) of value pushed, with a count, carried through the loops, and
+  the computation returns the peak depth; when the peak passed the capacity (64 at
+  first), the executable doubles the capacity until it fits, compiles again (remembered
+  for later calls of that signature) and reruns.  An adjoint that starts as a scalar
+  zero and gets its shape later (type ``f64[...]``) is broadcast to the shape the loop
+  or branch settles on (found by ``jax.eval_shape``).
 * **Host kernels.** Ops listed in ``rules_shape.HOST_OPS`` (convolutions, pooling, ...) run
   their NumPy kernel through ``jax.pure_callback``: correct, not fast.
 """

@@ -7,7 +7,7 @@ compiled once per argument signature.
 * **ExecuteGraph** (:class:`nexus.backends.xla.trace.Trace`): every node's rule runs on
   the tracers, regions become ``lax.cond`` / ``lax.while_loop``.
 * **BuildComputation** (:meth:`XlaExecutable.build_computation`): the results become the
-  output tuple, with the stack-overflow flag of a gradient graph last.
+  output tuple, with the peak stack depth of a gradient graph last.
 
 The compiled computations are cached by signature; ``compiles`` counts how many were
 built (a gradient graph whose stacks overflowed counts its recompiles too).
@@ -71,10 +71,11 @@ class XlaExecutable(Executable):
         return outs, tr.top or {}
 
     def build_computation(self, outs: list[Any], top: dict[Any, Any]) -> tuple[Any, ...]:
-        """The output tuple: the results, then whether any stack overflowed."""
-        flags = [v[0] for k, v in top.items() if isinstance(getattr(k, "type", None), StackType)]
-        overflow = jnp.any(jnp.stack(flags)) if flags else jnp.zeros((), np.bool_)
-        return (*(jnp.asarray(o) for o in outs), overflow)
+        """The output tuple: the results, then the largest stack depth reached (0 without
+        stacks), which tells whether the stack buffers were large enough."""
+        peaks = [v[0] for k, v in top.items() if isinstance(getattr(k, "type", None), StackType)]
+        peak = jnp.max(jnp.stack(peaks)) if peaks else jnp.zeros((), np.int64)
+        return (*(jnp.asarray(o) for o in outs), peak)
 
     # --- compiling ------------------------------------------------------------------
     def _compile(self, values: list[Any], layout: StackLayout) -> Compiled:
@@ -122,11 +123,14 @@ class XlaExecutable(Executable):
         key = self.key(values)
         with jax.enable_x64(True):
             for _ in range(_MAX_DOUBLINGS):
-                *outs, overflow = entry.fn(*values)
-                if not bool(overflow):
+                *outs, peak = entry.fn(*values)
+                if int(peak) <= entry.layout.capacity:
                     break
-                # A stack outgrew its buffers: double them and run again.
-                grown = StackLayout(list(entry.layout.kinds), entry.layout.capacity * 2)
+                # A stack outgrew its buffers: double them until the peak fits, run again.
+                cap = entry.layout.capacity
+                while cap < int(peak):
+                    cap *= 2
+                grown = StackLayout(list(entry.layout.kinds), cap)
                 entry = self._cache[key] = self._compile(values, grown)
         self._last = entry
         results = [_to_numpy(o) for o in outs]

@@ -231,14 +231,13 @@ def _stack_new(tr: Trace, node: Node) -> Any:
 def _stack_push(tr: Trace, node: Node, stack: Any, value: Any) -> Any:
     value = jnp.asarray(value)
     k = tr.layout.index(tuple(value.shape), _dtype_name(node.input(1).type))
-    over, bufs = stack
+    peak, bufs = stack
     buf, count = bufs[k]
-    cap = buf.shape[0]
-    slot = jnp.minimum(count, cap - 1)
+    slot = jnp.minimum(count, buf.shape[0] - 1)  # past the capacity: lost, and the peak says so
     buf = lax.dynamic_update_index_in_dim(buf, value.astype(buf.dtype), slot, 0)
     new = list(bufs)
     new[k] = (buf, count + 1)
-    return (jnp.logical_or(over, count >= cap), tuple(new))
+    return (jnp.maximum(peak, count + 1), tuple(new))
 
 
 @register_lowering(BACKEND, "StackPop")
@@ -246,12 +245,12 @@ def _stack_pop(tr: Trace, node: Node, stack: Any) -> Any:
     t = node.type
     assert isinstance(t, TupleType) and isinstance(t.elems[1], TensorType)
     k = tr.layout.index(tr.shape(t.elems[1]), t.elems[1].dtype)
-    over, bufs = stack
+    peak, bufs = stack
     buf, count = bufs[k]
     top = lax.dynamic_index_in_dim(buf, jnp.maximum(count - 1, 0), 0, keepdims=False)
     new = list(bufs)
     new[k] = (buf, count - 1)
-    return ((over, tuple(new)), top)
+    return ((peak, tuple(new)), top)
 
 
 def _dtype_name(t: Any) -> str:

@@ -72,9 +72,10 @@ class StackLayout:
     A stack holds values of several shapes (the values a block's reverse needs, and
     block codes); pushes and pops mirror each other, so each (shape, dtype) gets its own
     LIFO buffer ``[capacity, *shape]`` with a count, and the order within each kind is
-    the stack's order.  At run time a stack is ``(overflow, ((buffer, count), ...))``;
-    a push past ``capacity`` sets ``overflow`` (the executable then recompiles with twice
-    the capacity and runs again; see :mod:`nexus.backends.xla.executable`)."""
+    the stack's order.  At run time a stack is ``(peak, ((buffer, count), ...))``, where
+    ``peak`` is the largest count reached; a peak past ``capacity`` means pushes were lost
+    (the executable then recompiles with the capacity doubled until it holds the peak,
+    and runs again; see :mod:`nexus.backends.xla.executable`)."""
 
     kinds: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
     capacity: int = 64
@@ -91,7 +92,7 @@ class StackLayout:
     def empty(self) -> Any:
         bufs = tuple((jnp.zeros((self.capacity, *shape), numpy_dtype(dt)), jnp.zeros((), np.int64))
                      for shape, dt in self.kinds)
-        return (jnp.zeros((), np.bool_), bufs)
+        return (jnp.zeros((), np.int64), bufs)
 
 
 class Trace:
@@ -100,6 +101,7 @@ class Trace:
     def __init__(self, layout: StackLayout | None = None):
         self.layout = layout or StackLayout()
         self.dims: dict[sympy.Symbol, int] = {}
+        self.abstract = 0  # > 0 while looking for a loop's carried shapes (jax.eval_shape)
         self.top: dict[Any, Any] | None = None  # the outermost graph's values (BuildComputation reads it)
 
     # --- the three steps' middle one -------------------------------------------------
@@ -202,15 +204,42 @@ class Trace:
             return np.zeros(self.shape(t), numpy_dtype(t.dtype))
         raise ValueError(f"no default value of type {t}")
 
-    def as_jax(self, name: Any, v: Any) -> Any:
+    def as_jax(self, name: Any, v: Any, shape: tuple[int, ...] | None = None) -> Any:
         """``v`` as a JAX value of ``name``'s type, as lax.cond and lax.while_loop need
-        (both arms and every iteration must agree on dtypes)."""
+        (both arms and every iteration must agree on dtypes and shapes).  ``shape``: the
+        shape all paths agree on, where the type leaves it open (see :meth:`widen`)."""
         t = getattr(name, "type", None)
         if isinstance(t, StackType) or isinstance(v, tuple):
             return jax.tree_util.tree_map(jnp.asarray, v)
-        if isinstance(t, TensorType):
-            return jnp.asarray(v, dtype=numpy_dtype(t.dtype))
-        return jnp.asarray(v)
+        dtype = numpy_dtype(t.dtype) if isinstance(t, TensorType) else None
+        if shape is not None and tuple(np.shape(v)) != shape:
+            v = self.widen(name, v, shape)
+        return jnp.asarray(v, dtype=dtype)
+
+    def widen(self, name: Any, v: Any, shape: tuple[int, ...]) -> Any:
+        """A zero of another shape stands for zeros of ``shape``: gradient graphs start
+        an adjoint as a scalar zero (type ``f64[...]``) that later paths give its shape.
+        XLA needs one shape on every path, so the zero is broadcast; any other value whose
+        shape differs between paths is an error."""
+        if _is_concrete(v) and not np.any(np.asarray(v)):
+            return np.zeros(np.broadcast_shapes(np.shape(v), shape), np.asarray(v).dtype)
+        if self.abstract:
+            # Only shapes matter while the loop's carried shapes are still being found.
+            return jnp.broadcast_to(v, np.broadcast_shapes(np.shape(v), shape))
+        label = getattr(name, "hint", None) or getattr(name, "name", None) or "?"
+        raise XlaLoweringError(f"value %{label} has shape {list(np.shape(v))} on one path and {list(shape)} on "
+                               "another; XLA needs one shape per value")
+
+    def open_shape(self, names: Sequence[Any]) -> bool:
+        """Whether some of ``names`` have a type whose shape is not known here."""
+        for n in names:
+            t = getattr(n, "type", None)
+            if isinstance(t, TensorType):
+                try:
+                    self.shape(t)
+                except ValueError:
+                    return True
+        return False
 
     # --- regions -------------------------------------------------------------------
     def if_(self, r: If, env: dict[Any, Any]) -> None:
@@ -223,21 +252,29 @@ class Trace:
                 env[m.name] = self.value(m.then_value if taken else m.else_value, env)
             return
 
-        def arm(body: Seq, picks: list[Value]) -> Callable[[], list[Any]]:
+        def arm(body: Seq, picks: list[Value], shapes: list[Any]) -> Callable[[], list[Any]]:
             def fn() -> list[Any]:
                 local = dict(env)
                 self.seq(body, local)
-                return [self.as_jax(m.name, self.value(p, local)) for m, p in zip(r.outputs, picks)]
+                return [self.as_jax(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
             return fn
 
-        outs = lax.cond(c, arm(r.then, [m.then_value for m in r.outputs]),
-                        arm(r.orelse, [m.else_value for m in r.outputs]))
+        thens, elses = [m.then_value for m in r.outputs], [m.else_value for m in r.outputs]
+        shapes: list[Any] = [None] * len(r.outputs)
+        if self.open_shape([m.name for m in r.outputs]):
+            # Trace both arms abstractly first to agree on the shapes the types leave open.
+            a = jax.eval_shape(arm(r.then, thens, shapes))
+            b = jax.eval_shape(arm(r.orelse, elses, shapes))
+            shapes = [_joint(x, y) for x, y in zip(a, b)]
+        outs = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
         for m, v in zip(r.outputs, outs):
             env[m.name] = v
 
     def loop(self, r: Loop, env: dict[Any, Any]) -> None:
         names = [c.var for c in r.carried]
-        init = [self.as_jax(c.var, self.value(c.init, env)) for c in r.carried]
+        raw = [self.value(c.init, env) for c in r.carried]
+        init = [self.as_jax(c.var, v) for c, v in zip(r.carried, raw)]
+        shapes: list[Any] = [None] * len(names)
 
         def bind(carry: Sequence[Any]) -> dict[Any, Any]:
             local = dict(env)
@@ -252,9 +289,41 @@ class Trace:
         def body_fn(carry: list[Any]) -> list[Any]:
             local = bind(carry)
             self.seq(r.body, local)
-            return [self.as_jax(c.var, self.value(c.next, local)) for c in r.carried]
+            return [self.as_jax(c.var, self.value(c.next, local), s) for c, s in zip(r.carried, shapes)]
 
+        if self.open_shape(names):
+            # Iterate abstractly until the carried shapes the types leave open are stable.
+            for _ in range(8):
+                self.abstract += 1
+                try:
+                    out = jax.eval_shape(body_fn, init)
+                finally:
+                    self.abstract -= 1
+                joint = [_joint(jax.eval_shape(lambda v=v: v), o) for v, o in zip(init, out)]
+                if all(j is None or j == tuple(np.shape(v)) for j, v in zip(joint, init)):
+                    break
+                raw = [v if j is None or j == tuple(np.shape(v)) else self.widen(n, v, j)
+                       for n, v, j in zip(names, raw, joint)]
+                init = [self.as_jax(n, v) for n, v in zip(names, raw)]
+            shapes = [None if isinstance(getattr(n, "type", None), StackType) else tuple(np.shape(v))
+                      for n, v in zip(names, init)]
         final = lax.while_loop(cond_fn, body_fn, init)
         after = dict(zip(names, final))
         for res in r.results:
             env[res.name] = after[res.var]
+
+
+def _is_concrete(v: Any) -> bool:
+    return is_static(v) or (isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer))
+
+
+def _joint(a: Any, b: Any) -> tuple[int, ...] | None:
+    """The shape two paths' values agree on (their broadcast); None for stacks."""
+    if not hasattr(a, "shape") or not hasattr(b, "shape"):
+        return None
+    if tuple(a.shape) == tuple(b.shape):
+        return tuple(a.shape)
+    try:
+        return tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    except ValueError:
+        return tuple(a.shape)  # let as_jax report the mismatch
