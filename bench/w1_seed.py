@@ -66,6 +66,10 @@ def jax_fn() -> Callable[[], Any]:
 def run(repeats: int) -> list[Row]:
     g = w1_seed()
     impls: dict[str, Callable[[], Any]] = {"nexus": lambda: nx.run(g), "python": python}
+    try:
+        impls["nexus xla"] = nx.compile(g, backend="xla")
+    except ImportError:
+        pass
     peers = [("torchscript", torchscript), ("jax jit", jax_fn), ("onnxruntime Loop/If", onnx_models.seed_loop)]
     for name, make in peers:
         try:

@@ -71,6 +71,10 @@ def run(repeats: int) -> list[Row]:
     g = w2_count()
     impls: dict[str, Callable[[int], Any]] = {"nexus": lambda n: nx.run(g, n), "python": python,
                                               "python on numpy scalars": numpy_scalars}
+    try:
+        impls["nexus xla"] = nx.compile(g, backend="xla")
+    except ImportError:
+        pass
     for name, make in [("torchscript", torchscript), ("jax jit while_loop", jax_fn),
                        ("onnxruntime Loop", onnx_models.count_loop)]:
         try:
