@@ -23,13 +23,9 @@ from nexus.backends import xla  # noqa: E402  (after the skip)
 from nexus.backends.xla.rules_shape import HOST_OPS  # noqa: E402
 
 # Ops with a kernel that the xla backend does not lower, and why.
-UNSUPPORTED = {
-    "BooleanMask": "data-dependent size: runs on the host (the graph is split)",
-    "NonMaxSuppression": "data-dependent size: runs on the host (the graph is split)",
-    "NonZero": "data-dependent size: runs on the host (the graph is split)",
-    "Unique": "data-dependent size: runs on the host (the graph is split)",
-    "TopK": "k is an input (a data-dependent size): runs on the host (the graph is split)",
-}
+_SPLIT = "data-dependent size: to run on the host in a split graph (not implemented yet)"
+UNSUPPORTED = {"BooleanMask": _SPLIT, "NonMaxSuppression": _SPLIT, "NonZero": _SPLIT, "Unique": _SPLIT,
+               "TopK": "k is an input, so the size is data-dependent: " + _SPLIT}
 
 
 def test_every_op_the_python_backend_runs_has_an_xla_rule_or_a_reason() -> None:
@@ -150,3 +146,37 @@ def test_grad_of_the_rnn_with_run_time_T_matches_torch_autograd() -> None:
         np.testing.assert_allclose(gu, tu.grad.numpy(), rtol=1e-5, atol=1e-10)
     inner = exe._exes[exe.graph]
     assert inner.compiles == 2  # capacity 64, then 128; T = 20 reuses it
+
+
+@nx.script
+def count_positive(x: Tensor["N"]) -> Tensor:  # noqa: F821, UP037
+    # the trip count comes from the data
+    n = nx.sum(nx.cast(x > 0.0, "i64"))
+    s = 0.0
+    i = 0
+    while i < n:
+        s = s + x[i]
+        i = i + 1
+    return s
+
+
+def test_loop_whose_trip_count_comes_from_data() -> None:
+    exe = nx.compile(count_positive, backend="xla")
+    for x in (np.array([1.0, 2.0, -1.0, 5.0]), np.array([-1.0, 2.0, 3.0, 4.0]), np.zeros(4)):
+        n = int(np.sum(x > 0))
+        assert exe(x) == float(np.sum(x[:n])) == count_positive(x)
+
+
+def test_data_dependent_ops_are_a_missing_rule_naming_the_op() -> None:
+    with nx.function("g", x=("f64", (4,))) as f:
+        f.returns(nx.non_zero(f.args[0])[0])
+    with pytest.raises(MissingLoweringError, match="op NonZero"):
+        nx.compile(f, backend="xla")(np.ones(4))
+
+
+def test_cli_compile_prints_stablehlo(capsys: pytest.CaptureFixture[str]) -> None:
+    from nexus.cli.main import main
+
+    assert main(["compile", "seed:skip5_loop", "--backend", "xla", "--emit", "stablehlo"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("module @") and "stablehlo.while" in out

@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     _add_opt(sub)
+    from nexus.cli import compile as compile_cli
+
+    compile_cli.add_parser(sub)
     return parser
 
 

@@ -20,13 +20,15 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   (constants, ``ShapeOf``, ``DimSize``).  One computed from run-time data is an error
   naming the node.
 * **Data-dependent sizes** (NonMaxSuppression, NonZero, Unique, BooleanMask, TopK with a
-  run-time k): the graph is *split*.  Regions holding such an op run on the host (the
+  run-time k) have no rule yet: compiling a graph with one is a MissingLoweringError.
+  The chosen design is *splitting*: regions holding such an op run on the host (the
   If's condition or the loop's test decided in Python, the op by its NumPy kernel), and
-  every maximal run of items without one is compiled to XLA as above, with small int
-  values made on the host (sizes) passed as compile-time constants.  We chose splitting
-  over a caller-given bound with padding because padding changes every downstream
-  op's meaning (a mean or max over padded rows), and XLA keeps most of the work: the
-  dynamic op itself is typically a small part.
+  every maximal run of items without one is compiled to XLA as above, with the small
+  int values made on the host (sizes) passed as compile-time constants.  We prefer it
+  to a caller-given bound with padding because padding changes the meaning of every
+  downstream op (a mean or max over padded rows) and of every shape a later op reads.
+  A loop whose trip count comes from data is no problem on its own (``lax.while_loop``
+  tests a traced value).
 * **Run-time errors cannot be raised inside XLA.** Integer division or modulo by zero
   gives whatever XLA's division gives (no ZeroDivisionError); an out-of-range Gather
   index is clamped; a negative shift count or integer power does not raise; casting a
