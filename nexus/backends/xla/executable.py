@@ -85,7 +85,7 @@ class XlaExecutable(Executable):
             outs, top = self.execute_graph(layout, args)
             return self.build_computation(outs, top)
 
-        specs = [jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype) for v in values]
+        specs = [_spec(np.shape(v), np.asarray(v).dtype) for v in values]
         while True:
             try:
                 lowered = jax.jit(computation).lower(*specs)
@@ -158,3 +158,7 @@ def compile_xla(g: Graph) -> XlaExecutable:
     """The xla backend's executable for ``g`` (one per graph, cached on it)."""
     exe: XlaExecutable = g.cached("xla.exe", XlaExecutable)
     return exe
+
+
+def _spec(shape: tuple[int, ...], dtype: Any) -> Any:
+    return jax.ShapeDtypeStruct(shape, dtype)  # type: ignore[no-untyped-call]

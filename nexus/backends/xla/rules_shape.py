@@ -277,7 +277,7 @@ def _host(tr: Trace, node: Node, *ins: Any) -> Any:
     attrs = {k: v for k, v in node.attrs.items() if k not in ("device", "machine")}
     t = node.type
     types = t.elems if isinstance(t, TupleType) else (t,)
-    shapes = tuple(jax.ShapeDtypeStruct(tr.shape(e), numpy_dtype(e.dtype))
+    shapes = tuple(jax.ShapeDtypeStruct(tr.shape(e), numpy_dtype(e.dtype))  # type: ignore[no-untyped-call]
                    for e in types if isinstance(e, TensorType))
 
     def host(*args: Any) -> Any:

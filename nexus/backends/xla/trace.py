@@ -190,8 +190,11 @@ class Trace:
             raise ValueError(f"type {t} has no known rank")
         out = []
         for d in t.shape:
-            size = d if isinstance(d, int) else sympy.sympify(d).subs(self.dims)
-            if not getattr(size, "is_integer", isinstance(size, int)) or getattr(size, "free_symbols", ()):
+            if isinstance(d, int):
+                out.append(d)
+                continue
+            size = sympy.sympify(d).subs(self.dims)
+            if size.free_symbols or not size.is_integer:
                 raise ValueError(f"the size {d} of {t} is not known while tracing")
             out.append(int(size))
         return tuple(out)
