@@ -180,3 +180,23 @@ def test_cli_compile_prints_stablehlo(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["compile", "seed:skip5_loop", "--backend", "xla", "--emit", "stablehlo"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("module @") and "stablehlo.while" in out
+
+
+@nx.script
+def stepping(v: Tensor["N"], bound: int) -> Tensor:  # noqa: F821, UP037
+    for _ in range(0, bound, 2):
+        v = nx.tanh(v)
+    for _ in range(0, 1, 2):  # a constant trip count, which XLA analyses
+        v = v + 1.0
+    return v
+
+
+def test_loop_with_a_step_past_its_bound() -> None:
+    # XLA's trip-count analysis (jaxlib 0.10) runs `k = 0; while k < 1: k += 2` zero times.
+    v = np.array([0.5, 1.0])
+    exe = nx.compile(stepping, backend="xla")
+    for bound in (1, 2, 3, 5):
+        want = v
+        for _ in range(0, bound, 2):
+            want = np.tanh(want)
+        np.testing.assert_allclose(exe(v, bound), want + 1.0, rtol=1e-12)

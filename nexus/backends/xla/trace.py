@@ -287,6 +287,10 @@ class Trace:
             return local
 
         def cond_fn(carry: list[Any]) -> Any:
+            # The barrier hides the induction pattern from XLA's trip-count analysis, which
+            # in this jaxlib runs `k = 0; while k < 1: k += 2` zero times instead of once
+            # (tests/test_backends_xla.py::test_loop_with_a_step_past_its_bound).
+            carry = lax.optimization_barrier(carry)
             return jnp.asarray(self.value(r.test, bind(carry)), dtype=np.bool_)
 
         def body_fn(carry: list[Any]) -> list[Any]:
