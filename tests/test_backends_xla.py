@@ -200,3 +200,16 @@ def test_loop_with_a_step_past_its_bound() -> None:
         for _ in range(0, bound, 2):
             want = np.tanh(want)
         np.testing.assert_allclose(exe(v, bound), want + 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+def test_tanh_saturates_exactly_as_numpy(dtype: str) -> None:
+    # XLA's tanh(19.75) is 1 - 8e-16; NumPy's is 1.0, and `tanh(v) < 1.0` takes another path.
+    x = np.array([19.75, 25.0, -19.2, 9.5, -9.2, 0.3, -4.0], dtype=np.dtype(dtype.replace("f", "float")))
+    with nx.function("g", x=(dtype, (7,))) as f:
+        f.returns(nx.tanh(f.args[0]))
+    got = nx.compile(f, backend="xla")(x)
+    want = np.tanh(x)
+    sat = np.abs(want) == 1
+    np.testing.assert_array_equal(got[sat], want[sat])
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "f32" else 1e-14)
