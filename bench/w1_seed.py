@@ -79,6 +79,10 @@ def run(repeats: int) -> list[Row]:
         impls["nexus llvm"] = llvm(g)
     except Skip:
         pass
+    try:
+        impls["nexus xla"] = nx.compile(g, backend="xla")
+    except ImportError:
+        pass
     peers = [("torchscript", torchscript), ("jax jit", jax_fn), ("onnxruntime Loop/If", onnx_models.seed_loop)]
     for name, make in peers:
         try:

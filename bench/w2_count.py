@@ -101,6 +101,10 @@ def run(repeats: int) -> list[Row]:
             impls[name] = make()
         except Skip:
             pass
+    try:
+        impls["nexus xla"] = nx.compile(g, backend="xla")
+    except ImportError:
+        pass
     for name, make in [("torchscript", torchscript), ("jax jit while_loop", jax_fn),
                        ("onnxruntime Loop", onnx_models.count_loop)]:
         try:

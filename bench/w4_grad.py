@@ -120,6 +120,12 @@ def jax_scan_grad() -> Callable[..., Any]:
     return fn
 
 
+def _xla_grad(g: Any) -> Callable[..., Any]:
+    """nx.grad of the graph compiled by the xla backend (T stays a run-time value)."""
+    exe = nx.compile(nx.grad(g, argnums=(1, 2, 3)), backend="xla")
+    return lambda *a: list(exe(*a))
+
+
 def jax_while_message(args: list[Any]) -> str:
     """JAX's answer to reverse-mode through lax.while_loop (a run-time trip count)."""
     import jax
@@ -177,6 +183,7 @@ def run_size(name: str, repeat: int, memory: bool) -> None:
         "torch eager": torch_grad(),
         "torchscript": torchscript_grad(),
         "jax scan (jit)": jax_scan_grad(),
+        "nexus xla": _xla_grad(g),
     }
     want = variants["torch eager"](*args)
     for label, fn in variants.items():

@@ -107,30 +107,58 @@ def _vjp_values(f: Any, args: Sequence[Any], argnums: tuple[int, ...], cts: Sequ
     return res[:n], res[n:]
 
 
+class GradFunction:
+    """What :func:`value_and_grad` and :func:`grad` return: call it, or compile it
+    (``nx.compile(nx.grad(f), backend="xla")``): it builds one gradient graph per argument
+    signature (:meth:`specialize`, the protocol ``nx.compile`` takes)."""
+
+    def __init__(self, f: Any, nums: tuple[int, ...], single: bool, with_value: bool, mode: str,
+                 max_iterations: int | None, checkpoint: int | None):
+        self.f, self.nums, self.single, self.with_value = f, nums, single, with_value
+        self.mode, self.max_iterations, self.checkpoint = mode, max_iterations, checkpoint
+
+    def _pack(self, outs: list[Any], grads: list[Any]) -> Any:
+        if len(outs) != 1 or np.ndim(outs[0]) != 0:
+            shapes = ", ".join(str(np.shape(o)) for o in outs)
+            raise GradError(f"grad needs a function with one scalar result, got results of shapes {shapes}; "
+                            "use nx.vjp for others")
+        g = grads[0] if self.single else tuple(grads)
+        return (outs[0], g) if self.with_value else g
+
+    def __call__(self, *args: Any) -> Any:
+        outs, grads = _vjp_values(self.f, args, self.nums, None, self.mode, self.max_iterations, self.checkpoint)
+        return self._pack(outs, grads)
+
+    def specialize(self, args: tuple[Any, ...]) -> tuple[Graph, Callable[[Any], Any]]:
+        """The gradient graph for ``args``' signature (seeded with ones) and the conversion
+        of its results into what calling this function returns."""
+        g = graph_of(self.f, args)
+        gg = gradient_graph(g, self.nums, "ones")
+        n = len(gg.result_types) - len(self.nums)
+
+        def convert(res: Any) -> Any:
+            res = list(res) if isinstance(res, tuple) else [res]
+            return self._pack(res[:n], res[n:])
+
+        return gg, convert
+
+
 def value_and_grad(f: Any, argnums: int | Sequence[int] = 0, mode: str = "graph",
-                   max_iterations: int | None = None, checkpoint: int | None = None) -> Callable[..., tuple[Any, Any]]:
+                   max_iterations: int | None = None, checkpoint: int | None = None) -> GradFunction:
     """A function returning ``(f(*args), gradient)``; ``f`` must return one scalar.  With
     a sequence ``argnums`` the gradient is a tuple.  ``checkpoint=k`` (tape mode) keeps a
     checkpoint every k block entries and recomputes the rest (memory O(T/k + k))."""
     nums, single = _argnums(argnums)
     _check_mode(mode)
-
-    def fn(*args: Any) -> tuple[Any, Any]:
-        outs, grads = _vjp_values(f, args, nums, None, mode, max_iterations, checkpoint)
-        if len(outs) != 1 or np.ndim(outs[0]) != 0:
-            shapes = ", ".join(str(np.shape(o)) for o in outs)
-            raise GradError(f"grad needs a function with one scalar result, got results of shapes {shapes}; "
-                            "use nx.vjp for others")
-        return outs[0], (grads[0] if single else tuple(grads))
-
-    return fn
+    return GradFunction(f, nums, single, True, mode, max_iterations, checkpoint)
 
 
 def grad(f: Any, argnums: int | Sequence[int] = 0, mode: str = "graph",
-         max_iterations: int | None = None, checkpoint: int | None = None) -> Callable[..., Any]:
+         max_iterations: int | None = None, checkpoint: int | None = None) -> GradFunction:
     """The gradient of a scalar-valued ``f`` with respect to ``args[argnums]``."""
-    vg = value_and_grad(f, argnums, mode, max_iterations, checkpoint)
-    return lambda *args: vg(*args)[1]
+    nums, single = _argnums(argnums)
+    _check_mode(mode)
+    return GradFunction(f, nums, single, False, mode, max_iterations, checkpoint)
 
 
 def vjp(f: Any, *args: Any, argnums: int | Sequence[int] | None = None, mode: str = "graph",

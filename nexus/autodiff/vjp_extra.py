@@ -252,3 +252,9 @@ def _setitem(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[
     if wants[1]:
         res[1] = e.op("SetItemValueGrad", g, value, *idx, kinds=kinds)
     return res
+
+
+@defvjp("Roll")
+def _roll(e: Emitter, n: Node, ins: Sequence[Any], out: Any, g: Any, wants: Sequence[bool]) -> list[Any]:
+    # Rolling back by the same shift moves every element home.
+    return [e.op("Roll", g, e.op("Neg", ins[1]), axes=list(n.attrs["axes"])), None]

@@ -123,7 +123,8 @@ class Backend:
             raise BackendError(f"backend {self.name!r} has no option {unknown[0]!r} (its options: {takes})")
 
 
-BACKEND_MODULES: dict[str, str] = {"python": "nexus.backends.python", "llvm": "nexus.backends.llvm"}
+BACKEND_MODULES: dict[str, str] = {"python": "nexus.backends.python", "llvm": "nexus.backends.llvm",
+                                 "xla": "nexus.backends.xla"}
 BACKENDS: dict[str, Backend] = {}
 TABLES: dict[str, LoweringTable] = {}
 

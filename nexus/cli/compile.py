@@ -1,8 +1,12 @@
-"""``nexus compile FILE --backend NAME``: what a backend generates for a saved graph.
+"""``nexus compile FILE --backend NAME``: compile a saved graph on a backend and print what
+it generated.
 
-For ``--backend llvm`` it prints LLVM IR or assembly for the host or another target
-(``--emit llvm-ir|asm --target aarch64``); the options come from the backend
-(``nexus.backends.llvm.cli``), imported only when it is chosen."""
+- ``--backend xla --emit stablehlo``: the StableHLO text of tf2xla's three steps; symbolic
+  dims are specialised (``--dim T=10``, default 1) or whole arguments given (``--input``);
+- ``--backend llvm --emit llvm-ir|llvm-ir-raw|asm [--target TRIPLE]``: LLVM IR or assembly
+  for the host or another target (the options come from ``nexus.backends.llvm.cli``,
+  imported only when that backend is chosen);
+- ``--backend python``: the generated Python."""
 
 from __future__ import annotations
 
@@ -10,32 +14,84 @@ import argparse
 import sys
 from typing import Any
 
+import numpy as np
+import sympy
+
+from nexus.ir.graph import Graph
+from nexus.ir.types import TensorType, numpy_dtype
+
+EMITS = {"xla": ("stablehlo",), "llvm": ("llvm-ir", "llvm-ir-raw", "asm"), "python": ("python",)}
+
 EPILOG = """\
 examples:
+  nexus compile seed:skip5_loop --backend xla --emit stablehlo
+  nexus compile model.nx --backend xla --dim T=10 --dim D=4
   nexus compile example:seed004 --backend llvm --emit asm
       the host's code for ((input - 2) + 5) + 100: a single add of 103
-  nexus compile example:seed004 --backend llvm --emit asm --target aarch64
-  nexus compile model.nx --backend llvm --emit llvm-ir"""
+  nexus compile example:seed004 --backend llvm --emit asm --target aarch64"""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``compile`` subcommand to the ``nexus`` command's subparsers."""
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "compile", help="print what a backend generates for a graph (LLVM IR, assembly)",
+        "compile", help="compile a graph on a backend and print the generated code",
         formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__, epilog=EPILOG)
     p.add_argument("file", metavar="FILE", help="a graph saved with nx.save, seed:NAME or example:seed004")
-    p.add_argument("--backend", default="llvm", choices=["llvm"], help="the backend (default llvm)")
-    p.add_argument("--emit", default="llvm-ir", choices=["llvm-ir", "llvm-ir-raw", "asm"],
-                   help="llvm-ir: after O3; llvm-ir-raw: as emitted; asm: optimised assembly")
+    p.add_argument("--backend", default="xla", choices=sorted(EMITS), help="the backend (default %(default)s)")
+    p.add_argument("--emit", default=None,
+                   help="xla: stablehlo; llvm: llvm-ir (after O3, default), llvm-ir-raw (as emitted), asm; "
+                        "python: python")
     p.add_argument("--target", metavar="TRIPLE", default=None,
-                   help="host (default), x86_64, aarch64, armv7 or any LLVM target triple")
+                   help="llvm: host (default), x86_64, aarch64, armv7 or any LLVM target triple")
+    p.add_argument("--dim", action="append", default=[], metavar="SYM=SIZE", help="xla: the size of a symbolic dim")
+    p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="xla: an argument value")
     p.set_defaults(func=run_compile)
     return p
 
 
-def run_compile(args: argparse.Namespace) -> int:
-    from nexus.backends.llvm.cli import emit_text
-    from nexus.cli.opt import _load
+def example_args(g: Graph, dims: dict[str, int]) -> list[np.ndarray]:
+    """Zeros of each argument's type, symbolic dims sized from ``dims`` (default 1)."""
+    out = []
+    for t in g.arg_types:
+        if not isinstance(t, TensorType) or t.shape is None:
+            raise ValueError(f"argument type {t} needs --input")
+        shape = []
+        for d in t.shape:
+            if isinstance(d, int):
+                shape.append(d)
+            else:
+                subs = {s: dims.get(str(s), 1) for s in sympy.sympify(d).free_symbols}
+                shape.append(int(sympy.sympify(d).subs(subs)))
+        out.append(np.zeros(shape, numpy_dtype(t.dtype)))
+    return out
 
-    sys.stdout.write(emit_text(_load(args.file), args.emit, args.target))
+
+def run_compile(args: argparse.Namespace) -> int:
+    from nexus.cli.opt import _load
+    from nexus.ir.verify import verify
+
+    emits = EMITS[args.backend]
+    if args.emit is not None and args.emit not in emits:
+        raise ValueError(f"backend {args.backend!r} emits {', '.join(emits)}, not {args.emit!r}")
+    g = _load(args.file)
+    verify(g)
+    if args.backend == "llvm":
+        from nexus.backends.llvm.cli import emit_text
+
+        sys.stdout.write(emit_text(g, args.emit or "llvm-ir", args.target))
+        return 0
+    from nexus.backends import compile as compile_on
+    from nexus.cli.values import parse_inputs
+
+    exe = compile_on(g, backend=args.backend)
+    if args.input:
+        values: list[Any] = parse_inputs(g, args.input)
+    else:
+        dims = {}
+        for item in args.dim:
+            name, _, size = item.partition("=")
+            dims[name.strip()] = int(size)
+        values = example_args(g, dims)
+    lower = getattr(exe, "lower", None)
+    print(lower(*values) if callable(lower) else exe.source(), end="")
     return 0

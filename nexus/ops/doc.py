@@ -33,6 +33,7 @@ PROBE_ATTRS: dict[str, dict[str, Any]] = {
     "Cast": {"to": "f32"},
     "Split": {"num_outputs": 1},
     "Constant": {"value": np.zeros((), np.float32)},
+    "Roll": {"axes": (0,)},
 }
 DEFAULT_PATH = Path("docs/ops.md")
 _DTYPE_ORDER = list(DTYPES)

@@ -507,3 +507,31 @@ define("CheckDims", FAMILY, ("a", "b"), _check_dims_rule, _check_dims, pure=Fals
        },
        doc="Fails at run time unless two sizes agree; inserted by insert_shape_checks where shape inference "
            "had to assume it. The op it guards depends on it (deps).", may_fail=True)
+
+
+# --- Roll (seed 003's example: tf.roll) ----------------------------------------------------
+def _roll_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, shift = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    axes = attrs["axes"]
+    if shift.dtype not in INT_DTYPES:
+        raise OpTypeError(f"{op}: the shift (input 1) must be an integer tensor, got {shift}")
+    if shift.shape is not None and len(shift.shape) > 1:
+        raise OpTypeError(f"{op}: the shift (input 1) must be a scalar or 1-D, got {shift}")
+    n = 1 if shift.shape == () else vector_len(shift)
+    if isinstance(n, int) and n != len(axes):
+        raise OpTypeError(f"{op}: {n} shift(s) for {len(axes)} axes {list(axes)}")
+    if x.shape is not None:
+        for a in axes:
+            normalize_axis(op, a, len(x.shape))
+    return x
+
+
+def _roll(x: Any, shift: Any, axes: tuple[int, ...]) -> Any:
+    out = np.roll(x, tuple(int(s) for s in np.reshape(shift, (-1,))), tuple(axes))
+    return out[()] if np.ndim(out) == 0 else out
+
+
+define("Roll", FAMILY, ("x", "shift"), _roll_rule, _roll, differentiable=True,
+       attrs={"axes": Attr("ints", doc="the axes rolled, one per shift")},
+       doc="np.roll(x, shift, axes): elements shifted by `shift` (a scalar or 1-D int tensor, one per axis, "
+           "negative to the left) along `axes`, wrapping around (tf.roll).")

@@ -535,8 +535,11 @@ def _outcome(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
 def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
                   optimize: bool = False, f32: bool = False, backend: str = "python",
                   stats: dict[str, int] | None = None) -> Failure | None:
-    """Script ``src`` and compare it with plain Python on ``runs`` random inputs
-    (compiled on ``backend``; ``stats`` counts the executables' kinds)."""
+    """Script ``src`` and compare it with plain Python on ``runs`` random inputs; with
+    another ``backend``, also compile the script there and compare it with both (``stats``
+    counts the executables' kinds).  Runs where plain Python raised are not compared on
+    the other backend (xla cannot raise on an integer division by zero, see
+    ``nexus.backends.xla``)."""
     from nexus.frontend.script import script, script_source
 
     # `@script` helpers are scripts (Call nodes) in the script version and plain
@@ -547,15 +550,21 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         sf = script_source(src, "f", {"script": script})
     except Exception:  # noqa: BLE001
         return Failure(src, (), "a script", traceback.format_exc(limit=3))
-    run: Callable[..., Any] = sf
+    exe = None
     if backend != "python":
-        from nexus.backends import compile as nx_compile
+        from nexus.backends import compile as compile_on
 
-        run = nx_compile(sf, backend=backend)
+        exe = compile_on(sf, backend=backend)
     for _ in range(runs):
         args = random_inputs(rng, arrays, f32)
         ok_py, want = _outcome(py["f"], tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
-        ok_nx, got = _outcome(run, args)
+        ok_nx, got = _outcome(sf, args)
+        if exe is not None and ok_py:
+            ok_be, got_be = _outcome(exe, args)
+            if not (ok_be and same(want, got_be) and (not ok_nx or same(got, got_be))):
+                if not ok_be:
+                    got_be = "".join(traceback.format_exception(got_be, limit=6))
+                return Failure(src, args, want, f"backend {backend}: {got_be!r} (python backend: {got!r})")
         if ok_py and ok_nx and same(want, got):
             bad = trivial_phis(sf.graph_for(*args))
             if bad:
@@ -570,8 +579,8 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         if not ok_nx:
             got = "".join(traceback.format_exception(got, limit=4))
         return Failure(src, args, want, got)
-    if stats is not None and backend != "python":
-        _count_kinds(run, stats)
+    if stats is not None and exe is not None:
+        _count_kinds(exe, stats)
     return None
 
 
@@ -645,7 +654,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--optimize", action="store_true", help="also run nx.optimize on each graph")
     p.add_argument("--stop-after", type=int, default=None, help="stop after this many failures")
-    p.add_argument("--backend", default="python", help="compile each script with nx.compile(f, backend=...)")
+    p.add_argument("--backend", default="python",
+                   help="also compile each script on this backend (e.g. xla, llvm) and compare it with both")
     p.add_argument("--arrays-every", type=int, default=2, help="every k-th program has an array argument")
     p.add_argument("--no-numpy", action="store_true", help="no subscript assignments or NumPy calls")
     args = p.parse_args(argv)

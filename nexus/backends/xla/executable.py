@@ -1,0 +1,164 @@
+"""The xla backend's executable: BuildArguments, ExecuteGraph, BuildComputation (seed 003),
+compiled once per argument signature.
+
+* **BuildArguments** (:meth:`XlaExecutable.build_arguments`): the call boundary shared by
+  every backend (``nexus.ir.binding``) converts and checks the arguments; their concrete
+  shapes and dtypes are the signature, and each becomes a JAX tracer.
+* **ExecuteGraph** (:class:`nexus.backends.xla.trace.Trace`): every node's rule runs on
+  the tracers, regions become ``lax.cond`` / ``lax.while_loop``.
+* **BuildComputation** (:meth:`XlaExecutable.build_computation`): the results become the
+  output tuple, with the peak stack depth of a gradient graph last.
+
+The compiled computations are cached by signature; ``compiles`` counts how many were
+built (a gradient graph whose stacks overflowed counts its recompiles too).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nexus.backends.base import Executable
+from nexus.backends.xla.trace import BACKEND, NewStackKind, StackLayout, Trace, regions
+from nexus.ir.binding import signature
+from nexus.ir.graph import Graph
+from nexus.ir.types import StackType
+
+Key = tuple[tuple[tuple[int, ...], str], ...]
+# How often a growing stack may double before we give up (64 * 2**24 entries).
+_MAX_DOUBLINGS = 24
+
+
+@dataclass
+class Compiled:
+    """One argument signature's computation."""
+
+    fn: Any  # jax.stages.Compiled
+    lowered_text: str
+    layout: StackLayout
+    has_stacks: bool
+    seconds: float
+
+
+class XlaExecutable(Executable):
+    """``g`` compiled by XLA (through JAX), per argument signature."""
+
+    backend = BACKEND
+
+    def __init__(self, g: Graph):
+        self.graph = g
+        self.compiles = 0
+        self.compile_seconds = 0.0
+        self._cache: dict[Key, Compiled] = {}
+        self._version = g.version
+        self._last: Compiled | None = None
+        regions(g)  # refuse an irreducible graph now, not at the first call
+
+    # --- the three steps ------------------------------------------------------------
+    def build_arguments(self, args: Sequence[Any]) -> list[Any]:
+        """The arguments as values of the declared types (checked, dims bound)."""
+        return list(signature(self.graph).convert(tuple(args)))
+
+    def execute_graph(self, layout: StackLayout, args: Sequence[Any]) -> tuple[list[Any], dict[Any, Any]]:
+        tr = Trace(layout)
+        outs = tr.run(self.graph, args)
+        return outs, tr.top or {}
+
+    def build_computation(self, outs: list[Any], top: dict[Any, Any]) -> tuple[Any, ...]:
+        """The output tuple: the results, then the largest stack depth reached (0 without
+        stacks), which tells whether the stack buffers were large enough."""
+        peaks = [v[0] for k, v in top.items() if isinstance(getattr(k, "type", None), StackType)]
+        peak = jnp.max(jnp.stack(peaks)) if peaks else jnp.zeros((), np.int64)
+        return (*(jnp.asarray(o) for o in outs), peak)
+
+    # --- compiling ------------------------------------------------------------------
+    def _compile(self, values: list[Any], layout: StackLayout) -> Compiled:
+        t0 = time.perf_counter()
+
+        def computation(*args: Any) -> tuple[Any, ...]:
+            outs, top = self.execute_graph(layout, args)
+            return self.build_computation(outs, top)
+
+        specs = [_spec(np.shape(v), np.asarray(v).dtype) for v in values]
+        while True:
+            try:
+                lowered = jax.jit(computation).lower(*specs)
+                break
+            except NewStackKind:
+                continue  # the layout grew: trace again
+        fn = lowered.compile()
+        dt = time.perf_counter() - t0
+        self.compiles += 1
+        self.compile_seconds += dt
+        return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt)
+
+    def _refresh(self) -> None:
+        if self.graph.version != self._version:
+            self._cache.clear()
+            self._version = self.graph.version
+
+    @staticmethod
+    def key(values: Sequence[Any]) -> Key:
+        return tuple((tuple(np.shape(v)), np.asarray(v).dtype.str) for v in values)
+
+    def compiled(self, values: list[Any]) -> Compiled:
+        """The computation for these arguments' signature (compiled on first use)."""
+        self._refresh()
+        key = self.key(values)
+        entry = self._cache.get(key)
+        if entry is None:
+            with jax.enable_x64(True):
+                entry = self._cache[key] = self._compile(values, StackLayout())
+        return entry
+
+    def __call__(self, *args: Any) -> Any:
+        values = self.build_arguments(args)
+        entry = self.compiled(values)
+        key = self.key(values)
+        with jax.enable_x64(True):
+            for _ in range(_MAX_DOUBLINGS):
+                *outs, peak = entry.fn(*values)
+                if int(peak) <= entry.layout.capacity:
+                    break
+                # A stack outgrew its buffers: double them until the peak fits, run again.
+                cap = entry.layout.capacity
+                while cap < int(peak):
+                    cap *= 2
+                grown = StackLayout(list(entry.layout.kinds), cap)
+                entry = self._cache[key] = self._compile(values, grown)
+        self._last = entry
+        results = [_to_numpy(o) for o in outs]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    # --- reading ----------------------------------------------------------------------
+    def lower(self, *args: Any) -> str:
+        """The StableHLO text of the computation for ``args``' signature."""
+        return self.compiled(self.build_arguments(args)).lowered_text
+
+    def source(self) -> str:
+        if self._last is None:
+            if not self.graph.args:
+                return self.lower()
+            raise ValueError("nothing compiled yet: call it (or .lower(*args)) once, so that a signature is known")
+        return self._last.lowered_text
+
+
+def _to_numpy(v: Any) -> Any:
+    arr = np.asarray(v)
+    return arr[()] if arr.ndim == 0 else arr
+
+
+def compile_xla(g: Graph) -> XlaExecutable:
+    """The xla backend's executable for ``g`` (one per graph, cached on it)."""
+    exe: XlaExecutable = g.cached("xla.exe", XlaExecutable)
+    return exe
+
+
+def _spec(shape: tuple[int, ...], dtype: Any) -> Any:
+    return jax.ShapeDtypeStruct(shape, dtype)  # type: ignore[no-untyped-call]

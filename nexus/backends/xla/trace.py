@@ -1,0 +1,336 @@
+"""ExecuteGraph: a graph's region tree run on JAX values, emitting lax ops.
+
+:class:`Trace` walks the tree of :mod:`nexus.passes.structurize` (the one structurizer):
+a data node runs its rule from the ``xla`` lowering table, an :class:`If` becomes
+``lax.cond``, a :class:`Loop` becomes ``lax.while_loop``.  Nothing here knows op names
+but ``Call`` (a callee graph is traced inline) and the stack layout.
+
+Values are of two kinds, as in tf2xla's compile-time constants:
+
+* *static*: NumPy values known while tracing (constants, shapes, sizes, and whatever is
+  computed from them only).  A pure node whose inputs are all static runs its NumPy
+  reference kernel at trace time, so shape arithmetic (``ShapeOf``, ``DimSize``,
+  ``Reshape``'s shape input) stays static and XLA sees concrete shapes.
+* *traced*: JAX arrays (tracers); the rule emits ``jax.numpy`` / ``lax`` calls.
+
+Regions copy the environment they read, so that values traced inside a branch or loop
+body never leak to the enclosing computation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import sympy
+from jax import lax
+
+from nexus.backends.base import NexusRuntimeError, lowering_table
+from nexus.ir.graph import Graph
+from nexus.ir.node import Node
+from nexus.ir.types import StackType, TensorType, TupleType, Type, numpy_dtype
+from nexus.passes.regions import Bind, Const, Default, If, Loop, RegionTree, Seq, Value
+from nexus.passes.structurize import structurize
+
+BACKEND = "xla"
+RULES = lowering_table(BACKEND)
+_PLACEMENT = ("device", "machine")
+# Impure ops whose kernel may still run at trace time on static inputs: checks of sizes
+# that are static once shapes are specialised (a failure is then a compile-time error).
+_STATIC_CHECKS = frozenset({"CheckDims", "Assert"})
+
+
+class XlaLoweringError(NexusRuntimeError):
+    """A node the xla backend cannot lower for these argument shapes (names the node)."""
+
+
+def is_static(v: Any) -> bool:
+    """Whether ``v`` is known while tracing (NumPy values and tuples of them)."""
+    if isinstance(v, tuple):
+        return all(is_static(e) for e in v)
+    return isinstance(v, (np.ndarray, np.generic))
+
+
+def regions(g: Graph) -> RegionTree:
+    """The region tree of ``g`` (cached on the graph until it changes)."""
+    tree: RegionTree = g.cached("xla.regions", structurize)
+    return tree
+
+
+class NewStackKind(Exception):
+    """Tracing met a stack value of a new kind; trace again with the grown layout."""
+
+
+@dataclass
+class StackLayout:
+    """How a gradient graph's stacks become fixed-size buffers.
+
+    A stack holds values of several shapes (the values a block's reverse needs, and
+    block codes); pushes and pops mirror each other, so each (shape, dtype) gets its own
+    LIFO buffer ``[capacity, *shape]`` with a count, and the order within each kind is
+    the stack's order.  At run time a stack is ``(peak, ((buffer, count), ...))``, where
+    ``peak`` is the largest count reached; a peak past ``capacity`` means pushes were lost
+    (the executable then recompiles with the capacity doubled until it holds the peak,
+    and runs again; see :mod:`nexus.backends.xla.executable`)."""
+
+    kinds: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
+    capacity: int = 64
+
+    def index(self, shape: tuple[int, ...], dtype: str) -> int:
+        """The buffer of values of this kind; a kind not seen before restarts the tracing
+        with one more buffer (the layout is learnt while tracing)."""
+        key = (tuple(shape), dtype)
+        if key not in self.kinds:
+            self.kinds.append(key)
+            raise NewStackKind(key)
+        return self.kinds.index(key)
+
+    def empty(self) -> Any:
+        bufs = tuple((jnp.zeros((self.capacity, *shape), numpy_dtype(dt)), jnp.zeros((), np.int64))
+                     for shape, dt in self.kinds)
+        return (jnp.zeros((), np.int64), bufs)
+
+
+class Trace:
+    """One tracing of a graph (and its callees) for concrete argument shapes."""
+
+    def __init__(self, layout: StackLayout | None = None):
+        self.layout = layout or StackLayout()
+        self.dims: dict[sympy.Symbol, int] = {}
+        self.abstract = 0  # > 0 while looking for a loop's carried shapes (jax.eval_shape)
+        self.top: dict[Any, Any] | None = None  # the outermost graph's values (BuildComputation reads it)
+
+    # --- the three steps' middle one -------------------------------------------------
+    def run(self, g: Graph, args: Sequence[Any]) -> list[Any]:
+        """ExecuteGraph: bind ``args`` to ``g``'s arguments, run its region tree, return
+        the values of its results."""
+        tree = regions(g)
+        env: dict[Any, Any] = {}
+        if self.top is None:
+            self.top = env
+        for node, value in zip(g.args, args):
+            env[node] = value
+            self.unify(node.type, value)
+        self.seq(tree.body, env)
+        return [self.value(v, env) for v in tree.results]
+
+    def value(self, v: Value, env: Mapping[Any, Any]) -> Any:
+        if isinstance(v, Const):
+            return v.value
+        if isinstance(v, Default):
+            return self.default(v.type)
+        return env[v]
+
+    def seq(self, seq: Seq, env: dict[Any, Any]) -> None:
+        for item in seq.items:
+            if isinstance(item, Node):
+                env[item] = self.node(item, [env[i] for i in item.inputs])
+            elif isinstance(item, Bind):
+                env[item.target] = self.value(item.value, env)
+            elif isinstance(item, If):
+                self.if_(item, env)
+            elif isinstance(item, Loop):
+                self.loop(item, env)
+
+    # --- data nodes ----------------------------------------------------------------
+    def node(self, n: Node, ins: list[Any]) -> Any:
+        if n.op.name == "Call":
+            callee: Graph = n.attrs["callee"]
+            outs = self.run(callee, ins)
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        attrs = {k: v for k, v in n.attrs.items() if k not in _PLACEMENT}
+        if is_static(ins) and n.op.kernel is not None and (n.op.pure or n.op.name in _STATIC_CHECKS):
+            out = self._fold(n, ins, attrs)
+            if out is not None:
+                self.unify(n.type, out)
+                return out
+        rule = RULES.rule(n)
+        try:
+            out = rule(self, n, *ins)
+        except (XlaLoweringError, NexusRuntimeError, NewStackKind):
+            raise
+        except Exception as e:  # noqa: BLE001  (a rule's failure is reported with its node)
+            raise XlaLoweringError(f"{type(e).__name__}: {e}", n) from e
+        self.unify(n.type, out)
+        return out
+
+    def _fold(self, n: Node, ins: list[Any], attrs: dict[str, Any]) -> Any:
+        assert n.op.kernel is not None
+        try:
+            with np.errstate(all="ignore"):
+                return n.op.kernel(*ins, **attrs)
+        except Exception as e:  # noqa: BLE001
+            if n.op.name in _STATIC_CHECKS:
+                raise XlaLoweringError(f"{type(e).__name__}: {e} (a check on static values fails "
+                                       "while compiling)", n) from e
+            return None  # e.g. an integer division by zero: the rule traces it instead
+
+    # --- shapes --------------------------------------------------------------------
+    def unify(self, t: Type | None, v: Any) -> None:
+        """Learn the sizes of ``t``'s symbolic dims from the value ``v`` has."""
+        if isinstance(t, TupleType) and isinstance(v, tuple):
+            for et, ev in zip(t.elems, v):
+                self.unify(et, ev)
+            return
+        if not isinstance(t, TensorType) or t.shape is None or not hasattr(v, "shape"):
+            return
+        if len(t.shape) != len(v.shape):
+            return
+        for d, size in zip(t.shape, v.shape):
+            if isinstance(d, sympy.Symbol) and d not in self.dims:
+                self.dims[d] = int(size)
+
+    def shape(self, t: TensorType) -> tuple[int, ...]:
+        """``t``'s shape with its symbols replaced by the sizes seen so far."""
+        if t.shape is None:
+            raise ValueError(f"type {t} has no known rank")
+        out = []
+        for d in t.shape:
+            if isinstance(d, int):
+                out.append(d)
+                continue
+            size = sympy.sympify(d).subs(self.dims)
+            if size.free_symbols or not size.is_integer:
+                raise ValueError(f"the size {d} of {t} is not known while tracing")
+            out.append(int(size))
+        return tuple(out)
+
+    def default(self, t: Type) -> Any:
+        """Zeros of ``t``: a value no path reads (the region tree's :class:`Default`)."""
+        if isinstance(t, StackType):
+            return self.layout.empty()
+        if isinstance(t, TensorType):
+            return np.zeros(self.shape(t), numpy_dtype(t.dtype))
+        raise ValueError(f"no default value of type {t}")
+
+    def as_jax(self, name: Any, v: Any, shape: tuple[int, ...] | None = None) -> Any:
+        """``v`` as a JAX value of ``name``'s type, as lax.cond and lax.while_loop need
+        (both arms and every iteration must agree on dtypes and shapes).  ``shape``: the
+        shape all paths agree on, where the type leaves it open (see :meth:`widen`)."""
+        t = getattr(name, "type", None)
+        if isinstance(t, StackType) or isinstance(v, tuple):
+            return jax.tree_util.tree_map(jnp.asarray, v)
+        dtype = numpy_dtype(t.dtype) if isinstance(t, TensorType) else None
+        if shape is not None and tuple(np.shape(v)) != shape:
+            v = self.widen(name, v, shape)
+        return jnp.asarray(v, dtype=dtype)
+
+    def widen(self, name: Any, v: Any, shape: tuple[int, ...]) -> Any:
+        """A zero of another shape stands for zeros of ``shape``: gradient graphs start
+        an adjoint as a scalar zero (type ``f64[...]``) that later paths give its shape.
+        XLA needs one shape on every path, so the zero is broadcast; any other value whose
+        shape differs between paths is an error."""
+        if _is_concrete(v) and not np.any(np.asarray(v)):
+            return np.zeros(np.broadcast_shapes(np.shape(v), shape), np.asarray(v).dtype)
+        if self.abstract:
+            # Only shapes matter while the loop's carried shapes are still being found.
+            return jnp.broadcast_to(v, np.broadcast_shapes(np.shape(v), shape))
+        label = getattr(name, "hint", None) or getattr(name, "name", None) or "?"
+        raise XlaLoweringError(f"value %{label} has shape {list(np.shape(v))} on one path and {list(shape)} on "
+                               "another; XLA needs one shape per value")
+
+    def open_shape(self, names: Sequence[Any]) -> bool:
+        """Whether some of ``names`` have a type whose shape is not known here."""
+        for n in names:
+            t = getattr(n, "type", None)
+            if isinstance(t, TensorType):
+                try:
+                    self.shape(t)
+                except ValueError:
+                    return True
+        return False
+
+    # --- regions -------------------------------------------------------------------
+    def if_(self, r: If, env: dict[Any, Any]) -> None:
+        c = self.value(r.cond, env)
+        if is_static(c):
+            # A condition known while tracing: only the taken arm exists.
+            taken = bool(c)
+            self.seq(r.then if taken else r.orelse, env)
+            for m in r.outputs:
+                env[m.name] = self.value(m.then_value if taken else m.else_value, env)
+            return
+
+        def arm(body: Seq, picks: list[Value], shapes: list[Any]) -> Callable[[], list[Any]]:
+            def fn() -> list[Any]:
+                local = dict(env)
+                self.seq(body, local)
+                return [self.as_jax(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
+            return fn
+
+        thens, elses = [m.then_value for m in r.outputs], [m.else_value for m in r.outputs]
+        shapes: list[Any] = [None] * len(r.outputs)
+        if self.open_shape([m.name for m in r.outputs]):
+            # Trace both arms abstractly first to agree on the shapes the types leave open.
+            a = jax.eval_shape(arm(r.then, thens, shapes))
+            b = jax.eval_shape(arm(r.orelse, elses, shapes))
+            shapes = [_joint(x, y) for x, y in zip(a, b)]
+        outs = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
+        for m, v in zip(r.outputs, outs):
+            env[m.name] = v
+
+    def loop(self, r: Loop, env: dict[Any, Any]) -> None:
+        names = [c.var for c in r.carried]
+        raw = [self.value(c.init, env) for c in r.carried]
+        init = [self.as_jax(c.var, v) for c, v in zip(r.carried, raw)]
+        shapes: list[Any] = [None] * len(names)
+
+        def bind(carry: Sequence[Any]) -> dict[Any, Any]:
+            local = dict(env)
+            local.update(zip(names, carry))
+            for n in r.cond:
+                local[n] = self.node(n, [local[i] for i in n.inputs])
+            return local
+
+        def cond_fn(carry: list[Any]) -> Any:
+            # The barrier hides the induction pattern from XLA's trip-count analysis, which
+            # in this jaxlib runs `k = 0; while k < 1: k += 2` zero times instead of once
+            # (tests/test_backends_xla.py::test_loop_with_a_step_past_its_bound).
+            carry = lax.optimization_barrier(carry)  # type: ignore[no-untyped-call]
+            return jnp.asarray(self.value(r.test, bind(carry)), dtype=np.bool_)
+
+        def body_fn(carry: list[Any]) -> list[Any]:
+            local = bind(carry)
+            self.seq(r.body, local)
+            return [self.as_jax(c.var, self.value(c.next, local), s) for c, s in zip(r.carried, shapes)]
+
+        if self.open_shape(names):
+            # Iterate abstractly until the carried shapes the types leave open are stable.
+            for _ in range(8):
+                self.abstract += 1
+                try:
+                    out = jax.eval_shape(body_fn, init)
+                finally:
+                    self.abstract -= 1
+                joint = [_joint(jax.eval_shape(lambda v=v: v), o) for v, o in zip(init, out)]
+                if all(j is None or j == tuple(np.shape(v)) for j, v in zip(joint, init)):
+                    break
+                raw = [v if j is None or j == tuple(np.shape(v)) else self.widen(n, v, j)
+                       for n, v, j in zip(names, raw, joint)]
+                init = [self.as_jax(n, v) for n, v in zip(names, raw)]
+            shapes = [None if isinstance(getattr(n, "type", None), StackType) else tuple(np.shape(v))
+                      for n, v in zip(names, init)]
+        final = lax.while_loop(cond_fn, body_fn, init)
+        after = dict(zip(names, final))
+        for res in r.results:
+            env[res.name] = after[res.var]
+
+
+def _is_concrete(v: Any) -> bool:
+    return is_static(v) or (isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer))
+
+
+def _joint(a: Any, b: Any) -> tuple[int, ...] | None:
+    """The shape two paths' values agree on (their broadcast); None for stacks."""
+    if not hasattr(a, "shape") or not hasattr(b, "shape"):
+        return None
+    if tuple(a.shape) == tuple(b.shape):
+        return tuple(a.shape)
+    try:
+        return tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    except ValueError:
+        return tuple(a.shape)  # let as_jax report the mismatch
