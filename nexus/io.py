@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from nexus.ir.graph import Graph
+from nexus.ir.limits import MAX_DIM_NESTING
 from nexus.ir.parser import ParseError, parse
 from nexus.ir.printer import print_graph
 from nexus.ir.tensorio import LoadError, load_file, open_regular, save_file
@@ -35,6 +36,7 @@ def save(graph: Graph, path: PathLike) -> None:
     ``path + ".safetensors"``.  A stale payload from an earlier save is removed."""
     payload: dict[str, np.ndarray] = {}
     text = print_graph(graph, payload)
+    _check_loads_back(graph, text, payload)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     side = payload_path(path)
@@ -42,6 +44,20 @@ def save(graph: Graph, path: PathLike) -> None:
         save_file(payload, side, metadata={"format": "nexus", "graph": graph.name})
     elif os.path.exists(side):
         os.remove(side)
+
+
+def _check_loads_back(graph: Graph, text: str, payload: dict[str, np.ndarray]) -> None:
+    """Refuse to write text that :func:`load` would refuse: a dim expression nested past
+    the parser's limit (``MAX_DIM_NESTING``; sympy builds deeper ones, e.g. ``floor``
+    of ``floor`` ... of a strided slice in a loop).  Only a line with that many
+    parentheses can be too deep, so other graphs are not parsed again."""
+    if all(line.count("(") <= MAX_DIM_NESTING for line in text.split("\n")):
+        return
+    try:
+        parse(text, payload)
+    except ParseError as e:
+        raise ValueError(f"cannot save graph @{graph.name}: its text would not load back ({e.msg}, "
+                         f"line {e.line})") from None
 
 
 def load(path: PathLike) -> Graph:
