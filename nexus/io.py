@@ -14,14 +14,16 @@ import re
 import numpy as np
 
 from nexus.ir.graph import Graph
-from nexus.ir.parser import parse
+from nexus.ir.limits import MAX_DIM_NESTING
+from nexus.ir.parser import ParseError, parse
 from nexus.ir.printer import print_graph
-from nexus.ir.tensorio import LoadError, load_file, save_file
+from nexus.ir.tensorio import LoadError, load_file, open_regular, save_file
 
 __all__ = ["LoadError", "load", "payload_path", "save"]
 
 PathLike = str | os.PathLike[str]
 _PAYLOAD_REF = re.compile(r'tensor<[^>]*:\s*@"')
+_BOM = b"\xef\xbb\xbf"
 
 
 def payload_path(path: PathLike) -> str:
@@ -34,6 +36,7 @@ def save(graph: Graph, path: PathLike) -> None:
     ``path + ".safetensors"``.  A stale payload from an earlier save is removed."""
     payload: dict[str, np.ndarray] = {}
     text = print_graph(graph, payload)
+    _check_loads_back(graph, text, payload)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     side = payload_path(path)
@@ -43,29 +46,50 @@ def save(graph: Graph, path: PathLike) -> None:
         os.remove(side)
 
 
+def _check_loads_back(graph: Graph, text: str, payload: dict[str, np.ndarray]) -> None:
+    """Refuse to write text that :func:`load` would refuse: a dim expression nested past
+    the parser's limit (``MAX_DIM_NESTING``; sympy builds deeper ones, e.g. ``floor``
+    of ``floor`` ... of a strided slice in a loop).  Only a line with that many
+    parentheses can be too deep, so other graphs are not parsed again."""
+    if all(line.count("(") <= MAX_DIM_NESTING for line in text.split("\n")):
+        return
+    try:
+        parse(text, payload)
+    except ParseError as e:
+        raise ValueError(f"cannot save graph @{graph.name}: its text would not load back ({e.msg}, "
+                         f"line {e.line})") from None
+
+
 def load(path: PathLike) -> Graph:
     """Read a graph written by :func:`save`.
 
-    Raises FileNotFoundError when ``path`` is missing, :class:`LoadError` when the text is
-    not UTF-8 or its payload is missing or malformed, and ``ParseError`` (with line and
-    column) when the text is malformed.
+    Only regular files are read.  The payload ``path + ".safetensors"`` must resolve inside
+    the directory of ``path``: a symlink leading out of it is refused (the rule ONNX
+    adopted for external data after CVE-2024-27318).  A UTF-8 byte-order mark and Windows
+    line endings are accepted.
+
+    Raises FileNotFoundError when ``path`` is missing, :class:`LoadError` when it or its
+    payload is not a regular file, not UTF-8, missing or malformed, and ``ParseError``
+    (with line and column) when the text is malformed.
     """
     name = os.fspath(path)
-    try:
-        with open(name, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise LoadError(f"{name}: is a directory, not a graph file") from None
+    if not os.path.lexists(name):
+        raise FileNotFoundError(f"{name}: no such file")
+    with open_regular(name) as f:
+        raw = f.read()
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise LoadError(f"{name}: not a Nexus text file (byte {e.start} is not UTF-8)") from None
     side = payload_path(name)
     payload: dict[str, np.ndarray] = {}
-    if os.path.exists(side):
-        payload = load_file(side)
+    if os.path.lexists(side):
+        payload = load_file(side, within=os.path.dirname(os.path.abspath(name)))
     elif _PAYLOAD_REF.search(text):
         raise LoadError(f"{name}: the graph refers to tensors stored in {side}, which does not exist")
-    return parse(text, payload)
+    try:
+        return parse(text, payload)
+    except ParseError as e:
+        raise e.in_file(name) from None

@@ -223,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _fail(e: BaseException, file: str | None) -> int:
     kind = {VerifyError: "invalid graph", ParseError: "parse error"}.get(type(e), "error")
     text = str(e)
-    if isinstance(e, ParseError) and file:
+    if isinstance(e, ParseError) and file and e.file is None:  # a ParseError from nx.load names its file
         text = f"{file}: {text}"
     print(f"nexus: {kind}: {text}", file=sys.stderr)
     return 1

@@ -132,9 +132,11 @@ class ScriptFunction:
 
     __nexus_script__ = True
 
-    def __init__(self, fn: types.FunctionType, parsed: ParsedFunction | None = None):
+    def __init__(self, fn: types.FunctionType, parsed: ParsedFunction | None = None, *,
+                 max_iterations: int | None = None):
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self.max_iterations = _check_limit(max_iterations)
         self.parsed = parsed or parse_function(fn)
         fdef = self.parsed.fdef
         self.params = [a.arg for a in fdef.args.args]
@@ -150,6 +152,14 @@ class ScriptFunction:
 
     def __repr__(self) -> str:
         return f"<nx.script {self.fn.__name__}: {len(self._graphs)} graphs>"
+
+    def with_options(self, *, max_iterations: int | None) -> ScriptFunction:
+        """The same script, called with other run options: ``f.with_options(max_iterations=
+        10_000)(x)`` stops with a ``NexusRuntimeError`` after entering that many blocks, as
+        ``nx.run(g, x, max_iterations=...)`` does.  The graphs built so far are shared."""
+        other = ScriptFunction(self.fn, self.parsed, max_iterations=max_iterations)
+        other._graphs, other._hints = self._graphs, self._hints  # same signatures, same graphs
+        return other
 
     # --- annotations ------------------------------------------------------------------------
     def _spec(self, arg: ast.arg) -> Spec:
@@ -309,7 +319,8 @@ class ScriptFunction:
         if len(args) != len(self.params):
             self._check_arity(args)
         g = self._graph(self._key_of(args))
-        entry = (g, g.compile(), _converter(g, _returns_one_tuple(self.parsed.fdef)))
+        exe = g.compile() if self.max_iterations is None else g.compile(max_iterations=self.max_iterations)
+        entry = (g, exe, _converter(g, _returns_one_tuple(self.parsed.fdef)))
         if fast_key is not None:
             self._entries[fast_key] = entry
         return entry
@@ -403,14 +414,30 @@ def _build_callee(fn: Any, arg_types: Sequence[Type], node: ast.AST) -> Graph:
     return fn.specialize_types(arg_types)  # type: ignore[no-any-return]
 
 
-def script(fn: Any) -> ScriptFunction:
+def script(fn: Any = None, *, max_iterations: int | None = None) -> Any:
     """Decorator: compile ``fn`` (a plain Python function) to Nexus graphs.  Unsupported
-    constructs raise ScriptError here; type errors at the first call."""
+    constructs raise ScriptError here; type errors at the first call.
+
+    ``@nx.script(max_iterations=N)`` bounds every call: a call that enters more than ``N``
+    blocks (loop iterations, roughly) raises ``NexusRuntimeError``, as ``nx.run`` does with
+    the same option; without it a call runs until its loops end (Ctrl-C raises
+    KeyboardInterrupt).  ``f.with_options(max_iterations=N)`` gives a bounded copy of a
+    script."""
+    if fn is None:
+        _check_limit(max_iterations)
+        return lambda f: script(f, max_iterations=max_iterations)
     if isinstance(fn, ScriptFunction):
-        return fn
+        return fn if max_iterations is None else fn.with_options(max_iterations=max_iterations)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"@nx.script takes a function, got {type(fn).__name__}")
-    return ScriptFunction(fn)
+    return ScriptFunction(fn, max_iterations=max_iterations)
+
+
+def _check_limit(max_iterations: Any) -> int | None:
+    if max_iterations is not None and (isinstance(max_iterations, bool) or not isinstance(max_iterations, int)
+                                       or max_iterations < 0):
+        raise TypeError(f"max_iterations is a non-negative int or None, got {max_iterations!r}")
+    return max_iterations  # type: ignore[no-any-return]
 
 
 _counter = itertools.count()

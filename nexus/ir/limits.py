@@ -22,6 +22,13 @@ MAX_NESTING = 32
 MAX_DIM_NESTING = 50
 """Parentheses, unary minus signs and powers inside each other in one dim expression."""
 
+MAX_SIMPLIFY_OPS = 12
+"""Operations in a dim expression that ``sympy.simplify`` is asked to normalise; a larger
+expression is kept as sympy's constructors evaluated it.  Simplifying costs time
+exponential in the expression's size (a product of 20 sums, ``floor`` nested 15 deep: hours),
+so text of a few hundred characters could otherwise stall a loader; printing and parsing
+a kept expression give the same expression back, so round trips hold either way."""
+
 MAX_NUMBER_CHARS = 600
 """Characters in one number literal, sign and exponent included.  A value of any Nexus
 dtype takes at most 24; the limit stays below 640, the smallest digit limit that

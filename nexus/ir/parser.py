@@ -26,20 +26,59 @@ from nexus.ir.types import DTYPES, STACK, DimSyntaxError, TensorType, TupleType,
 
 
 class ParseError(ValueError):
-    """Malformed text; ``line`` and ``col`` are 1-based."""
+    """Malformed text; ``line`` and ``col`` are 1-based, ``file`` names the file when known.
 
-    def __init__(self, msg: str, line: int, col: int, source_line: str = ""):
-        self.msg, self.line, self.col = msg, line, col
-        text = f"line {line}, col {col}: {msg}"
+    The message quotes at most a short window of the line around the column, so a huge
+    line (or a huge token in it) is never echoed in full."""
+
+    def __init__(self, msg: str, line: int, col: int, source_line: str = "", file: str | None = None):
+        self.msg, self.line, self.col = _clip(msg, MAX_MESSAGE), line, col
+        self.source_line, self.file = source_line, file
+        text = f"line {line}, col {col}: {self.msg}"
+        if file is not None:
+            text = f"{file}: {text}"
         if source_line:
-            text += f"\n  {source_line}\n  {' ' * (col - 1)}^"
+            window, caret = _window(source_line, col - 1)
+            text += f"\n  {window}\n  {' ' * caret}^"
         super().__init__(text)
+
+    def in_file(self, file: str) -> ParseError:
+        """The same error, naming ``file``."""
+        return ParseError(self.msg, self.line, self.col, self.source_line, file)
+
+
+MAX_MESSAGE = 300
+"""Characters of an error message before its middle is cut out."""
+_WINDOW = 80  # characters of the source line quoted around the column
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    keep = (limit - 5) // 2
+    return f"{text[:keep]} ... {text[-keep:]}"
+
+
+def _window(line: str, col: int) -> tuple[str, int]:
+    """At most ``_WINDOW`` characters of ``line`` around the 0-based ``col``, and where the
+    column falls in them."""
+    if len(line) <= _WINDOW:
+        return line, col
+    start = max(0, min(col - _WINDOW // 2, len(line) - _WINDOW))
+    text = line[start:start + _WINDOW]
+    caret = col - start
+    if start > 0:
+        text, caret = "..." + text, caret + 3
+    if start + _WINDOW < len(line):
+        text += "..."
+    return text, caret
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.]+")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan)")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_DIGITS = re.compile(r"\d+")
 
 
 @dataclass
@@ -137,6 +176,14 @@ class _Cursor:
         why = number_too_long(text)
         if why is not None:
             raise self.error(why, start)
+        return text
+
+    def digits(self, what: str) -> str:
+        start = self.pos
+        text = self.match(_DIGITS, what)
+        why = number_too_long(text)
+        if why is not None:
+            raise self.error(f"{what}: {why}", start)
         return text
 
     # --- types -------------------------------------------------------------------------
@@ -304,7 +351,9 @@ def parse_module(text: str, payload: dict[str, np.ndarray] | None = None) -> lis
     """Parse every graph in ``text``, in order.  Raises ParseError."""
     if not isinstance(text, str):
         raise ParseError("expected text", 1, 1)
-    lines = text.split("\n")
+    if text.startswith("\ufeff"):  # a UTF-8 byte-order mark, as Windows editors write
+        text = text[1:]
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]  # Windows line endings too
     graphs: list[Graph] = []
     by_name: dict[str, Graph] = {}
     i = 0
@@ -408,9 +457,9 @@ def _node_line(cur: _Cursor) -> _Line:
     if cur.accept("loc("):
         file = cur.string()
         cur.expect(":")
-        line_no = int(cur.match(re.compile(r"\d+"), "a line number"))
+        line_no = int(cur.digits("a line number"))
         cur.expect(":")
-        col_no = int(cur.match(re.compile(r"\d+"), "a column"))
+        col_no = int(cur.digits("a column"))
         cur.expect(")")
         loc = SourceLoc(file, line_no, col_no)
     if not cur.at_end():

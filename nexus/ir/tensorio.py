@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -100,43 +101,112 @@ def _st_dtype(dt: np.dtype, name: str) -> str:
 
 
 # --- reading -------------------------------------------------------------------------------
+MAX_RANK = 32
+"""Dims of one tensor: NumPy 1.x's largest rank (NumPy 2 allows 64), as ``MAX_NESTING``."""
+_MAX_DIM = 2**63 - 1  # the largest dim NumPy's intp holds
+
+
 def load_bytes(data: bytes, source: str = "<bytes>") -> dict[str, np.ndarray]:
     """The tensors in safetensors ``data``.  Raises LoadError naming ``source``."""
-    return _read(data, source)[0]
+    n, header, _ = _header(data[:8], lambda count: data[8:8 + count], len(data), source)
+    return _tensors(header, memoryview(data)[8 + n:], source)
 
 
-def load_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """The tensors of a safetensors file (each a fresh, writable array)."""
-    return _read(_read_file(path), os.fspath(path))[0]
+def load_file(path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file (each a fresh, writable array).
+
+    Only a regular file is read (a FIFO or a device is refused before it is opened), and
+    its size is checked against the header before the data is read.  With ``within``,
+    ``path`` must resolve (symlinks followed) to a file inside that directory."""
+    return _load(path, within)[0]
 
 
-def load_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+def load_metadata(path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """The ``__metadata__`` of a safetensors file ({} when absent)."""
-    return _read(_read_file(path), os.fspath(path))[1]
+    return _load(path, within)[1]
 
 
-def _read_file(path: str | os.PathLike[str]) -> bytes:
+def _load(path: str | os.PathLike[str], within: str | os.PathLike[str] | None) -> tuple[dict[str, np.ndarray],
+                                                                                       dict[str, str]]:
+    source = os.fspath(path)
+    with open_regular(path, within) as f:
+        size = os.fstat(f.fileno()).st_size
+        first = f.read(8)
+        n, header, metadata = _header(first, f.read, size, source)
+        body = f.read(size - 8 - n)
+    return _tensors(header, body, source), metadata
+
+
+def open_regular(path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None) -> Any:
+    """``path`` opened for reading in binary mode, refused with :class:`LoadError` unless
+    it is a regular file (and, with ``within``, resolves inside that directory).
+
+    The checks come before anything could block or run without end: a FIFO is never
+    opened (and the open does not wait for a writer), a device such as ``/dev/zero``
+    never read.  The file is checked again once open, so a swap in between is refused."""
+    name = os.fspath(path)
+    if within is not None:
+        _check_within(name, os.fspath(within))
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        st = os.stat(name)
+        _check_regular(name, st.st_mode)
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
-        raise LoadError(f"{os.fspath(path)}: no such file") from None
+        raise LoadError(f"{name}: no such file") from None
     except OSError as e:
-        raise LoadError(f"{os.fspath(path)}: cannot read: {e.strerror or e}") from None
+        raise LoadError(f"{name}: cannot read: {e.strerror or e}") from None
+    try:
+        _check_regular(name, os.fstat(fd).st_mode)
+    except LoadError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
-def _read(data: bytes, source: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def _check_regular(name: str, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    what = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a file")
+    raise LoadError(f"{name}: is {what}, not a regular file")
+
+
+def _check_within(name: str, root: str) -> None:
+    """Refuse ``name`` unless it resolves inside ``root`` (the rule ONNX adopted for
+    external data after CVE-2024-27318): a symlink must not lead a model's payload out of
+    the model's directory."""
+    real, base = os.path.realpath(name), os.path.realpath(root)
+    try:
+        inside = os.path.commonpath([real, base]) == base
+    except ValueError:  # different drives
+        inside = False
+    if not inside:
+        raise LoadError(f"{name}: resolves outside the model's directory {root or '.'}; "
+                        "a payload must be a file in the model's directory (symlinks out are refused)")
+
+
+Entry = tuple[np.dtype, tuple[int, ...], int, int]  # dtype, shape, begin, end in the data area
+
+
+def _header(first: bytes, read: Any, size: int, source: str) -> tuple[int, dict[str, Entry], dict[str, str]]:
+    """The header length, the checked tensor entries and the ``__metadata__`` ({} when
+    absent) of a file of ``size`` bytes; ``read(count)`` reads the header after the first
+    8 bytes.  Nothing of the file's content is echoed beyond short quotes of the header."""
     def bad(msg: str) -> LoadError:
         return LoadError(f"{source}: not a valid safetensors file: {msg}")
 
-    if len(data) < 8:
-        raise bad(f"{len(data)} bytes; the header length alone takes 8")
-    (n,) = struct.unpack("<Q", data[:8])
+    if len(first) < 8:
+        raise bad(f"{size} bytes; the header length alone takes 8")
+    (n,) = struct.unpack("<Q", first)
+    # The length is not quoted: in a file that is not safetensors it is 8 bytes of content.
     if n > MAX_HEADER:
-        raise bad(f"header length {n} exceeds the limit of {MAX_HEADER} bytes")
-    if 8 + n > len(data):
-        raise bad(f"header length {n} runs past the end of the file ({len(data)} bytes)")
-    raw = data[8:8 + n]
+        raise bad(f"its first 8 bytes give a header length that exceeds the limit of {MAX_HEADER} bytes")
+    if 8 + n > size:
+        raise bad(f"its first 8 bytes give a header length that runs past the end of the file ({size} bytes)")
+    raw = read(n)
+    if len(raw) != n:
+        raise bad("the file ended while its header was read")
     if not raw.startswith(b"{"):
         raise bad("the header is not a JSON object")
     try:
@@ -146,7 +216,7 @@ def _read(data: bytes, source: str) -> tuple[dict[str, np.ndarray], dict[str, st
     except json.JSONDecodeError as e:
         raise bad(f"the header is not JSON ({e.msg} at byte {e.pos})") from None
     except _DuplicateKey as e:
-        raise bad(f"key {e.args[0]!r} appears twice in the header") from None
+        raise bad(f"key {_quote(e.args[0])} appears twice in the header") from None
     except LimitError as e:
         raise bad(f"the header: {e}") from None
     if not isinstance(header, dict):
@@ -154,52 +224,77 @@ def _read(data: bytes, source: str) -> tuple[dict[str, np.ndarray], dict[str, st
     metadata = header.pop(_METADATA, None) or {}
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise bad("__metadata__ must map strings to strings")
-    body = memoryview(data)[8 + n:]
-    entries = [(name, *_entry(name, spec, bad)) for name, spec in header.items()]
+    entries: list[tuple[str, np.dtype, tuple[int, ...], int, int]] = [
+        (name, *_entry(name, spec, bad)) for name, spec in header.items()]
     # The tensors must tile the data area: sorted by offset, each starts where the last ended.
     entries.sort(key=lambda e: (e[3], e[4]))
     pos = 0
-    out: dict[str, np.ndarray] = {}
-    for name, dt, shape, begin, end in entries:
+    for name, _, _, begin, end in entries:
         if begin != pos:
             what = "overlaps the previous tensor" if begin < pos else f"leaves a hole of {begin - pos} bytes before it"
-            raise bad(f"tensor {name!r} at bytes [{begin}, {end}) {what}")
-        if end > len(body):
-            raise bad(f"tensor {name!r} ends at byte {end}, past the data area ({len(body)} bytes)")
-        arr = np.frombuffer(body[begin:end], dtype=dt).reshape(shape)
-        if dt.kind == "b" and arr.size and np.frombuffer(body[begin:end], dtype=np.uint8).max() > 1:
-            raise bad(f"tensor {name!r}: BOOL bytes must be 0 or 1")
-        out[name] = arr.astype(dt.newbyteorder("="), copy=True)
+            raise bad(f"tensor {_quote(name)} at bytes [{begin}, {end}) {what}")
         pos = end
-    if pos != len(body):
-        raise bad(f"{len(body) - pos} bytes after the last tensor are not described by the header")
-    return out, dict(metadata)
+    body = size - 8 - n
+    for name, _, _, _begin, end in entries:
+        if end > body:
+            raise bad(f"tensor {_quote(name)} ends at byte {end}, past the data area ({body} bytes)")
+    if pos != body:
+        raise bad(f"{body - pos} bytes after the last tensor are not described by the header")
+    return n, {e[0]: e[1:] for e in entries}, dict(metadata)
+
+
+def _tensors(header: dict[str, Entry], body: Any, source: str) -> dict[str, np.ndarray]:
+    """The arrays the checked ``header`` describes in ``body``, the bytes after it."""
+    view = memoryview(body)
+    out: dict[str, np.ndarray] = {}
+    for name, (dt, shape, begin, end) in header.items():
+        if end > len(view):  # the file shrank since its size was read
+            raise LoadError(f"{source}: not a valid safetensors file: the file ended while tensor "
+                            f"{_quote(name)} was read")
+        arr = np.frombuffer(view[begin:end], dtype=dt).reshape(shape)
+        if dt.kind == "b" and arr.size and np.frombuffer(view[begin:end], dtype=np.uint8).max() > 1:
+            raise LoadError(f"{source}: not a valid safetensors file: tensor {_quote(name)}: "
+                            "BOOL bytes must be 0 or 1")
+        out[name] = arr.astype(dt.newbyteorder("="), copy=True)
+    return out
+
+
+def _quote(value: Any, limit: int = 40) -> str:
+    """A short quote of a value read from a file: never more than ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _entry(name: str, spec: Any, bad: Any) -> tuple[np.dtype, tuple[int, ...], int, int]:
     if not name:
         raise bad("a tensor has an empty name")
+    what = f"tensor {_quote(name)}"
     if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
-        raise bad(f"tensor {name!r} must have exactly the keys dtype, shape and data_offsets")
+        raise bad(f"{what} must have exactly the keys dtype, shape and data_offsets")
     st = spec["dtype"]
     if not isinstance(st, str) or st not in ST_DTYPES:
         known = ", ".join(ST_DTYPES)
-        raise bad(f"tensor {name!r} has dtype {st!r}; this reader supports {known}")
+        raise bad(f"{what} has dtype {_quote(st)}; this reader supports {known}")
     dt = ST_DTYPES[st]
     shape = spec["shape"]
     if not isinstance(shape, list) or not all(_is_uint(d) for d in shape):
-        raise bad(f"tensor {name!r}: shape must be a list of non-negative integers, got {shape!r}")
+        raise bad(f"{what}: shape must be a list of non-negative integers, got {_quote(shape)}")
+    if len(shape) > MAX_RANK:
+        raise bad(f"{what}: shape has {len(shape)} dims, more than the limit of {MAX_RANK}")
+    big = next((i for i, d in enumerate(shape) if d > _MAX_DIM), None)
+    if big is not None:
+        raise bad(f"{what}: shape dim {big} is larger than the limit of 2**63 - 1")
     offsets = spec["data_offsets"]
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_uint(o) for o in offsets)):
-        raise bad(f"tensor {name!r}: data_offsets must be two non-negative integers, got {offsets!r}")
+        raise bad(f"{what}: data_offsets must be two non-negative integers, got {_quote(offsets)}")
     begin, end = offsets
     if begin > end:
-        raise bad(f"tensor {name!r}: data_offsets [{begin}, {end}] run backwards")
+        raise bad(f"{what}: data_offsets [{begin}, {end}] run backwards")
     count = 1
     for d in shape:
         count *= d
     if count * dt.itemsize != end - begin:
-        raise bad(f"tensor {name!r}: {st}{shape} needs {count * dt.itemsize} bytes, "
+        raise bad(f"{what}: {st}{_quote(shape, 80)} needs {count * dt.itemsize} bytes, "
                   f"data_offsets give {end - begin}")
     return dt, tuple(shape), begin, end
 

@@ -14,7 +14,7 @@ from typing import TypeAlias
 import numpy as np
 import sympy
 
-from nexus.ir.limits import MAX_DIM_NESTING, number_too_long
+from nexus.ir.limits import MAX_DIM_NESTING, MAX_SIMPLIFY_OPS, number_too_long
 
 Dim: TypeAlias = "int | sympy.Expr"
 
@@ -69,7 +69,9 @@ def simplify_dim(dim: Dim) -> Dim:
         return int(dim)
     if isinstance(dim, str):  # "N", "2*N": parsed, never evaluated
         return parse_dim(dim)
-    expr = sympy.simplify(dim) if not isinstance(dim, sympy.Symbol) else dim
+    expr = dim
+    if not isinstance(dim, sympy.Symbol) and sympy.count_ops(dim) <= MAX_SIMPLIFY_OPS:  # see MAX_SIMPLIFY_OPS
+        expr = sympy.simplify(dim)
     if isinstance(expr, sympy.Integer):
         return int(expr)
     return expr

@@ -318,7 +318,8 @@ def _parallel_copy(pairs: list[tuple[str, str, Node]]) -> list[tuple[str, Node]]
 def _label(n: Node) -> str:
     """``Op %name`` for a comment in the generated code (names may hold any character)."""
     text = f"{n.op.name} %{n.name or '?'}"
-    return text.replace("\n", " ").replace("\r", " ") if n.name and not n.name.isprintable() else text
+    # A comment ends at a line break and the source may hold no NUL: escape the unprintable.
+    return text if not n.name or n.name.isprintable() else ascii(text)[1:-1]
 
 
 def _const_value(c: Node) -> Any:
@@ -327,7 +328,9 @@ def _const_value(c: Node) -> Any:
 
 
 def _ident(name: str) -> str:
-    return "".join(ch if ch.isalnum() else "_" for ch in name)
+    """A Python identifier part for any graph name: ASCII letters and digits are kept (a
+    name such as ``x²`` verifies, but ``²`` is alphanumeric without being an identifier)."""
+    return "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in name)
 
 
 def generate(plan: Plan, *, count: bool, parallel: str, hooks: dict[str, Any]) -> Generated:
