@@ -32,7 +32,8 @@ class ParseError(ValueError):
     line (or a huge token in it) is never echoed in full."""
 
     def __init__(self, msg: str, line: int, col: int, source_line: str = "", file: str | None = None):
-        self.msg, self.line, self.col, self.source_line, self.file = _clip(msg, MAX_MESSAGE), line, col, source_line, file
+        self.msg, self.line, self.col = _clip(msg, MAX_MESSAGE), line, col
+        self.source_line, self.file = source_line, file
         text = f"line {line}, col {col}: {self.msg}"
         if file is not None:
             text = f"{file}: {text}"
