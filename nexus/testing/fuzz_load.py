@@ -7,8 +7,10 @@ and the safetensors payload reader.
 Every input must either load or fail with one of the errors a user is meant to meet
 (:data:`EXPECTED`: ParseError, LoadError, VerifyError...).  Anything else is a crash: the
 input is written to ``--crashes`` (default ``fuzz-crashes/``) and reported, and the run
-goes on, so one run counts every distinct crash (``--stop`` stops at the first).  A run
-ends with one line: executions, seconds, crashes.  With atheris (``pip install
+goes on, so one run counts every distinct crash (``--stop`` stops at the first).  A random
+run ends with one line: executions, seconds, crashes; an atheris run with libFuzzer's
+``Done N runs in S second(s)`` and its stats (libFuzzer ends the process itself, so
+each crash's own line is the count there).  With atheris (``pip install
 atheris``) libFuzzer drives the inputs from the coverage of the Nexus modules; without
 it (or with ``--random``), seeded random mutations of valid files.  The test suite runs a
 few seconds of the random mode (tests/test_fuzz_load.py).
@@ -210,9 +212,6 @@ def main(argv: list[str] | None = None) -> int:
     elif args.random or not _has_atheris():
         run_random(runner, args.seconds, args.seed)
     else:
-        import atexit
-
-        atexit.register(lambda: _report(runner, t0, "atheris"))  # atheris ends the process itself
         with tempfile.TemporaryDirectory() as tmp:
             run_atheris(runner, args.seconds, args.corpus or tmp, extra)
         return 0
