@@ -726,7 +726,8 @@ class ExprLowering:
 # Array methods a script may call (handled by nexus.frontend.script_numpy).
 TENSOR_METHODS = frozenset({
     "sum", "mean", "max", "min", "prod", "any", "all", "var", "std", "argmax", "argmin", "cumsum", "argsort",
-    "reshape", "astype", "copy", "ravel", "flatten", "swapaxes", "transpose", "squeeze", "clip", "take"})
+    "reshape", "astype", "copy", "ravel", "flatten", "swapaxes", "transpose", "squeeze", "clip", "take", "repeat",
+    "cumprod"})
 
 
 class TensorMethod:
