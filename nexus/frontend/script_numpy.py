@@ -438,7 +438,9 @@ class NumpySurface(NumpyCalls):
         if not isinstance(args[0], TupleVal):  # an array (or a list variable) is the list of its rows
             rows, rank = self._rank(args[0], node)
             to = int(axis) % rank
-            return self.emit("Identity", [rows]) if to == 0 else self.npx_moveaxis(node, [rows, Static(0), Static(to)], {})
+            if to == 0:
+                return self.emit("Identity", [rows])
+            return self.npx_moveaxis(node, [rows, Static(0), Static(to)], {})
         nodes = self.unify(self._items(args[0], node), arith=False)
         r = len(nodes[0].type.shape) if isinstance(nodes[0].type, TensorType) and nodes[0].type.shape is not None \
             else None
