@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.frontend.dsl_state import StateMethod, script_state_call
 from nexus.frontend.names import FUNCTION_KINDS, public_ops
 from nexus.frontend.script_expr import Edge, ExprLowering, NexusOp, Scope, Static, TupleVal, Val, _dtype
 from nexus.frontend.script_numpy import NumpySurface
@@ -79,6 +80,8 @@ class CallLowering(NumpySurface, ExprLowering):
             return surface
         if isinstance(obj, NexusOp):
             return self.call_op(obj.name, node, f"nx.{obj.name}")
+        if isinstance(obj, StateMethod):
+            return script_state_call(self, obj, node)
         if getattr(obj, "__nexus_script__", False):
             return self.call_script(obj, node)
         if obj in _MATH if _hashable(obj) else False:
