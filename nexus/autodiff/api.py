@@ -184,7 +184,9 @@ def vjp(f: Any, *args: Any, argnums: int | Sequence[int] | None = None, mode: st
     nums = tuple(range(len(args))) if argnums is None else _argnums(argnums)[0]
     outs, _ = _vjp_values(f, args, (), None, "tape", max_iterations) if mode == "tape" else (None, None)
     if outs is None:
-        res = run(graph_of(f, args), *args, max_iterations=max_iterations)
+        g = graph_of(f, args)
+        refuse_state(g)
+        res = run(g, *args, max_iterations=max_iterations)
         outs = list(res) if isinstance(res, tuple) else [res]
 
     def vjp_fn(*cts: Any) -> tuple[Any, ...]:
