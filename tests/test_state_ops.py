@@ -276,3 +276,27 @@ def test_restore_and_load_check_the_state(tmp_path: Path) -> None:
     (tmp_path / "acc.nx.state.safetensors").unlink()
     with pytest.raises(LoadError, match="no saved state"):
         nx.load_stream(tmp_path / "acc.nx")
+
+
+def test_a_script_calling_a_stateful_script_keeps_the_order() -> None:
+    acc = nx.state("acc", np.zeros(2))
+
+    @nx.script
+    def bump(x: Tensor[2]):  # type: ignore[no-untyped-def]
+        acc.assign(acc.read() + x)
+        return acc.read()
+
+    @nx.script
+    def outer(x: Tensor[2]):  # type: ignore[no-untyped-def]
+        acc.assign(acc.read() * 2.0)  # must run before bump's read, though bump needs only x
+        after = bump(x)
+        return after + acc.read()
+
+    s = nx.stream(outer)
+    a = np.zeros(2)
+    for k in range(3):
+        x = np.array([1.0, -1.0]) * (k + 1)
+        a = a * 2.0 + x  # the oracle
+        np.testing.assert_array_equal(s.step(x), 2 * a)
+    call = next(n for n in s.graph.nodes() if n.op.name == "Call")
+    assert [d.op.name for d in call.deps] == ["StateWrite"]

@@ -86,7 +86,7 @@ class State:
 
 def _add(b: Any, op: str, value: Node, name: str, what: str) -> Node:
     deps = effect_deps(b.block)
-    node: Node = b.add(op, [value], {"name": name}, what=what)
+    node: Node = b.add(op, [value], {"name": name}, name=name, what=what)
     for d in deps:
         node.add_dep(d)
     b.g.touch()

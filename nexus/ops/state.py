@@ -100,18 +100,32 @@ define("StateWrite", FAMILY, ("value",), _same_as_input, _write, pure=False, kin
            "returns it.")
 
 
+def has_state(g: Graph) -> bool:
+    """Whether ``g`` or a graph it calls has state ops."""
+    return any(n.op.kind == "state" for h in (g, *g.callees()) for n in h.nodes())
+
+
+def is_effect(n: Node) -> bool:
+    """A state op, or a Call of a graph with state ops: the nodes a block's effect chain
+    orders."""
+    if n.op.kind == "state":
+        return True
+    return n.op.name == "Call" and has_state(n.attrs["callee"])
+
+
 def effect_deps(block: Block) -> list[Node]:
-    """The ``deps`` a new state op in ``block`` takes: the last state op already there (a
-    chain per block keeps the block's state ops in program order, whatever the names)."""
+    """The ``deps`` a new state op (or a Call of a stateful graph) in ``block`` takes: the
+    last one already there (a chain per block keeps them in program order, whatever the
+    state names)."""
     for n in reversed(block.members):
-        if n.op.kind == "state":
+        if is_effect(n):
             return [n]
     return []
 
 
 def state_ops(g: Graph) -> list[Node]:
-    """Every state op of ``g``, block by block."""
-    return [n for n in g.nodes() if n.op.name in STATE_OPS]
+    """Every state op of ``g`` and of the graphs it calls."""
+    return [n for h in (*g.callees(), g) for n in h.nodes() if n.op.name in STATE_OPS]
 
 
 def state_types(g: Graph) -> dict[str, TensorType]:
