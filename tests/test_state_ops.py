@@ -300,3 +300,11 @@ def test_a_script_calling_a_stateful_script_keeps_the_order() -> None:
         np.testing.assert_array_equal(s.step(x), 2 * a)
     call = next(n for n in s.graph.nodes() if n.op.name == "Call")
     assert [d.op.name for d in call.deps] == ["StateWrite"]
+    inlined, _ = s.graph.clone()
+    nx.optimize(inlined, "inline,cse,dce", verify_each=True)  # deps on the Call become control order
+    assert not any(n.op.name == "Call" for n in inlined.nodes())
+    s2, a = nx.stream(inlined), np.zeros(2)
+    for k in range(3):
+        x = np.array([1.0, -1.0]) * (k + 1)
+        a = a * 2.0 + x
+        np.testing.assert_array_equal(s2.step(x), 2 * a)
