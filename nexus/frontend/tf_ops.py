@@ -76,7 +76,11 @@ def ints(imp: Importer, n: TfNode, i: int, what: str) -> list[int]:
 
 
 def cast(imp: Importer, v: Node, dtype: str) -> Node:
-    return v if _t(v).dtype == dtype else imp.emit("Cast", [v], {"to": dtype}, name="")
+    if _t(v).dtype == dtype:
+        return v
+    if v.op.name == "Constant":  # a shape or an index given as a constant: keep it one
+        return imp.const(np.asarray(v.attrs["value"]).astype(numpy_dtype(dtype)))
+    return imp.emit("Cast", [v], {"to": dtype}, name="")
 
 
 def i64(imp: Importer, v: Node) -> Node:
