@@ -19,9 +19,11 @@ from nexus.testing.extras import require, require_program
 require("tensorboard", "tf")
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "tf")
-FIXTURES = ["seed004", "cond_v1", "cond_v1_false", "skip5_v1", "skip5_v2", "nested_v1", "mlp_frozen", "rnn_v1",
-            "rnn_v2", "grad_v1"]
-LOOPS = ["skip5_v1", "skip5_v2", "nested_v1", "grad_v1"]
+FIXTURES = ["seed004", "cond_v1", "cond_v1_false", "skip5_v1", "skip5_v2", "nested_v1", "mixed_v1", "mixed_v1_k1",
+            "mixed_v1_neg", "ops_v1", "mlp_frozen", "rnn_v1", "rnn_v2", "grad_v1", "grad_v2"]
+# Through XLA: the loops and conds.  Not the RNNs, TF2's gradient and ops_v1: the XLA backend
+# needs static shapes, and these compute them at run time (tf.shape -> Cast, Range, growing lists).
+LOOPS = ["skip5_v1", "skip5_v2", "nested_v1", "mixed_v1", "mixed_v1_k1", "grad_v1"]
 
 
 def fixture(name: str) -> tuple[str, list[str], list[str], list[np.ndarray], list[np.ndarray]]:
@@ -78,6 +80,10 @@ def test_control_flow_becomes_blocks_and_phis() -> None:
     grad = ops("grad_v1")
     assert grad.count("StackPush") == 1 and grad.count("StackPop") == 1 and grad.count("Cond") == 2
     assert "Cond" not in ops("mlp_frozen")
+    mixed = ops("mixed_v1")  # 4 conds (two on one predicate, one inside, one in a loop test) and a loop
+    assert mixed.count("Cond") == 5
+    grad2 = ops("grad_v2")  # TF2: a forward and a backward While, the accumulators stacked tensors
+    assert grad2.count("Cond") == 2 and "Concat" in grad2 and "Slice" in grad2
 
 
 def test_seed004_binary_and_text_agree_and_default_names() -> None:
@@ -101,8 +107,8 @@ def test_seed004_through_llvm_is_one_add_of_103() -> None:
     assert not any(op.startswith(("sub", "imul")) for op in body)
 
 
-@pytest.mark.parametrize("name", ["seed004", "cond_v1", "skip5_v1", "skip5_v2", "nested_v1", "mlp_frozen",
-                                  "rnn_v1", "rnn_v2", "grad_v1"])
+@pytest.mark.parametrize("name", ["seed004", "cond_v1", "skip5_v1", "skip5_v2", "nested_v1", "mixed_v1", "ops_v1",
+                                  "mlp_frozen", "rnn_v1", "rnn_v2", "grad_v1", "grad_v2"])
 def test_fixture_through_llvm(name: str) -> None:
     require("llvmlite", "llvm")
     path, ins, outs, args, want = fixture(name)

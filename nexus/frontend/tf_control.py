@@ -20,6 +20,7 @@ side each Merge input comes from is the last step of its chain).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ from nexus.frontend.tf_proto import TfImportError, TfNode
 from nexus.ir.node import Node
 
 if TYPE_CHECKING:
-    from nexus.frontend.tf_import import Importer
+    from nexus.frontend.tf_import import Body, Importer
 
 
 def emit_level(imp: Importer, prefix: Chain, members: Sequence[str]) -> None:
@@ -66,6 +67,8 @@ def emit_level(imp: Importer, prefix: Chain, members: Sequence[str]) -> None:
         parent[name] = name
     for name, p in cond_of.items():
         n = body.nodes[name]
+        if n.op == "Switch" and fr.chain[name] == prefix:
+            continue  # its inputs are outside the cond (a Merge of an earlier cond on ``p``, say)
         for s in [t[0] for t in n.inputs] + n.controls:
             if cond_of.get(s) == p:
                 parent[find(s)] = find(name)
@@ -82,28 +85,40 @@ def emit_level(imp: Importer, prefix: Chain, members: Sequence[str]) -> None:
             other = item.get(s)
             if other is not None and other != item[name]:
                 deps[item[name]].add(other)
-    first = {k: min(body.nodes[m].index for m in v) for k, v in groups.items()}
-    done: set[Any] = set()
-    order: list[Any] = []
-    pending = sorted(groups, key=lambda k: first[k])
-    while pending:
-        for k in pending:
-            if deps[k] <= done:
-                break
-        else:
-            n = body.nodes[groups[pending[0]][0]]
-            raise TfImportError(f"{n.where()}: cannot order this node's cond or loop among its neighbours "
-                                f"(they depend on each other through values of both)")
-        pending.remove(k)
-        done.add(k)
-        order.append(k)
-    for k in order:
+    for k in order_items(body, groups, deps):
         if k[0] == "node":
             imp.emit_node(body.nodes[k[1]])
         elif k[0] == "loop":
             emit_loop(imp, k[1], prefix, groups[k])
         else:
             emit_cond(imp, k[1], prefix, groups[k])
+
+
+def order_items(body: Body, groups: dict[Any, list[str]], deps: dict[Any, set[Any]]) -> list[Any]:
+    """The items in dependency order (Kahn's algorithm; ties in GraphDef order)."""
+    first = {k: min(body.nodes[m].index for m in v) for k, v in groups.items()}
+    users: dict[Any, list[Any]] = {k: [] for k in groups}
+    indeg = {k: len(d) for k, d in deps.items()}
+    for k, d in deps.items():
+        for other in d:
+            users[other].append(k)
+    ready = [(first[k], i, k) for i, k in enumerate(groups) if indeg[k] == 0]
+    heapq.heapify(ready)
+    ids = {k: i for i, k in enumerate(groups)}
+    order: list[Any] = []
+    while ready:
+        _, _, k = heapq.heappop(ready)
+        order.append(k)
+        for u in users[k]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(ready, (first[u], ids[u], u))
+    if len(order) != len(groups):
+        stuck = min((k for k in groups if indeg[k] > 0), key=lambda k: first[k])
+        n = body.nodes[min(groups[stuck], key=lambda m: body.nodes[m].index)]
+        raise TfImportError(f"{n.where()}: cannot order this node's cond or loop among its neighbours "
+                            f"(they depend on each other through values of both)")
+    return order
 
 
 def _loopcond(fr: Frames, n: TfNode) -> str | None:

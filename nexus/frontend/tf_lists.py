@@ -59,8 +59,11 @@ def new_list(imp: Importer, n: TfNode, size: Node | int, dtype: str, elem: tuple
         marker = imp.g.add("Constant", [], imp.block, {"value": np.zeros((0,), dt)}, type=TensorType(dtype, None))
         imp.markers[marker] = key
         return marker
-    n0 = imp.const(np.array([size], np.int64)) if isinstance(size, int) else \
-        imp.emit("Reshape", [i64(imp, size), imp.const(np.array([1], np.int64))], name="")
+    count = size if isinstance(size, int) else known_value(size)
+    if count is not None:  # a shape known when imported stays a constant (XLA needs static shapes)
+        shape = imp.const(np.array([int(np.asarray(count).reshape(-1)[0]), *elem], np.int64))
+        return imp.emit("ConstantOfShape", [shape], {"value": np.zeros((), dt)})
+    n0 = imp.emit("Reshape", [i64(imp, size), imp.const(np.array([1], np.int64))], name="")  # type: ignore[arg-type]
     shape = imp.emit("Concat", [n0, imp.const(np.array(elem, np.int64))], {"axis": 0}, name="")
     return imp.emit("Expand", [imp.const(np.zeros((), dt)), shape])
 
