@@ -162,3 +162,15 @@ def test_rnn_runs_other_lengths() -> None:
         h = np.tanh(xs[t] @ w + h @ u)
         np.testing.assert_allclose(hs[t], h, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(last, h, rtol=1e-5, atol=1e-6)
+
+
+def test_docs_example_runs(monkeypatch: Any, capsys: Any) -> None:
+    """The example of docs/tf.md runs as written (from the repository root)."""
+    require("llvmlite", "llvm")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "tf.md")) as f:
+        doc = f.read()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(root)
+    exec(compile(code, "docs/tf.md", "exec"), {})  # our own documentation, not loaded data
+    assert "$103" in capsys.readouterr().out
