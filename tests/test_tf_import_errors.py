@@ -178,3 +178,28 @@ node { name: "axis" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
     np.testing.assert_array_equal(k, [7, 7])
     np.testing.assert_array_equal(r, np.roll(y, 1))
     assert [n.name for n in g.args] == ["x"]
+
+
+def test_hostile_graphs_are_refused_cheaply(tmp_path: Any) -> None:
+    huge = """
+node { name: "c" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+       attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 100000 } dim { size: 100000 } }
+                                            float_val: 1.0 } } } }
+"""
+    assert "splat constant of 10000000000 elements" in error(huge.encode(), tmp_path)
+    # A function whose If calls the function itself.
+    selfcall = """
+node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "p" op: "Placeholder" attr { key: "dtype" value { type: DT_BOOL } } }
+node { name: "top" op: "StatelessIf" input: "p" input: "x" input: "p"
+       attr { key: "then_branch" value { func { name: "f" } } } attr { key: "else_branch" value { func { name: "f" } } } }
+library { function {
+  signature { name: "f" input_arg { name: "a" type: DT_FLOAT } input_arg { name: "q" type: DT_BOOL }
+              output_arg { name: "r" type: DT_FLOAT } }
+  node_def { name: "i" op: "StatelessIf" input: "q" input: "a" input: "q"
+             attr { key: "then_branch" value { func { name: "f" } } }
+             attr { key: "else_branch" value { func { name: "f" } } } }
+  ret { key: "r" value: "i:output:0" } } }
+"""
+    msg = error(selfcall.encode(), tmp_path)
+    assert "function 'f': node 'i' (StatelessIf): function 'f' calls itself (through f)" in msg

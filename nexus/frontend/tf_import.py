@@ -67,6 +67,13 @@ def from_tf(source: Any, inputs: Sequence[str] | None = None, outputs: Sequence[
     Inputs default to the Placeholders in GraphDef order, outputs to output 0 of every
     node that nothing consumes.  The graph takes the inputs positionally and returns the
     outputs in the order given."""
+    try:
+        return _from_tf(source, inputs, outputs, name)
+    except RecursionError:
+        raise TfImportError("control flow or function calls nested too deeply to import") from None
+
+
+def _from_tf(source: Any, inputs: Sequence[str] | None, outputs: Sequence[str] | None, name: str | None) -> Graph:
     gd, file = load_graphdef(source)
     nodes = graph_nodes(gd.node)
     library = {f.signature.name: f for f in gd.library.function}
@@ -179,6 +186,7 @@ class Importer:
         self.stack_types: dict[Key, Type] = {}
         self._ids = itertools.count()
         self._functions: dict[str, tuple[dict[str, TfNode], list[Tensor]]] = {}
+        self.calling: list[str] = []  # the library functions being inlined, outermost first
         types = [self.placeholder_type(nodes[t[0]]) for t in inputs]
         self.g = Graph(name, types, [_ident(t[0]) for t in inputs])
         self.ssa: SSABuilder[Key] = SSABuilder(self.g)
@@ -251,6 +259,8 @@ class Importer:
 
     def call(self, fname: str, formals: Sequence[Node]) -> list[Node]:
         """Inline library function ``fname`` at the current block (which may change)."""
+        if fname in self.calling:
+            raise TfImportError(f"function {fname!r} calls itself (through {' -> '.join(self.calling)})")
         nodes, outs = self.function(fname)
         args = sorted((n for n in nodes.values() if n.op == "_Arg"), key=lambda n: n.extra["arg"])
         if len(args) != len(formals):
@@ -259,11 +269,13 @@ class Importer:
         body = Body(next(self._ids), nodes, fed, outs, f"function {fname!r}")
         outer, self.body = self.body, body
         node = self.node
+        self.calling.append(fname)
         try:
             self.emit_all(body)
             return [self.read(t) for t in outs]
         finally:
             self.body, self.node = outer, node
+            self.calling.pop()
 
     # --- one node -----------------------------------------------------------------------------
     def emit_node(self, n: TfNode) -> None:

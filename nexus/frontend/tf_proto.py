@@ -32,6 +32,8 @@ TF_DTYPES: dict[int, str] = {1: "f32", 2: "f64", 3: "i32", 4: "u8", 5: "i16", 6:
 _TF_NAMES = {0: "invalid", 7: "string", 8: "complex64", 14: "bfloat16", 17: "uint16", 18: "complex128",
              20: "resource", 21: "variant", 22: "uint32", 23: "uint64"}
 DT_RESOURCE, DT_VARIANT = 20, 21
+MAX_SPLAT_ELEMENTS = 1 << 26
+"""Elements a constant written as one repeated value (TF's splat encoding) may expand to."""
 
 # Ops whose outputs are split over several output arguments: (argument, its length attr or
 # None for one tensor).  Function bodies name an output as ``node:arg:idx``; every other op
@@ -157,6 +159,9 @@ def tensor_to_array(t: Any, what: str) -> np.ndarray:
         return vals.reshape(dims)
     if vals.size > size:
         raise TfImportError(f"{what}: {vals.size} values for a tensor of shape {list(dims)}")
+    if size > MAX_SPLAT_ELEMENTS:  # a few bytes of protobuf must not allocate gigabytes
+        raise TfImportError(f"{what}: a splat constant of {size} elements (shape {list(dims)}); "
+                            f"the limit is {MAX_SPLAT_ELEMENTS}")
     out = np.zeros(size, dtype)
     if vals.size:
         out[:vals.size] = vals
