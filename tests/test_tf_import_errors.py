@@ -192,7 +192,8 @@ node { name: "c" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
 node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
 node { name: "p" op: "Placeholder" attr { key: "dtype" value { type: DT_BOOL } } }
 node { name: "top" op: "StatelessIf" input: "p" input: "x" input: "p"
-       attr { key: "then_branch" value { func { name: "f" } } } attr { key: "else_branch" value { func { name: "f" } } } }
+       attr { key: "then_branch" value { func { name: "f" } } }
+       attr { key: "else_branch" value { func { name: "f" } } } }
 library { function {
   signature { name: "f" input_arg { name: "a" type: DT_FLOAT } input_arg { name: "q" type: DT_BOOL }
               output_arg { name: "r" type: DT_FLOAT } }
