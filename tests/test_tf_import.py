@@ -174,3 +174,14 @@ def test_docs_example_runs(monkeypatch: Any, capsys: Any) -> None:
     monkeypatch.chdir(root)
     exec(compile(code, "docs/tf.md", "exec"), {})  # our own documentation, not loaded data
     assert "$103" in capsys.readouterr().out
+
+
+def test_default_inputs_and_outputs() -> None:
+    """Without names: the Placeholders in order, and the unconsumed nodes outside loops and
+    conds (a v1 cond's unused pivot is no output)."""
+    for name in ("cond_v1", "skip5_v1", "mixed_v1", "skip5_v2"):
+        path, ins, outs, args, want = fixture(name)
+        g = nx.from_tf(path)
+        assert [a.name for a in g.args] == [i.split(":")[0] for i in ins]
+        got = as_tuple(g(*args))
+        check(got[:len(want)], want)

@@ -65,7 +65,7 @@ def from_tf(source: Any, inputs: Sequence[str] | None = None, outputs: Sequence[
 
     ``inputs`` and ``outputs`` name tensors (``"x:0"``, or ``"x"`` for output 0).
     Inputs default to the Placeholders in GraphDef order, outputs to output 0 of every
-    node that nothing consumes.  The graph takes the inputs positionally and returns the
+    node that nothing consumes (outside while loops and conds).  The graph takes the inputs positionally and returns the
     outputs in the order given."""
     try:
         return _from_tf(source, inputs, outputs, name)
@@ -124,6 +124,11 @@ def _outputs(nodes: Mapping[str, TfNode], names: Sequence[str] | None) -> list[T
         used = {s for n in nodes.values() for s, _ in n.inputs} | {c for n in nodes.values() for c in n.controls}
         outs = [(n.name, 0) for n in sorted(nodes.values(), key=lambda n: n.index)
                 if n.name not in used and n.op not in NO_OUTPUT_OPS]
+        try:  # not the ends inside loops or on one side of a cond (a v1 cond's unused pivot)
+            fr = Frames(nodes, set(nodes), {(n.name, 0) for n in nodes.values() if n.op == "Placeholder"})
+            outs = [t for t in outs if fr.tin(t) == ()] or outs
+        except TfImportError:
+            pass  # a malformed graph: the import proper reports it
         if not outs:
             raise TfImportError("the graph has no node that nothing consumes: name the outputs")
         return outs
