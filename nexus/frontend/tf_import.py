@@ -125,7 +125,8 @@ def _outputs(nodes: Mapping[str, TfNode], names: Sequence[str] | None) -> list[T
         outs = [(n.name, 0) for n in sorted(nodes.values(), key=lambda n: n.index)
                 if n.name not in used and n.op not in NO_OUTPUT_OPS]
         try:  # not the ends inside loops or on one side of a cond (a v1 cond's unused pivot)
-            fr = Frames(nodes, set(nodes), {(n.name, 0) for n in nodes.values() if n.op == "Placeholder"})
+            fed = {(n.name, 0) for n in nodes.values() if n.op == "Placeholder"}
+            fr = Frames(nodes, cone(nodes, [(n, 0) for n in nodes], fed), fed)
             outs = [t for t in outs if fr.tin(t) == ()] or outs
         except TfImportError:
             pass  # a malformed graph: the import proper reports it
@@ -165,6 +166,14 @@ def cone(nodes: Mapping[str, TfNode], roots: Sequence[Tensor], fed: set[Tensor])
     return seen
 
 
+class _Builder(SSABuilder[Key]):
+    """The shared SSA builder, naming each Phi after the TF node whose value it merges."""
+
+    def new_phi(self, var: Key, block: Block, t: Type) -> Node:
+        name = _ident(var[1]) if len(var) == 3 and isinstance(var[1], str) and var[1] != "resource" else None
+        return self.g.add("Phi", [], block, type=t, name=name)
+
+
 class Body:
     """One body being imported: the graph, or one inlined call of a library function."""
 
@@ -194,7 +203,7 @@ class Importer:
         self.calling: list[str] = []  # the library functions being inlined, outermost first
         types = [self.placeholder_type(nodes[t[0]]) for t in inputs]
         self.g = Graph(name, types, [_ident(t[0]) for t in inputs])
-        self.ssa: SSABuilder[Key] = SSABuilder(self.g)
+        self.ssa: SSABuilder[Key] = _Builder(self.g)
         self.block: Block = self.g.start_block
         self.body: Body | None = None
         self.node: TfNode | None = None
