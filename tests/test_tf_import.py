@@ -20,7 +20,8 @@ require("tensorboard", "tf")
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "tf")
 FIXTURES = ["seed004", "cond_v1", "cond_v1_false", "skip5_v1", "skip5_v2", "nested_v1", "mixed_v1", "mixed_v1_k1",
-            "mixed_v1_neg", "mixed_v2", "mixed_v2_neg", "ops_v1", "mlp_frozen", "rnn_v1", "rnn_v2", "grad_v1", "grad_v2"]
+            "mixed_v1_neg", "mixed_v2", "mixed_v2_neg", "ops_v1", "mlp_frozen", "rnn_v1", "rnn_v2", "grad_v1",
+            "grad_v2"]
 # Through XLA: the loops and conds.  Not the RNNs, TF2's gradient and ops_v1: the XLA backend
 # needs static shapes, and these compute them at run time (tf.shape -> Cast, Range, growing lists).
 LOOPS = ["skip5_v1", "skip5_v2", "nested_v1", "mixed_v1", "mixed_v1_k1", "mixed_v2", "grad_v1"]
