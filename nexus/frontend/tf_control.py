@@ -88,10 +88,15 @@ def emit_level(imp: Importer, prefix: Chain, members: Sequence[str]) -> None:
     for k in order_items(body, groups, deps):
         if k[0] == "node":
             imp.emit_node(body.nodes[k[1]])
-        elif k[0] == "loop":
-            emit_loop(imp, k[1], prefix, groups[k])
-        else:
-            emit_cond(imp, k[1], prefix, groups[k])
+            continue
+        # Errors of the loop or cond itself name its LoopCond, or its first Switch or Merge.
+        lc = fr.loopcond.get(k[1]) if k[0] == "loop" else None
+        first = min(groups[k], key=lambda m: (body.nodes[m].op not in ("Switch", "Merge"), body.nodes[m].index))
+        with imp.at(body.nodes[lc or first]):
+            if k[0] == "loop":
+                emit_loop(imp, k[1], prefix, groups[k])
+            else:
+                emit_cond(imp, k[1], prefix, groups[k])
 
 
 def order_items(body: Body, groups: dict[Any, list[str]], deps: dict[Any, set[Any]]) -> list[Any]:

@@ -176,8 +176,9 @@ class Frames:
             name = ready.pop()
             n = self.nodes[name]
             f = self.frame[name]
-            if n.op != "Enter" and f and f not in self.place:
-                held.setdefault(f, []).append(name)  # until the frame is placed
+            wait = self._unplaced(n)
+            if wait is not None:
+                held.setdefault(wait, []).append(name)  # until that frame is placed
                 continue
             self._chain_of(n)
             done.add(name)
@@ -194,6 +195,19 @@ class Frames:
             stuck = min((self.nodes[n] for n in self.cone if n not in done), key=lambda t: t.index)
             raise TfImportError(f"{stuck.where()}: its while loop's values depend on the loop's own results "
                                 f"(an Enter fed from an Exit of the same frame): frames do not nest")
+
+    def _unplaced(self, n: TfNode) -> str | None:
+        """A frame not placed yet that ``n`` is in or reads an Enter of (None: none)."""
+        if n.op == "Enter":
+            return None
+        f = self.frame[n.name]
+        if f and f not in self.place:
+            return f
+        for s, _ in self.data_inputs(n):
+            g = self.frame[s] if self.nodes[s].op == "Enter" else ""
+            if g and g not in self.place and not (n.op == "Merge" and self.nodes[s].op == "NextIteration"):
+                return g
+        return None
 
     def _place(self, f: str) -> None:
         chains = [self.tin(self.nodes[e].inputs[0]) for e in self.enters[f]]

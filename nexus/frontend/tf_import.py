@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ from nexus.frontend.tf_proto import (
     shape_dims,
     tensor_type,
 )
-from nexus.ir.cons import SSABuilder
+from nexus.ir.cons import PhiTypeError, SSABuilder, SSAError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import OpTypeError
@@ -201,6 +202,7 @@ class Importer:
         self._ids = itertools.count()
         self._functions: dict[str, tuple[dict[str, TfNode], list[Tensor]]] = {}
         self.calling: list[str] = []  # the library functions being inlined, outermost first
+        self.emitted: dict[tuple[int, str], int] = {}  # (body, node) -> its number of outputs
         types = [self.placeholder_type(nodes[t[0]]) for t in inputs]
         self.g = Graph(name, types, [_ident(t[0]) for t in inputs])
         self.ssa: SSABuilder[Key] = _Builder(self.g)
@@ -298,14 +300,22 @@ class Importer:
             return
         from nexus.frontend.tf_ops import CONVERTERS
 
+        with self.at(n):
+            outs = CONVERTERS[n.op](self, n)
+            assert self.body is not None
+            self.emitted[(self.body.scope, n.name)] = len(outs)
+            for k, v in enumerate(outs):
+                if v is not None:
+                    self.define((n.name, k), v)
+
+    @contextmanager
+    def at(self, n: TfNode) -> Iterator[None]:
+        """Errors raised inside name node ``n`` (and the function it is in)."""
         outer, self.node = self.node, n
         body = self.body
         where = n.where() if body is None or body.label == "graph" else f"{body.label}: {n.where()}"
         try:
-            outs = CONVERTERS[n.op](self, n)
-            for k, v in enumerate(outs):
-                if v is not None:
-                    self.define((n.name, k), v)
+            yield
         except TfImportError as e:
             if getattr(e, "located", False):
                 raise
@@ -314,6 +324,8 @@ class Importer:
             raise err from None
         except (OpTypeError, ValueError, TypeError, KeyError, IndexError, AssertionError) as e:
             msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+            if isinstance(e, PhiTypeError) and isinstance(e.var, tuple) and len(e.var) == 3:
+                msg = f"{e.var[1]}:{e.var[2]} has {msg} (its values on different paths must have one type)"
             err = TfImportError(f"{where}: {msg}")
             err.located = True  # type: ignore[attr-defined]
             raise err from None
@@ -343,7 +355,13 @@ class Importer:
                 t = n.inputs[0]
                 continue
             break
-        value = self.ssa.get_value(self.key(t), block or self.block)
+        emitted = self.emitted.get((body.scope, t[0]))
+        if emitted is not None and t[1] >= emitted:
+            raise TfImportError(f"input {t[0]}:{t[1]}: {n.where()} has {emitted} output{'s' * (emitted != 1)}")
+        try:
+            value = self.ssa.get_value(self.key(t), block or self.block)
+        except SSAError:
+            value = None
         if value is None:
             raise TfImportError(f"tensor {t[0]}:{t[1]} ({n.op}) has no value here")
         return value
