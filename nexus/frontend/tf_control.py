@@ -234,7 +234,7 @@ def convert_if(imp: Importer, n: TfNode) -> list[Node | None]:
         raise TfImportError(f"the branches return {len(t_outs)} and {len(e_outs)} values")
     join = imp.new_block("join", [j1, j2])
     uid = next(imp._ids)
-    keys = [(uid, "if", k) for k in range(len(t_outs))]
+    keys = [(uid, n.name, k) for k in range(len(t_outs))]  # uid: a scope of its own
     for k, a, b in zip(keys, t_outs, e_outs):
         imp.ssa.set_value(k, t_end, a)
         imp.ssa.set_value(k, e_end, b)
@@ -246,7 +246,7 @@ def convert_while(imp: Importer, n: TfNode) -> list[Node | None]:
     init = imp.args(n)
     cond_fn, body_fn = _func(n, "cond"), _func(n, "body")
     uid = next(imp._ids)
-    keys = [(uid, "while", k) for k in range(len(init))]
+    keys = [(uid, n.name, k) for k in range(len(init))]  # uid: a scope of its own
     for key, v in zip(keys, init):
         imp.ssa.set_value(key, imp.block, v)
     header = imp.new_block("loop", [imp.jump()], seal=False)

@@ -66,8 +66,9 @@ def from_tf(source: Any, inputs: Sequence[str] | None = None, outputs: Sequence[
 
     ``inputs`` and ``outputs`` name tensors (``"x:0"``, or ``"x"`` for output 0).
     Inputs default to the Placeholders in GraphDef order, outputs to output 0 of every
-    node that nothing consumes (outside while loops and conds).  The graph takes the inputs positionally and returns the
-    outputs in the order given."""
+    node that nothing consumes (outside while loops and conds).  The graph takes the
+    inputs positionally and returns the outputs in the order given.  Errors are one
+    :class:`TfImportError` naming the node."""
     try:
         return _from_tf(source, inputs, outputs, name)
     except RecursionError:
