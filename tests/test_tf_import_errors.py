@@ -204,3 +204,9 @@ library { function {
 """
     msg = error(selfcall.encode(), tmp_path)
     assert "function 'f': node 'i' (StatelessIf): function 'f' calls itself (through f)" in msg
+
+
+def test_one_input_merge_passes_its_input(tmp_path: Any) -> None:
+    data = text("seed004") + 'node { name: "m" op: "Merge" input: "output" attr { key: "N" value { i: 1 } } }\n'
+    g = load(data.encode(), tmp_path, None, ["m:0"])
+    assert int(np.asarray(g(np.array([10], np.int32)))[0]) == 113

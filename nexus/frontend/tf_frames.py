@@ -19,6 +19,7 @@ loop) and raises one :class:`TfImportError` naming the node.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,7 +33,8 @@ IDENTITY_OPS = frozenset({"Identity", "Snapshot", "StopGradient", "PreventGradie
 
 
 class Frames:
-    """The chains of the nodes in ``order`` (the cone being imported, fed tensors cut)."""
+    """The frames and chains of the nodes in ``cone`` (what is imported; the ``fed``
+    tensors are alive everywhere and their nodes are not looked at)."""
 
     def __init__(self, nodes: Mapping[str, TfNode], cone: set[str], fed: set[Tensor]):
         self.nodes, self.cone, self.fed = nodes, cone, fed
@@ -71,8 +73,6 @@ class Frames:
                 users[s].append(name)
         ready = sorted((self.nodes[n].index, n) for n, d in indeg.items() if d == 0)
         order: list[str] = []
-        import heapq
-
         heapq.heapify(ready)
         while ready:
             _, n = heapq.heappop(ready)

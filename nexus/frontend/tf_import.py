@@ -352,7 +352,7 @@ class Importer:
             n = body.nodes.get(t[0])
             if n is None:
                 raise TfImportError(f"input {t[0]}:{t[1]} names nothing")
-            if n.op in ALIAS_OPS and n.inputs:
+            if (n.op in ALIAS_OPS and n.inputs) or (n.op == "Merge" and len(n.inputs) == 1):
                 t = n.inputs[0]
                 continue
             break
