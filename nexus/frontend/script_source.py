@@ -136,8 +136,6 @@ def assigned_names(fdef: ast.FunctionDef) -> set[str]:
 _UNSUPPORTED: dict[type, tuple[str, str]] = {
     ast.Try: ("`try` statements are not supported",
               "check conditions with `if` or `assert cond, \"message\"` instead of catching exceptions"),
-    ast.With: ("`with` statements are not supported",
-               "call the code without the context manager (placement: use the DSL's `with nx.device(...)`)"),
     ast.AsyncWith: ("`async with` is not supported", "write synchronous code"),
     ast.AsyncFor: ("`async for` is not supported", "use `for i in range(n)`"),
     ast.Await: ("`await` is not supported", "write synchronous code"),
