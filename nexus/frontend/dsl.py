@@ -70,8 +70,8 @@ from nexus.ir.graph import Graph
 from nexus.ir.types import TensorType, Type, parse_dim
 
 __all__ = [
-    "DSLError", "Value", "break_", "constant", "continue_", "device", "else_", "machine", "function", "graph", "if_cond",
-    "return_", "then", "while_loop",
+    "DSLError", "Value", "break_", "constant", "continue_", "device", "else_", "function", "graph", "if_cond",
+    "machine", "return_", "then", "while_loop",
 ]
 
 TypeSpec = Any  # "f32" | np.float32 | TensorType | (dtype, shape)

@@ -6,14 +6,15 @@ value used where it does not live is moved there by an explicit node.
 
 * a data node runs on the pass's ``default`` device and on *every* machine (replicated,
   the SPMD reading: the same graph on every rank);
-* a Phi lives where its first non-Phi input lives (the value entering the loop or the
-  if), following Phi chains; a Proj of a multi-result node lives with that node;
+* a Phi lives where its first input that lives somewhere lives (through Phi chains;
+  constants and replicated values are skipped); a Proj of a multi-result node lives
+  with that node;
 * a Constant is materialised where it is used: each device using it gets its own copy
   (moving a constant at run time would only repeat the same copy);
 * arguments arrive, and results leave, on the ``default`` device.
 
-:class:`Place` then inserts, right after the value's definition (so it dominates every
-use, Phi inputs along loop back edges included):
+:class:`Place` then inserts, in the reader's block (for a Phi: at the end of the
+predecessor the input comes from, so a loop's back edge copies in the latch):
 
 * ``Memcpy`` (with ``device`` the target and ``src`` the source) where a value crosses
   devices of one machine;
@@ -148,13 +149,21 @@ class _Placer:
 
     @staticmethod
     def _phi_source(n: Node, where: object) -> str | None:
+        """Where the first input of Phi ``n`` that lives somewhere lives (through Phi
+        chains; constants and replicated values live everywhere and are skipped)."""
         seen = {n}
-        for v in n.inputs:
-            while v.op.kind == "phi" and v not in seen and v.num_inputs:
-                seen.add(v)
-                v = v.input(0)
-            if v.op.kind != "phi":
-                return where(v)  # type: ignore[operator, no-any-return]
+        work = list(n.inputs)
+        while work:
+            v = work.pop(0)
+            if v in seen:
+                continue
+            seen.add(v)
+            if v.op.kind == "phi":
+                work.extend(v.inputs)
+                continue
+            found = where(v)  # type: ignore[operator]
+            if found is not None:
+                return found  # type: ignore[no-any-return]
         return None
 
     def wanted(self, user: Node, i: int) -> tuple[str | None, str | None]:
@@ -194,31 +203,43 @@ class _Placer:
 
     def run(self) -> dict[str, int]:
         stats = {"memcpy": 0, "send": 0, "broadcast": 0, "constants": 0}
-        copies: dict[tuple[Node, str | None, str | None], Node] = {}
+        copies: dict[tuple[Node, str | None, str | None, Block], Node] = {}
         tag = [max([int(n.attrs.get("tag", 0)) for n in self.g.nodes() if n.op.name in ("Send", "Recv")] or [-1]) + 1]
         for user, i, v in self.crossings():
             dev, mach = self.wanted(user, i)
-            key = (v, dev, mach)
+            block = self.where(user, i)
+            key = (v, dev, mach, block)
             new = copies.get(key)
             if new is None:
-                new = copies[key] = self.move(v, dev, mach, stats, tag)
+                new = copies[key] = self.move(v, dev, mach, block, stats, tag)
             if new is not v:
                 user.set_input(i, new)
         if any(stats.values()):
             self.g.touch()
         return {k: v for k, v in stats.items() if v}
 
-    def move(self, v: Node, dev: str | None, mach: str | None, stats: dict[str, int], tag: list[int]) -> Node:
-        """``v`` as seen on ``dev`` of ``mach`` (None: wherever the reader is)."""
+    @staticmethod
+    def where(user: Node, i: int) -> Block:
+        """The block a copy for ``user``'s input ``i`` goes in: the user's own, or for a
+        Phi the predecessor the input arrives from (a loop's latch, not its header)."""
+        assert user.block is not None
+        if user.op.kind == "phi":
+            pred = user.block.input(i).block
+            assert pred is not None
+            return pred
+        return user.block
+
+    def move(self, v: Node, dev: str | None, mach: str | None, block: Block, stats: dict[str, int],
+             tag: list[int]) -> Node:
+        """``v`` as seen on ``dev`` of ``mach`` (None: wherever the reader is), in ``block``."""
         vm = self.machine(v)
         if v.op.name == "Constant":
             return self.constant_on(v, dev, mach, stats)
         if vm is not None and mach != vm:
-            v = self.send_recv(v, vm, mach, stats, tag)
+            v = self.send_recv(v, vm, mach, block, stats, tag)
         vd = self.device(v)
         if dev is None or vd == dev:
             return v
-        block = v.block if not isinstance(v, Block) and v.block is not None else self.g.start_block
         attrs = {"device": dev, "src": vd or self.default}
         if mach is not None:
             attrs["machine"] = mach
@@ -242,7 +263,8 @@ class _Placer:
         stats["constants"] += 1
         return node
 
-    def send_recv(self, v: Node, src: str, dst: str | None, stats: dict[str, int], tag: list[int]) -> Node:
+    def send_recv(self, v: Node, src: str, dst: str | None, block: Block, stats: dict[str, int],
+                  tag: list[int]) -> Node:
         """``v`` (computed on machine ``src``) on machine ``dst``: a Send there and a Recv
         here; for ``dst`` None (a replicated reader) a Broadcast from ``src``'s rank, whose
         input the other ranks do not have (``nexus.distributed.partition`` gives them a
@@ -253,19 +275,19 @@ class _Placer:
                 raise PlacementError(f"{v!r}: machine {m!r} has no rank")
         dev = self.device(v) or self.default
         if dst is None:
-            node = self.g.add("Broadcast", [v], v.block, {"root": self.ranks[src], "device": dev},
+            node = self.g.add("Broadcast", [v], block, {"root": self.ranks[src], "device": dev},
                               type=v.type, loc=v.loc)
             self.dev[node], self.mach[node] = dev, None
             stats["broadcast"] += 1
             return node
         t = v.type
         shape = tuple(d if isinstance(d, int) else -1 for d in t.shape) if t.shape is not None else None
-        send = self.g.add("Send", [v], v.block, {"peer": self.ranks[dst], "tag": tag[0], "machine": src,
+        send = self.g.add("Send", [v], block, {"peer": self.ranks[dst], "tag": tag[0], "machine": src,
                                                   "device": dev}, loc=v.loc)
         attrs = {"peer": self.ranks[src], "tag": tag[0], "dtype": t.dtype, "machine": dst, "device": self.default}
         if shape is not None:
             attrs["shape"] = shape
-        recv = self.g.add("Recv", [], v.block, attrs, type=t, loc=v.loc, deps=[send])
+        recv = self.g.add("Recv", [], block, attrs, type=t, loc=v.loc, deps=[send])
         self.dev[send], self.mach[send] = dev, src
         self.dev[recv], self.mach[recv] = self.default, dst
         tag[0] += 1
@@ -276,3 +298,9 @@ class _Placer:
 def place(g: Graph, default: str = DEFAULT_DEVICE) -> dict[str, int]:
     """Insert the Memcpy nodes ``g`` needs (in place); what changed, by kind."""
     return Place(default=default).apply(g)
+
+
+def machines_of(g: Graph, order: tuple[str, ...] = ()) -> dict[Node, str | None]:
+    """The machine of every node of ``g`` (None: replicated), by the rules above."""
+    p = _Placer(g, DEFAULT_DEVICE, machines=True, order=order)
+    return {n: p.machine(n) for n in g.nodes()}

@@ -130,7 +130,8 @@ def to_dot(g: Graph, *, types: bool = True) -> str:
         for n in members:
             ids[n] = f"n{len(ids)}"
             suffix, style = device_style(n)
-            lines.append(f"    {ids[n]} [label={_q(_label(n, values[n], types) + suffix)}, {_STYLE[node_kind(n)]}{style}];")
+            label = _q(_label(n, values[n], types) + suffix)
+            lines.append(f"    {ids[n]} [label={label}, {_STYLE[node_kind(n)]}{style}];")
         lines += _terminator_last(b, members, ids)
         if members:
             anchors[b] = ids[members[0]]
