@@ -65,34 +65,42 @@ def mlp_params(seed: int = 0) -> list[np.ndarray]:
     return [(rng.standard_normal(s) * 0.5).astype(np.float32) for s in PARAM_SHAPES]
 
 
-def mlp_loss(n: int, features: int = 4, hidden: int = 8, outputs: int = 3) -> Graph:
+def mlp_loss(n: int, features: int = 4, hidden: int = 8, outputs: int = 3, device: str = "/CPU:0") -> Graph:
     """Mean squared error of a 2-layer tanh MLP on a batch of ``n``:
-    ``mean((tanh(x w1 + b1) w2 + b2 - y)^2)``; arguments w1, b1, w2, b2, x, y."""
+    ``mean((tanh(x w1 + b1) w2 + b2 - y)^2)``; arguments w1, b1, w2, b2, x, y.  The
+    forward pass runs on ``device``."""
     with nx.function("mlp_loss", w1=("f32", (features, hidden)), b1=("f32", (hidden,)),
                      w2=("f32", (hidden, outputs)), b2=("f32", (outputs,)),
                      x=("f32", (n, features)), y=("f32", (n, outputs))) as f:
         w1, b1, w2, b2, x, y = f.args
-        h = nx.tanh(nx.add(nx.matmul(x, w1), b1))
-        d = nx.sub(nx.add(nx.matmul(h, w2), b2), y)
-        f.returns(nx.reduce_mean(nx.mul(d, d)))
+        with nx.device(device):
+            h = nx.tanh(nx.add(nx.matmul(x, w1), b1))
+            d = nx.sub(nx.add(nx.matmul(h, w2), b2), y)
+            loss = nx.reduce_mean(nx.mul(d, d))
+        f.returns(loss)
     return f.graph
+
+
+LOCAL_DEVICES = ("/CPU:0", "/TORCH:0")  # the two devices of each "machine" in example 2
 
 
 def data_parallel_worker(rank: int, params: list[np.ndarray], x: np.ndarray, y: np.ndarray, steps: int,
                          lr: float) -> tuple[float, list[np.ndarray], dict[str, Any]]:
     """Train on this rank's shard of (x, y) for ``steps`` SGD steps; returns the last
-    (averaged) loss, the parameters, and where the rank was: 2 ranks per "machine",
-    each on its own local device."""
+    (averaged) loss, the parameters, and where the rank was: 2 ranks per "machine", the
+    first running the forward pass with NumPy, the second on the torch device."""
     world = runtime.world_size()
     n = x.shape[0] // world
-    step = runtime.DistributedGraph(sgd_step(mlp_loss(n), len(params), lr))
+    device = LOCAL_DEVICES[rank % 2]
+    step = runtime.DistributedGraph(sgd_step(mlp_loss(n, device=device), len(params), lr))
     p = list(params)
     xs, ys = x[rank * n:(rank + 1) * n], y[rank * n:(rank + 1) * n]
     loss = np.nan
     for _ in range(steps):
         loss, *p = step(*p, xs, ys)
-    where = {"machine": f"host{rank // 2}", "device": f"/CPU:{rank % 2}",
-             "allreduce": sum(n.op.name == "AllReduce" for n in step.graph.nodes())}
+    where = {"machine": f"host{rank // 2}", "device": device,
+             "allreduce": sum(n.op.name == "AllReduce" for n in step.graph.nodes()),
+             "memcpy": sum(n.op.name == "Memcpy" for n in step.graph.nodes())}
     return float(loss), p, where
 
 

@@ -161,7 +161,9 @@ def _label(op: str, tag: int = -1) -> str:
     return op if tag < 0 else f"{op} tag {tag}"
 
 
-def _memcpy(x: Any, src: str = "") -> Any:
+def _memcpy(x: Any, src: str = "", **placement: Any) -> Any:
+    # The reference semantics: a copy.  The python backend moves between array libraries
+    # (nexus/backends/python/devices.py); tape-mode autodiff passes the placement along.
     return np.array(x, copy=True)
 
 
@@ -193,9 +195,10 @@ def _reduce_scatter(x: Any, op: str = "sum", axis: int = 0, group: str = "") -> 
 _GROUP = Attr("str", "", "the ranks taking part: comma-separated (\"0,2\"), or \"\" for every rank")
 _REDUCE = Attr("str", "sum", "how values combine: sum, mean, max, min or prod")
 
-define("Memcpy", FAMILY, ("x",), _same_rule, _memcpy, differentiable=True,
+define("Memcpy", FAMILY, ("x",), _same_rule, _memcpy, differentiable=True, may_fail=True,
        attrs={"src": Attr("str", "", "the device the input lives on (the node's `device` is the target)")},
-       doc="Copies x from device `src` to the node's own `device` (inserted by the placement pass).")
+       doc="Copies x from device `src` to the node's own `device` (inserted by the placement pass); "
+           "fails where that device is missing.")
 define("Send", FAMILY, ("x",), _send_rule, _send, pure=False, may_fail=True,
        attrs={"peer": Attr("int", doc="the rank receiving x"),
               "tag": Attr("int", 0, "matches the Recv with the same tag on the peer")},
@@ -213,7 +216,7 @@ define("AllGather", FAMILY, ("x",), _scaled_rule(True), _all_gather, pure=False,
        differentiable=True, attrs={"axis": Attr("int", 0, "the axis the pieces are concatenated along"),
                                    "group": _GROUP},
        doc="Every rank of the group gets all ranks' x concatenated along `axis`, in rank order.")
-define("Broadcast", FAMILY, ("x",), _same_rule, _broadcast, pure=False, may_fail=True, differentiable=True,
+define("Broadcast", FAMILY, ("x",), _same_rule, _broadcast, pure=False, may_fail=True,
        attrs={"root": Attr("int", 0, "the rank whose x everybody gets"), "group": _GROUP},
        doc="Every rank of the group gets rank `root`'s x.")
 define("ReduceScatter", FAMILY, ("x",), _scaled_rule(False), _reduce_scatter, pure=False, may_fail=True,

@@ -116,7 +116,11 @@ class _Placer:
         self.dev[n] = self.default  # a guard for Phi cycles
         d = n.attrs.get("device") if n.attrs else None
         if d:
-            out: str | None = canonical_device(d)
+            try:
+                out: str | None = canonical_device(d)
+            except PlacementError as e:
+                where = f" (created at {n.loc})" if n.loc else ""
+                raise PlacementError(f"{n.op.name} {n!r}{where}: {e}") from None
         elif n.op.name == "Constant":
             out = None
         elif n.op.name == "Proj" and n.input(0).op.name not in ("Start", "Cond"):

@@ -263,10 +263,7 @@ TORCH_KERNELS["ArgMax"], TORCH_KERNELS["ArgMin"] = _arg_maker("argmax"), _arg_ma
 @torch_kernel("Reshape")
 def _reshape(attrs: dict[str, Any]) -> Callable[..., Any]:
     def reshape(x: Any, shape: Any) -> Any:
-        dims = [int(d) for d in shape]
-        # ONNX's 0 keeps the input's dim (as the reference kernel does)
-        dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
-        return x.reshape(dims)
+        return x.reshape([int(d) for d in shape])
 
     return reshape
 

@@ -62,14 +62,14 @@ class Prepared:
 
     def __init__(self, g: Graph):
         self.graph = g
-        if needs_placement(g):
-            # Values cross devices without a Memcpy: run a placed copy (the caller's graph
-            # stays as written; nx.place(g) shows the copies).
-            g = g.clone()[0]
-            try:
+        try:
+            if needs_placement(g):
+                # Values cross devices without a Memcpy: run a placed copy (the caller's
+                # graph stays as written; nx.place(g) shows the copies).
+                g = g.clone()[0]
                 Place().apply(g)
-            except PlacementError as e:
-                raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
+        except PlacementError as e:
+            raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
         try:
             self.plan = make_plan(g)
         except PlanError as e:
