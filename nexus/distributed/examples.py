@@ -156,7 +156,7 @@ def silent_worker(rank: int) -> Any:
         return runtime.DistributedGraph(f.graph)()
     import time
 
-    time.sleep(runtime.current().timeout + 3)  # type: ignore[attr-defined]
+    time.sleep(runtime.current().timeout + 1)  # type: ignore[attr-defined]
     return None
 
 
@@ -164,3 +164,16 @@ def mismatch_worker(rank: int) -> Any:
     """Rank 1 all-reduces a [5] tensor where the others all-reduce [4]."""
     shape = (5,) if rank == 1 else (4,)
     return runtime.DistributedGraph(_allreduce_graph(shape))(np.ones(shape, np.float32))
+
+
+def collectives_worker(rank: int) -> tuple[Any, ...]:
+    """Each rank holds ``x = arange(6).reshape(2, 3) + 10 * rank`` and runs AllReduce
+    (sum and max), AllGather along axis 1, ReduceScatter along axis 0, a Broadcast from
+    rank 1 and an AllReduce over the group "0,2" (other ranks get their input back)."""
+    with nx.function("collectives", x=("f32", (2, 3))) as f:
+        (x,) = f.args
+        f.returns(nx.all_reduce(x, op="sum"), nx.all_reduce(x, op="max"), nx.all_gather(x, axis=1),
+                  nx.reduce_scatter(nx.concat(x, x, x, axis=0), op="sum", axis=0),
+                  nx.broadcast(x, root=1), nx.all_reduce(x, op="mean", group="0,2"))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) + 10 * rank
+    return tuple(runtime.DistributedGraph(f.graph)(x))

@@ -82,7 +82,7 @@ class TorchCommunicator(Communicator):
         self.timeout = float(timeout)
         self.check = check
         self.store = store
-        self.seq = 0
+        self.seq: dict[str, int] = {}  # per group: a rank outside a group skips its collectives
         self.pending: list[tuple[Any, torch.Tensor, torch.Tensor]] = []
         self.groups: dict[str, Any] = {}
         self._stop = threading.Event()
@@ -210,14 +210,14 @@ class TorchCommunicator(Communicator):
     def _signature(self, kind: str, red: str, t: torch.Tensor, group: str, label: str, root: int = -1) -> list[list[int]]:
         """Exchange (kind, op, dtype, shape, sequence) with the group; raise if they differ."""
         ranks = self.group_ranks(group)
-        self.seq += 1
+        seq = self.seq[group] = self.seq.get(group, 0) + 1
         if t.ndim > MAX_DIMS:
             raise CommError(f"{label}: tensors of more than {MAX_DIMS} dims are not supported yet")
         sig = torch.tensor([_KINDS.index(kind), _REDUCE_CODES.index(red), _dtype_code(_nx_dtype(t)), t.ndim,
-                            *t.shape, *([0] * (MAX_DIMS - t.ndim)), self.seq], dtype=torch.int64)
+                            *t.shape, *([0] * (MAX_DIMS - t.ndim)), seq], dtype=torch.int64)
         sigs = [torch.zeros_like(sig) for _ in ranks]
         work = dist.all_gather(sigs, sig, group=self._pg(group, label), async_op=True)
-        self._wait(work, f"{label} (collective #{self.seq})", ranks, "not every rank of the group joined")
+        self._wait(work, f"{label} (collective #{seq})", ranks, "not every rank of the group joined")
         rows = [s.tolist() for s in sigs]
         ref = rows[0]
         for r, row in zip(ranks, rows, strict=True):
@@ -229,10 +229,16 @@ class TorchCommunicator(Communicator):
                                 f"rank {r} runs {_describe(row)}")
         return rows
 
-    def all_reduce(self, x: Any, op: str, group: str, label: str) -> Any:
+    def _outside(self, group: str) -> bool:
+        """Whether this rank is not in ``group``: the collective leaves its input as is."""
+        return self.rank not in self.group_ranks(group)
+
+    def all_reduce(self, x: Any, op: str, group: str, label: str, kind: str = "AllReduce") -> Any:
+        if self._outside(group):
+            return x
         t, numpy = _as_tensor(x)
         if self.check:
-            self._signature("AllReduce", op, t, group, label)
+            self._signature(kind, op, t, group, label)
         t = t.clone()
         work = dist.all_reduce(t, _REDUCE[op], group=self._pg(group, label), async_op=True)
         self._wait(work, label, self.group_ranks(group), "not every rank of the group joined")
@@ -241,6 +247,8 @@ class TorchCommunicator(Communicator):
         return _back(t, numpy)
 
     def all_gather(self, x: Any, axis: int, group: str, label: str) -> Any:
+        if self._outside(group):
+            return x
         t, numpy = _as_tensor(x)
         if self.check:
             self._signature("AllGather", "", t, group, label)
@@ -251,6 +259,8 @@ class TorchCommunicator(Communicator):
         return _back(torch.cat(parts, dim=axis if t.ndim else 0) if t.ndim else torch.stack(parts), numpy)
 
     def broadcast(self, x: Any, root: int, group: str, label: str) -> Any:
+        if self._outside(group):
+            return x
         t, numpy = _as_tensor(x)
         ranks = self.group_ranks(group)
         if root not in ranks:
@@ -264,9 +274,11 @@ class TorchCommunicator(Communicator):
         return _back(buf, numpy)
 
     def reduce_scatter(self, x: Any, op: str, axis: int, group: str, label: str) -> Any:
+        if self._outside(group):
+            return x
         # gloo has no reduce_scatter: an all-reduce, then this rank's piece
         ranks = self.group_ranks(group)
-        full = self.all_reduce(x, op, group, label)
+        full = self.all_reduce(x, op, group, label, kind="ReduceScatter")
         t, numpy = _as_tensor(full)
         n = len(ranks)
         if t.shape[axis] % n:

@@ -4,7 +4,8 @@
 says where it came from).  ``Send``/``Recv`` move a tensor between machines (ranks),
 matched by ``peer`` and ``tag``.  The collectives ``AllReduce``, ``AllGather``,
 ``Broadcast`` and ``ReduceScatter`` are first-class ops over a ``group``: a comma-separated
-list of ranks (``"0,2"``) or ``""`` for every rank.
+list of ranks (``"0,2"``) or ``""`` for every rank; a rank outside the group gets its
+input back.
 
 The kernels here are the reference semantics of one process: they call the
 :class:`Communicator` installed with :func:`set_communicator`.  The default one is a
