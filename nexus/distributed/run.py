@@ -35,7 +35,8 @@ def _arguments(g: Graph, specs: Sequence[str]) -> list[Any]:
         values[i] = np.load(path, allow_pickle=False)
     missing = [str(names[i]) for i in range(len(names)) if i not in values]
     if missing:
-        raise SystemExit(f"nexus.distributed.run: no value for argument(s) {', '.join(missing)} (give -i NAME=FILE.npy)")
+        raise SystemExit(f"nexus.distributed.run: no value for argument(s) {', '.join(missing)} "
+                         "(give -i NAME=FILE.npy)")
     return [values[i] for i in range(len(names))]
 
 

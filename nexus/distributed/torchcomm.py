@@ -207,7 +207,7 @@ class TorchCommunicator(Communicator):
             raise CommError(f"{label}: rank {self.rank} cannot talk to rank {peer} (world of {self.world_size})")
 
     # --- collectives ---------------------------------------------------------------------------
-    def _signature(self, kind: str, red: str, t: torch.Tensor, group: str, label: str, root: int = -1) -> list[list[int]]:
+    def _signature(self, kind: str, red: str, t: torch.Tensor, group: str, label: str) -> list[list[int]]:
         """Exchange (kind, op, dtype, shape, sequence) with the group; raise if they differ."""
         ranks = self.group_ranks(group)
         seq = self.seq[group] = self.seq.get(group, 0) + 1
@@ -265,7 +265,7 @@ class TorchCommunicator(Communicator):
         ranks = self.group_ranks(group)
         if root not in ranks:
             raise CommError(f"{label}: root {root} is not in group {group or 'of all ranks'}")
-        rows = self._signature("Broadcast", "", t, group, label, root)
+        rows = self._signature("Broadcast", "", t, group, label)
         row = rows[ranks.index(root)]
         shape = row[4:4 + row[3]]
         buf = t.clone() if self.rank == root else torch.empty(shape, dtype=t.dtype, device=t.device)

@@ -137,11 +137,12 @@ ARRAY_API = {
 def _xp() -> Any:
     """The array-API namespace for torch (array_api_compat when installed, else torch,
     whose names match for the ops of :data:`ARRAY_API`)."""
+    import importlib
+
     try:
-        import array_api_compat.torch as xp
+        return importlib.import_module("array_api_compat.torch")
     except ImportError:  # the names used here exist on torch itself
-        import torch as xp
-    return xp
+        return importlib.import_module("torch")
 
 
 def _array_api(fname: str) -> Maker:
@@ -350,7 +351,7 @@ def _pool_maker(op: str) -> Maker:
             strides = tuple(attrs.get("strides") or (1,) * n)
             fns = (F.max_pool1d, F.max_pool2d, F.max_pool3d) if op == "MaxPool" else \
                 (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)
-            return fns[n - 1](x, kernel_shape, strides, pads)
+            return fns[n - 1](x, kernel_shape, strides, pads or 0)
 
         return pool
 
