@@ -220,7 +220,7 @@ def test_script_rejects_other_context_managers() -> None:
             x = x + 1.0
         return x
 
-    with pytest.raises(nx.ScriptError, match=r"(?s)this `with` statement is not supported.*nx.device"):
+    with pytest.raises(nx.ScriptError, match=r"(?s)`with` statements are not supported, except placement.*nx.device"):
         nx.script(uses_open)(np.zeros(2))
 
 

@@ -197,6 +197,10 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
         entry = _UNSUPPORTED.get(cls)
         if entry is not None:
             found.append((getattr(node, "lineno", 0), getattr(node, "col_offset", 0), node, *entry))
+        elif cls is ast.With and not all(_is_placement(item) for item in node.items):  # type: ignore[attr-defined]
+            found.append((node.lineno, node.col_offset, node,  # type: ignore[attr-defined]
+                          "`with` statements are not supported, except placement",
+                          "only `with nx.device(\"/CPU:0\")` and `with nx.machine(\"host1\")` are supported"))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -209,6 +213,16 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
         _, _, where, msg, hint = found[0]
         raise error_at(src, where, msg, hint)
     return assigned
+
+
+def _is_placement(item: ast.withitem) -> bool:
+    """``nx.device(...)`` / ``nx.machine(...)`` (or a bare ``device(...)``), bound to nothing."""
+    call = item.context_expr
+    if item.optional_vars is not None or not isinstance(call, ast.Call):
+        return False
+    fn = call.func
+    name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+    return name in ("device", "machine")
 
 
 # Fields that hold only singletons without children (expression contexts, operators).
