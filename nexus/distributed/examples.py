@@ -156,7 +156,7 @@ def silent_worker(rank: int) -> Any:
         return runtime.DistributedGraph(f.graph)()
     import time
 
-    time.sleep(runtime.current().timeout + 1)  # type: ignore[attr-defined]
+    time.sleep(runtime.current().timeout + 3)  # type: ignore[attr-defined]  # alive, silent
     return None
 
 

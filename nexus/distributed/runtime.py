@@ -49,6 +49,10 @@ def init(timeout: float | None = None, backend: str = "gloo", check: bool = True
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ["MASTER_PORT"])
     delta = timedelta(seconds=timeout)
+    if backend == "nccl":
+        import torch
+
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % max(torch.cuda.device_count(), 1))
     # torchrun's agent (and spawn's parent) hosts the store, so it outlives any rank: the
     # heartbeats of a dead rank stay readable.
     hosted = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" or os.environ.get("NEXUS_STORE_HOSTED") == "1"

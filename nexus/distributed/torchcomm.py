@@ -39,21 +39,32 @@ _REDUCE_CODES = ("", "sum", "mean", "max", "min", "prod")
 _MAGIC = 0x4E58  # "NX"
 
 
-def _as_tensor(x: Any) -> tuple[torch.Tensor, bool]:
-    """``x`` as a contiguous torch tensor (sharing a NumPy array's memory) and whether
-    it came from NumPy (the result goes back as NumPy then)."""
+# Where the transport wants tensors: the CPU for gloo, this rank's GPU for NCCL (set by
+# TorchCommunicator from the process group's backend).
+_WIRE: list[torch.device] = [torch.device("cpu")]
+
+
+def _as_tensor(x: Any) -> tuple[torch.Tensor, Any]:
+    """``x`` as a contiguous torch tensor on the wire's device (sharing a NumPy array's
+    memory under gloo) and where it came from: True for NumPy, else its torch device
+    (:func:`_back` returns the result there)."""
     if isinstance(x, torch.Tensor):
-        return x.contiguous(), False
+        return x.contiguous().to(_WIRE[0]), x.device
     arr = np.asarray(x)  # (np.ascontiguousarray would make a scalar 1-d)
     if not arr.flags.c_contiguous or not arr.flags.writeable:
         arr = arr.copy()
-    return torch.from_numpy(arr), True
+    return torch.from_numpy(arr).to(_WIRE[0]), True
 
 
-def _back(t: torch.Tensor, numpy: bool) -> Any:
-    if not numpy:
-        return t
-    out = t.numpy()
+def _control(values: list[int]) -> torch.Tensor:
+    """A small int64 tensor (header, signature) on the wire's device."""
+    return torch.tensor(values, dtype=torch.int64, device=_WIRE[0])
+
+
+def _back(t: torch.Tensor, numpy: Any) -> Any:
+    if numpy is not True:
+        return t.to(numpy)
+    out = t.cpu().numpy()
     return out if out.ndim else out[()]
 
 
@@ -79,6 +90,8 @@ class TorchCommunicator(Communicator):
     def __init__(self, timeout: float, store: Any = None, check: bool = True):
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
+        if dist.get_backend() == "nccl":  # NCCL moves CUDA tensors only
+            _WIRE[0] = torch.device("cuda", torch.cuda.current_device())
         self.timeout = float(timeout)
         self.check = check
         self.store = store
@@ -163,8 +176,9 @@ class TorchCommunicator(Communicator):
                 raise RuntimeError("timed out")
         except Exception as e:  # noqa: BLE001  (every transport failure is named below)
             who = self.suspects(ranks)
-            reason = who or f"{what} within {self.timeout:g} s ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
-            raise CommError(f"{label} on rank {self.rank}: {reason}") from None
+            detail = f": {who}" if who else \
+                f" within {self.timeout:g} s ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+            raise CommError(f"{label} on rank {self.rank}: {what}{detail}") from None
 
     def flush(self) -> None:
         pending, self.pending = self.pending, []
@@ -176,8 +190,7 @@ class TorchCommunicator(Communicator):
         t, _ = _as_tensor(x)
         if t.ndim > MAX_DIMS:
             raise CommError(f"{label}: tensors of more than {MAX_DIMS} dims cannot be sent yet")
-        head = torch.tensor([_MAGIC, tag, _dtype_code(_nx_dtype(t)), t.ndim, *t.shape,
-                             *([0] * (MAX_DIMS - t.ndim))], dtype=torch.int64)
+        head = _control([_MAGIC, tag, _dtype_code(_nx_dtype(t)), t.ndim, *t.shape, *([0] * (MAX_DIMS - t.ndim))])
         self._check_peer(peer, label)
         w1 = dist.isend(head, peer, tag=2 * tag)
         w2 = dist.isend(t, peer, tag=2 * tag + 1)
@@ -186,7 +199,7 @@ class TorchCommunicator(Communicator):
 
     def recv(self, peer: int, tag: int, dtype: str, label: str) -> Any:
         self._check_peer(peer, label)
-        head = torch.zeros(4 + MAX_DIMS, dtype=torch.int64)
+        head = _control([0] * (4 + MAX_DIMS))
         work = dist.irecv(head, peer, tag=2 * tag)
         self._wait(work, label, [peer], f"nothing arrived from rank {peer}")
         h = head.tolist()
@@ -197,7 +210,7 @@ class TorchCommunicator(Communicator):
         if got != dtype:
             raise CommError(f"{label} on rank {self.rank}: expected {dtype}, rank {peer} sent {got}")
         shape = h[4:4 + h[3]]
-        out = torch.from_numpy(np.empty(shape, DTYPES[got]))
+        out = torch.from_numpy(np.empty(shape, DTYPES[got])).to(_WIRE[0])
         work = dist.irecv(out, peer, tag=2 * tag + 1)
         self._wait(work, label, [peer], f"the data did not arrive from rank {peer}")
         return _back(out, True)
@@ -213,8 +226,8 @@ class TorchCommunicator(Communicator):
         seq = self.seq[group] = self.seq.get(group, 0) + 1
         if t.ndim > MAX_DIMS:
             raise CommError(f"{label}: tensors of more than {MAX_DIMS} dims are not supported yet")
-        sig = torch.tensor([_KINDS.index(kind), _REDUCE_CODES.index(red), _dtype_code(_nx_dtype(t)), t.ndim,
-                            *t.shape, *([0] * (MAX_DIMS - t.ndim)), seq], dtype=torch.int64)
+        sig = _control([_KINDS.index(kind), _REDUCE_CODES.index(red), _dtype_code(_nx_dtype(t)), t.ndim,
+                        *t.shape, *([0] * (MAX_DIMS - t.ndim)), seq])
         sigs = [torch.zeros_like(sig) for _ in ranks]
         work = dist.all_gather(sigs, sig, group=self._pg(group, label), async_op=True)
         self._wait(work, f"{label} (collective #{seq})", ranks, "not every rank of the group joined")
