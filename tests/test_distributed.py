@@ -178,3 +178,15 @@ def test_torchrun_runs_a_saved_pipeline(tmp_path: Path) -> None:
     want = sum(np.tanh(np.tanh(a["xs"][t] @ a["w1"]) @ a["w2"]) for t in range(4))
     for r in (0, 1):
         np.testing.assert_allclose(load_file(tmp_path / "out" / f"rank{r}.safetensors")["result0"], want, rtol=1e-5)
+
+
+def test_a_loop_condition_computed_on_one_machine_reaches_all() -> None:
+    x = np.array([1.5, 2.0], np.float32)
+    want_x, want_n = x.copy(), 0
+    while want_x.sum() < 100.0:
+        want_x, want_n = want_x * 2, want_n + 1
+    for got_x, got_n in _ok(spawn(examples.branching_worker, 2, (x,), timeout=60)):
+        np.testing.assert_array_equal(got_x, want_x)
+        assert int(got_n) == want_n
+    placed, _ = place_for_ranks(examples.branching_graph())
+    assert sum(n.op.name == "Broadcast" for n in placed.nodes()) == 3  # the condition's input, x, n

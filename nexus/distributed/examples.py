@@ -177,3 +177,22 @@ def collectives_worker(rank: int) -> tuple[Any, ...]:
                   nx.broadcast(x, root=1), nx.all_reduce(x, op="mean", group="0,2"))
     x = np.arange(6, dtype=np.float32).reshape(2, 3) + 10 * rank
     return tuple(runtime.DistributedGraph(f.graph)(x))
+
+
+def branching_graph() -> Graph:
+    """Control flow decided on one machine: while sum(x) < 100, stage0 doubles x and
+    stage1 counts; the condition reads stage0's x, so every rank gets it by Broadcast."""
+    with nx.function("grow", x=("f32", (2,))) as f:
+        (x,) = f.args
+        n = nx.constant(0, dtype="i64", name="n0")
+        with nx.while_loop(lambda: nx.less(nx.reduce_sum(x), 100.0)):
+            with nx.machine("stage0"):
+                x = nx.mul(x, 2.0, name="x2")
+            with nx.machine("stage1"):
+                n = nx.add(n, 1, name="n1")
+        f.returns(x, n)
+    return f.graph
+
+
+def branching_worker(rank: int, x: np.ndarray) -> tuple[Any, Any]:
+    return runtime.DistributedGraph(branching_graph(), machines=("stage0", "stage1"))(x)  # type: ignore[no-any-return]
