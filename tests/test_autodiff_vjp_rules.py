@@ -40,6 +40,11 @@ def i64(v: Any) -> np.ndarray:
 Case = tuple[list[np.ndarray], dict[str, Any]]
 CASES: dict[str, list[Case]] = {
     "Identity": [([f(3)], {})],
+    # comm ops in a world of one rank (tests/test_distributed.py checks them on several)
+    "Memcpy": [([f(3)], {"device": "/CPU:0", "src": "/CPU:1"})],
+    "AllReduce": [([f(2, 3)], {}), ([f(3)], {"op": "mean"})],
+    "AllGather": [([f(2, 3)], {"group": "0", "axis": 1})],
+    "ReduceScatter": [([f(4)], {"group": "0"})],
     "Add": [([f(2, 3), f(3)], {}), ([f(1, 3), f(2, 1)], {})],
     "Sub": [([f(2, 3), f(2, 1)], {})],
     "Mul": [([f(2, 3), f(3)], {})],

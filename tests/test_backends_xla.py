@@ -26,6 +26,10 @@ from nexus.backends.xla.rules_shape import HOST_OPS  # noqa: E402
 _SPLIT = "data-dependent size: to run on the host in a split graph (not implemented yet)"
 UNSUPPORTED = {"BooleanMask": _SPLIT, "NonMaxSuppression": _SPLIT, "NonZero": _SPLIT, "Unique": _SPLIT,
                "TopK": "k is an input, so the size is data-dependent: " + _SPLIT}
+# Data movement and collectives (issue 15) run on the python backend under nexus.distributed;
+# mapping them onto XLA's devices and collectives is future work.
+UNSUPPORTED.update(dict.fromkeys(("Memcpy", "Send", "Recv", "AllReduce", "AllGather", "Broadcast", "ReduceScatter"),
+                                 "placement and collectives: run by the python backend and nexus.distributed"))
 
 
 def test_every_op_the_python_backend_runs_has_an_xla_rule_or_a_reason() -> None:

@@ -68,6 +68,39 @@ class Lowering(CallLowering):
     def stmt_Pass(self, node: ast.Pass) -> None:
         pass
 
+    def stmt_With(self, node: ast.With) -> None:
+        """``with nx.device("/GPU:0"):`` / ``with nx.machine("host1"):`` place the ops of
+        the body (seed 001, section 4.2), nesting like the DSL's; no other context manager."""
+        saved = self.placement
+        placement = dict(saved)
+        for item in node.items:
+            placement.update(self.placement_of(item))
+        self.placement = placement
+        try:
+            self.body(node.body)
+        finally:
+            self.placement = saved
+
+    def placement_of(self, item: ast.withitem) -> dict[str, str]:
+        hint = "only `with nx.device(\"/CPU:0\")` and `with nx.machine(\"host1\")` are supported in a script"
+        call = item.context_expr
+        if item.optional_vars is not None or not isinstance(call, ast.Call) or call.keywords and any(
+                k.arg != "machine" for k in call.keywords):
+            raise self.error(item.context_expr, "this `with` statement is not supported", hint)
+        fn = self.expr(call.func)
+        kind = getattr(getattr(fn, "value", None), "name", None) if isinstance(fn, Static) else None
+        if kind is None and isinstance(fn, Static):
+            kind = {"device": "device", "machine": "machine"}.get(getattr(fn.value, "__name__", ""))
+        if kind not in ("device", "machine") or len(call.args) != 1:
+            raise self.error(item.context_expr, "this `with` statement is not supported", hint)
+        values = [self.expr(call.args[0]), *(self.expr(k.value) for k in call.keywords)]
+        if not all(isinstance(v, Static) and isinstance(v.value, str) for v in values):
+            raise self.error(item.context_expr, f"nx.{kind}(...) takes a string known when the script is built", hint)
+        out = {kind: values[0].value}  # type: ignore[union-attr]
+        if len(values) > 1:
+            out["machine"] = values[1].value  # type: ignore[union-attr]
+        return out
+
     def stmt_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant):
             return  # a docstring or a bare constant does nothing

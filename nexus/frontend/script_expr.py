@@ -120,6 +120,8 @@ class ExprLowering:
         self._src: SourceText | None = None
         self._loc_memo: SourceLoc | None = None  # _loc of _node, made when first asked for
         self._consts: dict[tuple[str, bytes], Node] = {}
+        # `with nx.device(...)` / `with nx.machine(...)`: attrs stamped on the data nodes made
+        self.placement: dict[str, str] = {}
 
     # --- errors and locations ------------------------------------------------------------
     def error(self, node: ast.AST | None, msg: str, hint: str = "") -> ScriptError:
@@ -153,6 +155,8 @@ class ExprLowering:
 
     def emit(self, op: str, inputs: list[Node], attrs: dict[str, Any] | None = None, *,
              type: Type | None = None, name: str | None = None, block: Block | None = None) -> Node:
+        if self.placement and op != "Constant" and get_op(op).kind == "data":
+            attrs = {**self.placement, **(attrs or {})}
         try:
             return self.g.add(op, inputs, block or self.cur, attrs, type=type, name=name, loc=self._loc)
         except OpTypeError as e:

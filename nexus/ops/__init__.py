@@ -10,6 +10,7 @@ from nexus.ops import (  # noqa: F401
     activation,
     adjoint,
     adjoint_nn,
+    comm,
     debug,
     dynamic,
     index,
@@ -24,4 +25,4 @@ from nexus.ops import (  # noqa: F401
 )
 
 # The op families users write programs with, in the order the docs list them.
-FAMILIES = ("math", "activation", "reduce", "linalg", "shape", "index", "nn", "dynamic", "random")
+FAMILIES = ("math", "activation", "reduce", "linalg", "shape", "index", "nn", "dynamic", "random", "comm")
