@@ -37,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     "bind_shapes": "nexus.ir.binding",
     "BindingError": "nexus.ir.binding",
     "from_onnx": "nexus.frontend.onnx_import",
+    "from_torch": "nexus.frontend.torch_import",
+    "from_exported": "nexus.frontend.torch_import",
     "to_onnx": "nexus.backends.onnx.export",
     "grad": "nexus.autodiff",
     "value_and_grad": "nexus.autodiff",
