@@ -28,6 +28,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     src, dst = str(args.file), str(args.output)
+    if src.endswith(".pt2"):
+        return _convert_pt2(src, dst)
     if src.endswith(".onnx") and not dst.endswith(".onnx"):
         from nexus.frontend.onnx_import import from_onnx
         from nexus.io import save
@@ -47,3 +49,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
             f.write(model.SerializeToString())
         return 0
     raise ConvertError(f"cannot tell the direction from {src!r} -> {dst!r}: one side must end in .onnx")
+
+
+def _convert_pt2(src: str, dst: str) -> int:
+    """A ``torch.export.save`` file -> a Nexus graph (parameters become named constants)."""
+    from nexus.frontend.torch_pt2 import from_pt2
+    from nexus.io import save
+
+    if dst.endswith((".onnx", ".pt2")):
+        raise ConvertError(f"{src!r} -> {dst!r}: a .pt2 file converts to a Nexus file (.nx)")
+    save(from_pt2(src).graph, dst)
+    return 0
