@@ -131,9 +131,13 @@ class _FunctionModule:
         import torch
 
         class Fn(torch.nn.Module):
-            def forward(self, *args: Any, **kwargs: Any) -> Any:
-                return fn(*args, **kwargs)
+            forward = staticmethod(fn)
 
+        # torch.export keeps only the stack frames of functions named forward (and of
+        # registered anchors): register the function, so errors can show its lines
+        anchor = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
+        if anchor is not None:
+            anchor(fn)
         Fn.__name__ = getattr(fn, "__name__", "fn")
         return Fn()
 
@@ -246,15 +250,15 @@ class Importer:
         from nexus.frontend.torch_ops import unsupported
 
         gm = self.ep.graph_module
-        missing = unsupported(gm)
-        if missing:
-            lines = "\n".join(f"  {m}" for m in missing)
-            raise TorchImportError(f"{len(missing)} op(s) of the program have no Nexus import rule:\n{lines}")
         sig = self.ep.graph_signature
         for o in sig.output_specs:
             if o.kind.name in ("BUFFER_MUTATION", "USER_INPUT_MUTATION", "PARAMETER_MUTATION"):
                 raise TorchImportError(f"the program mutates {o.target!r} ({o.kind.name.lower()}); Nexus graphs "
                                        f"are functional: export in eval mode or return the new value")
+        missing = unsupported(gm)
+        if missing:
+            lines = "\n".join(f"  {m}" for m in missing)
+            raise TorchImportError(f"{len(missing)} op(s) of the program have no Nexus import rule:\n{lines}")
         places = _placeholders(gm)
         user: list[tuple[Any, Any]] = []
         state: list[tuple[Any, Any]] = []

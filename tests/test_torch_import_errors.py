@@ -1,0 +1,183 @@
+"""PyTorch import beyond the acceptance models: nested control flow, dtype promotion,
+functions, constants, the errors (every unsupported op at once, with its line), and
+``.pt2`` files (converted by ``nexus convert``; pickled or compiled content refused)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nexus as nx
+from nexus.frontend.torch_import import TorchImportError, from_torch
+from nexus.testing.extras import require
+
+torch = require("torch", "torch")
+nn = torch.nn
+Dim = torch.export.Dim
+while_loop = torch._higher_order_ops.while_loop
+THIS = Path(__file__).name
+
+
+def _import(fn: Any, args: tuple[Any, ...], dyn: Any = None, **kw: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return from_torch(fn, args, dyn, **kw)
+
+
+class NestedLoops(nn.Module):
+    """A while_loop whose body holds a torch.cond, and a cond inside a cond."""
+
+    def forward(self, x: Any, n: Any) -> Any:
+        def cond(i: Any, acc: Any) -> Any:
+            return i < n
+
+        def body(i: Any, acc: Any) -> Any:
+            def even(a: Any) -> Any:
+                return a * 2.0
+
+            def odd(a: Any) -> Any:
+                def big(b: Any) -> Any:
+                    return b - 1.0
+
+                def small(b: Any) -> Any:
+                    return b + 3.0
+
+                return torch.cond(a.sum() > 10.0, big, small, (a,))
+
+            return i + 1, torch.cond(i % 2 == 0, even, odd, (acc,))
+
+        _, out = while_loop(cond, body, (torch.zeros((), dtype=torch.int64), x))
+        return out
+
+
+def test_nested_cond_inside_while_loop() -> None:
+    model = NestedLoops()
+    g = _import(model, (torch.ones(2, 3), torch.tensor(3)), ({0: Dim("batch", max=32)}, None))
+    nx.verify(g)
+    assert nx.print_graph(g).count("Cond") >= 3
+    for b, n in ((1, 0), (2, 4), (5, 7)):
+        x = torch.randn(b, 3)
+        want = model(x, torch.tensor(n)).numpy()
+        np.testing.assert_allclose(g(x.numpy(), np.array(n)), want, rtol=1e-6)
+
+
+def test_promotion_follows_torch() -> None:
+    def f(i: Any, x: Any) -> Any:
+        a = i + 1.5               # int tensor + float scalar -> float
+        b = i / 2                 # true division of ints -> float
+        c = (i > x).to(torch.float32)  # int vs float comparison
+        d = torch.div(i, 3, rounding_mode="floor") + torch.div(-i, 3, rounding_mode="trunc")
+        e = torch.where(x > 0, x, 0)  # a Python int in a float where
+        return a, b, c, d, e * x.shape[0]
+
+    i, x = torch.arange(-4, 4).reshape(2, 4), torch.randn(2, 4)
+    g = _import(f, (i, x))
+    nx.verify(g)
+    for got, want in zip(g(i.numpy(), x.numpy()), f(i, x)):
+        assert str(got.dtype) == str(want.dtype).replace("torch.", "")
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6)
+
+
+def test_parameters_are_named_constants_by_default() -> None:
+    lin = nn.Linear(3, 2)
+    text = nx.print_graph(_import(lin, (torch.randn(4, 3),)))
+    assert "weight" in text and "bias" in text
+    g = _import(lin, (torch.randn(4, 3),), params="arguments")
+    assert [str(t) for t in g.arg_types] == ["f32[4, 3]", "f32[2, 3]", "f32[2]"]
+
+
+def test_every_unsupported_op_is_listed_with_its_line() -> None:
+    def f(x: Any) -> Any:
+        y = torch.atan2(x, x + 1)  # line A
+
+        def t(v: Any) -> Any:
+            return torch.lgamma(v)  # line B
+
+        def e(v: Any) -> Any:
+            return v.clone()
+
+        return torch.cond(x.sum() > 0, t, e, (y,))
+
+    with pytest.raises(TorchImportError) as info:
+        _import(f, (torch.randn(3),))
+    msg = str(info.value)
+    assert "2 op(s)" in msg and "aten.atan2" in msg and "aten.lgamma" in msg
+    assert msg.count(THIS) == 2, msg
+
+
+def test_training_mode_batch_norm_is_refused() -> None:
+    with pytest.raises(TorchImportError, match="mutates"):
+        _import(nn.BatchNorm1d(3).train(), (torch.randn(4, 3),))
+
+
+# --- .pt2 files ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pt2(tmp_path_factory: Any) -> tuple[Path, Any]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 3)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(model, (torch.randn(2, 2, 6, 6),), dynamic_shapes=({0: Dim("batch", max=16)},))
+        path = tmp_path_factory.mktemp("pt2") / "model.pt2"
+        torch.export.save(ep, str(path))
+    return path, model
+
+
+def test_nexus_convert_pt2(pt2: tuple[Path, Any], tmp_path: Path) -> None:
+    from nexus.cli.main import main
+
+    path, model = pt2
+    out = tmp_path / "model.nx"
+    assert main(["convert", str(path), "-o", str(out)]) == 0
+    g = nx.load(str(out))
+    for b in (1, 5):
+        x = torch.randn(b, 2, 6, 6)
+        with torch.no_grad():
+            np.testing.assert_allclose(g(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _rewrite(src: Path, dst: Path, edit: Any) -> Path:
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.infolist():
+            data = edit(item.filename, zin.read(item.filename))
+            if data is not None:
+                zout.writestr(item, data)
+        extra = edit("<extra>", b"")
+        if extra is not None:
+            zout.writestr(extra[0], extra[1])
+    return dst
+
+
+def test_pickled_or_compiled_payloads_are_refused(pt2: tuple[Path, Any], tmp_path: Path, capsys: Any) -> None:
+    from nexus.cli.main import main
+    from nexus.frontend.torch_pt2 import load_pt2
+
+    path, _ = pt2
+    top = zipfile.ZipFile(path).namelist()[0].split("/")[0]
+
+    def pickled(name: str, data: bytes) -> Any:
+        if name.endswith("weights_config.json"):
+            cfg = json.loads(data)
+            next(iter(cfg["config"].values()))["use_pickle"] = True
+            return json.dumps(cfg).encode()
+        return None if name == "<extra>" else data
+
+    def compiled(name: str, data: bytes) -> Any:
+        return (f"{top}/data/aotinductor/model/model.so", b"\x7fELF") if name == "<extra>" else data
+
+    for edit, words in ((pickled, "stored pickled"), (compiled, "aotinductor")):
+        bad = _rewrite(path, tmp_path / f"{edit.__name__}.pt2", edit)
+        with pytest.raises(TorchImportError, match=words):
+            load_pt2(bad)
+        assert main(["convert", str(bad), "-o", str(tmp_path / "x.nx")]) == 1
+        assert words in capsys.readouterr().err
+    junk = tmp_path / "junk.pt2"
+    junk.write_bytes(b"not a zip")
+    with pytest.raises(TorchImportError, match="not a .pt2"):
+        load_pt2(junk)
