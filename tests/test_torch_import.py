@@ -115,8 +115,9 @@ class DetectionHead(nn.Module):
         scores = torch.gather(scores, 1, order)
         x1, y1, x2, y2 = boxes.unbind(-1)
         area = (x2 - x1) * (y2 - y1)
-        iw = (torch.minimum(x2[:, :, None], x2[:, None, :]) - torch.maximum(x1[:, :, None], x1[:, None, :])).clamp(min=0)
-        ih = (torch.minimum(y2[:, :, None], y2[:, None, :]) - torch.maximum(y1[:, :, None], y1[:, None, :])).clamp(min=0)
+        lo, hi = torch.maximum, torch.minimum
+        iw = (hi(x2[:, :, None], x2[:, None, :]) - lo(x1[:, :, None], x1[:, None, :])).clamp(min=0)
+        ih = (hi(y2[:, :, None], y2[:, None, :]) - lo(y1[:, :, None], y1[:, None, :])).clamp(min=0)
         inter = iw * ih
         iou = inter / (area[:, :, None] + area[:, None, :] - inter)
         idx = torch.arange(self.A)

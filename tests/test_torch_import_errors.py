@@ -181,3 +181,67 @@ def test_pickled_or_compiled_payloads_are_refused(pt2: tuple[Path, Any], tmp_pat
     junk.write_bytes(b"not a zip")
     with pytest.raises(TorchImportError, match="not a .pt2"):
         load_pt2(junk)
+
+
+# --- the op table against PyTorch ----------------------------------------------------------
+def _ops_mix(x: Any) -> Any:
+    F = nn.functional
+    return (torch.var(x, dim=1), x.std(), x.amax(-1), torch.topk(x, 2, dim=1)[0], x.max(dim=1)[1],
+            F.pad(x, (1, 2)), x.flip(0), torch.cumsum(x, 1), x.argmax(), torch.stack([x, x], 1), x.repeat(2, 1),
+            x[:, [0, 2]], F.silu(x), F.gelu(x, approximate="tanh"), x.transpose(0, 1), x.sort(1, descending=True)[1],
+            F.softmax(x, 0), x.clamp(-0.5, 0.5), torch.where(x > 0, x, -x).prod(1))
+
+
+def test_op_mix_matches_pytorch() -> None:
+    g = _import(_ops_mix, (torch.randn(4, 5),), ({0: Dim("batch", min=2, max=9)},))
+    nx.verify(g)
+    for b in (2, 7):
+        x = torch.randn(b, 5)
+        for got, want in zip(g(x.numpy()), _ops_mix(x)):
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_log1p_expm1_softplus_keep_precision() -> None:
+    F = nn.functional
+
+    def f(x: Any) -> Any:
+        return torch.log1p(x), torch.expm1(x), F.softplus(x)
+
+    mags = torch.logspace(-30, 1.9, 60)
+    x = torch.cat([mags, -mags.clamp(max=0.99), -mags * 50, torch.zeros(1)])  # log1p needs x > -1
+    g = _import(f, (x,))
+    got = g(x.numpy())
+    for k, want in enumerate(f(x)):
+        finite = torch.isfinite(want)
+        np.testing.assert_allclose(got[k][finite.numpy()], want[finite].numpy(), rtol=2e-6, atol=0)
+
+
+def test_causal_attention_and_embedding_transformer() -> None:
+    F = nn.functional
+
+    class Attn(nn.Module):
+        def forward(self, q: Any, k: Any, v: Any) -> Any:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    torch.manual_seed(4)
+    qkv = tuple(torch.randn(2, 2, 5, 8) for _ in range(3))
+    g = _import(Attn(), qkv, ({0: Dim("batch", max=9)},) * 3)
+    qkv = tuple(torch.randn(3, 2, 5, 8) for _ in range(3))
+    np.testing.assert_allclose(g(*[t.numpy() for t in qkv]), Attn()(*qkv).numpy(), rtol=1e-5, atol=1e-6)
+
+    class Tagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(20, 16)
+            self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True, norm_first=True,
+                                                    activation="gelu")
+
+        def forward(self, ids: Any) -> Any:
+            return self.layer(self.emb(ids))
+
+    model = Tagger().eval()
+    g = _import(model, (torch.randint(0, 20, (2, 7)),), ({0: Dim("batch", max=32), 1: Dim("seq", max=64)},))
+    assert str(g.result_types[0]) == "f32[batch, seq, 16]"
+    ids = torch.randint(0, 20, (3, 11))
+    with torch.no_grad():
+        np.testing.assert_allclose(g(ids.numpy()), model(ids).numpy(), rtol=1e-5, atol=1e-6)

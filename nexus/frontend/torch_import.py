@@ -161,7 +161,11 @@ def _dim_names(ep: Any, dynamic_shapes: Any) -> dict[str, str]:
         shape = getattr(val, "shape", None)
         if shape is None or spec is None:
             continue
-        items = spec.items() if isinstance(spec, Mapping) else enumerate(spec) if isinstance(spec, (list, tuple)) else ()
+        items: Any = ()
+        if isinstance(spec, Mapping):
+            items = spec.items()
+        elif isinstance(spec, (list, tuple)):
+            items = enumerate(spec)
         for axis, d in items:
             nm = getattr(d, "__name__", None)
             if not isinstance(axis, int) or not isinstance(nm, str) or not 0 <= axis < len(shape):
@@ -282,7 +286,7 @@ class Importer:
         self.block = self.g.start_block
         self.ssa = SSABuilder(self.g)
         env: dict[Any, Any] = dict(zip(arg_nodes, self.g.args))
-        for n, spec in user:
+        for n, _ in user:
             if _is_constant_input(n):
                 env[n] = _constant_input_value(n)
         for n, spec in consts:
@@ -297,7 +301,8 @@ class Importer:
                             [self.state_value(s) for _, s in state], self.ep.call_spec.out_spec, in_leaves)
 
     def state_value(self, spec: Any) -> np.ndarray:
-        t = self.ep.state_dict.get(spec.target) if spec.target in self.ep.state_dict else self.ep.constants.get(spec.target)
+        target = spec.target
+        t = self.ep.state_dict[target] if target in self.ep.state_dict else self.ep.constants.get(target)
         if t is None:
             raise TorchImportError(f"no value for {spec.target!r} in the program's state")
         return tensor_to_numpy(t, spec.target)

@@ -177,6 +177,33 @@ for _k, _op, _f in (
     RULES[_k] = _unary(_op, _f)
 
 
+@rules("aten.log1p")
+def _log1p(imp: Importer, x: Node) -> Node:
+    # log(1 + x) accurate for small x without a new op (Goldberg): with u = 1 + x rounded,
+    # log(u) * x / (u - 1) cancels the rounding error of u; x itself where u rounds to 1
+    x = _cast(imp, x, _out_dtype(imp))
+    one = _tensor(imp, 1, _t(x).dtype)
+    u = imp.emit("Add", [one, x], name="")
+    um1 = imp.emit("Sub", [u, one], name="")
+    ratio = imp.emit("Div", [imp.emit("Mul", [imp.emit("Log", [u], name=""), x], name=""), um1], name="")
+    return imp.emit("Where", [imp.emit("Equal", [u, one], name=""), x, ratio])
+
+
+@rules("aten.expm1")
+def _expm1(imp: Importer, x: Node) -> Node:
+    # exp(x) - 1 accurate for small x (Kahan): (u - 1) * x / log(u) with u = exp(x);
+    # x where u rounds to 1, -1 where u - 1 is -1 (log(u) would be -inf or its ratio NaN)
+    x = _cast(imp, x, _out_dtype(imp))
+    dt = _t(x).dtype
+    one = _tensor(imp, 1, dt)
+    u = imp.emit("Exp", [x], name="")
+    um1 = imp.emit("Sub", [u, one], name="")
+    ratio = imp.emit("Div", [imp.emit("Mul", [um1, x], name=""), imp.emit("Log", [u], name="")], name="")
+    big = imp.emit("Where", [imp.emit("Equal", [um1, _tensor(imp, -1, dt)], name=""), um1, ratio], name="")
+    inf = imp.emit("Equal", [u, _tensor(imp, float("inf"), dt)], name="")
+    return imp.emit("Where", [imp.emit("Equal", [u, one], name=""), x, imp.emit("Where", [inf, u, big], name="")])
+
+
 @rules("aten.logical_not", "aten.bitwise_not")
 def _not(imp: Importer, x: Node) -> Node:
     if _t(x).dtype == "bool":
