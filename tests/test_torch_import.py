@@ -172,12 +172,22 @@ CASES: dict[str, Any] = {
 }
 
 
+_CACHE: dict[str, tuple[str, Any, TorchProgram]] = {}
+
+
+def _program(name: str) -> tuple[str, Any, TorchProgram]:
+    """The model and its import, made once per test session (torch.export is slow)."""
+    if name not in _CACHE:
+        torch.manual_seed(0)
+        make, args, dyn, _ = CASES[name]
+        model = make()
+        _CACHE[name] = (name, model, _import(model, args, dyn()))
+    return _CACHE[name]
+
+
 @pytest.fixture(scope="module", params=list(CASES))
 def imported(request: Any) -> tuple[str, Any, TorchProgram]:
-    torch.manual_seed(0)
-    make, args, dyn, _ = CASES[request.param]
-    model = make()
-    return request.param, model, _import(model, args, dyn())
+    return _program(request.param)
 
 
 def _flat(v: Any) -> list[Any]:
@@ -265,10 +275,9 @@ def test_rnn_gradient_matches_torch_autograd_in_float64() -> None:
 @pytest.mark.parametrize("name", ["cnn", "transformer"])
 def test_pytorch_to_nexus_to_onnx_runtime(name: str) -> None:
     ort = require("onnxruntime", "onnx")
+    _, model, prog = _program(name)
+    inputs = CASES[name][3]
     torch.manual_seed(3)
-    make, args, dyn, inputs = CASES[name]
-    model = make()
-    prog = _import(model, args, dyn())
     onnx_model = nx.to_onnx(prog.graph)
     sess = ort.InferenceSession(onnx_model.SerializeToString())
     for b in (1, 4):

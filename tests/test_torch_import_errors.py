@@ -245,3 +245,16 @@ def test_causal_attention_and_embedding_transformer() -> None:
     ids = torch.randint(0, 20, (3, 11))
     with torch.no_grad():
         np.testing.assert_allclose(g(ids.numpy()), model(ids).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_docs_examples_run(tmp_path: Path, monkeypatch: Any) -> None:
+    import importlib
+    import re
+
+    text = (Path(__file__).parent.parent / "docs" / "torch.md").read_text()
+    # a real module, which torch.export's tracing of the examples' classes can import
+    (tmp_path / "docs_torch_examples.py").write_text("\n".join(re.findall(r"```python\n(.*?)```", text, re.S)))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        importlib.import_module("docs_torch_examples")

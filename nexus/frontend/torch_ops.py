@@ -184,9 +184,10 @@ def _log1p(imp: Importer, x: Node) -> Node:
     x = _cast(imp, x, _out_dtype(imp))
     one = _tensor(imp, 1, _t(x).dtype)
     u = imp.emit("Add", [one, x], name="")
-    um1 = imp.emit("Sub", [u, one], name="")
+    exact = imp.emit("Equal", [u, one], name="")
+    um1 = imp.emit("Where", [exact, one, imp.emit("Sub", [u, one], name="")], name="")  # no 0/0 where unused
     ratio = imp.emit("Div", [imp.emit("Mul", [imp.emit("Log", [u], name=""), x], name=""), um1], name="")
-    return imp.emit("Where", [imp.emit("Equal", [u, one], name=""), x, ratio])
+    return imp.emit("Where", [exact, x, ratio])
 
 
 @rules("aten.expm1")
@@ -198,10 +199,14 @@ def _expm1(imp: Importer, x: Node) -> Node:
     one = _tensor(imp, 1, dt)
     u = imp.emit("Exp", [x], name="")
     um1 = imp.emit("Sub", [u, one], name="")
-    ratio = imp.emit("Div", [imp.emit("Mul", [um1, x], name=""), imp.emit("Log", [u], name="")], name="")
-    big = imp.emit("Where", [imp.emit("Equal", [um1, _tensor(imp, -1, dt)], name=""), um1, ratio], name="")
+    exact = imp.emit("Equal", [u, one], name="")
+    special = imp.emit("Or", [exact, imp.emit("Equal", [um1, _tensor(imp, -1, dt)], name="")], name="")
+    # log(u) is 0 or -inf exactly where the ratio is not used: divide by 1 there instead
+    log_u = imp.emit("Where", [special, one, imp.emit("Log", [u], name="")], name="")
+    ratio = imp.emit("Div", [imp.emit("Mul", [um1, x], name=""), log_u], name="")
     inf = imp.emit("Equal", [u, _tensor(imp, float("inf"), dt)], name="")
-    return imp.emit("Where", [imp.emit("Equal", [u, one], name=""), x, imp.emit("Where", [inf, u, big], name="")])
+    big = imp.emit("Where", [imp.emit("Or", [special, inf], name=""), um1, ratio], name="")
+    return imp.emit("Where", [exact, x, big])
 
 
 @rules("aten.logical_not", "aten.bitwise_not")
