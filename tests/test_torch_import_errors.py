@@ -67,6 +67,21 @@ def test_nested_cond_inside_while_loop() -> None:
         np.testing.assert_allclose(g(x.numpy(), np.array(n)), want, rtol=1e-6)
 
 
+def test_data_dependent_sizes() -> None:
+    def f(x: Any) -> Any:
+        sel = x[x.sum(1) > 0]                  # a boolean mask: torch's size u0
+        return sel * 2, torch.nonzero(x > 0.5), sel.shape[0] + torch.zeros(())
+
+    g = _import(f, (torch.randn(6, 3),), ({0: Dim("batch", max=64)},))
+    nx.verify(g)
+    shapes = [t.shape for t in g.result_types]
+    assert shapes[0][1] == 3 and shapes[1][1] == 2 and not isinstance(shapes[0][0], int)
+    for b in (1, 5, 9):
+        x = torch.randn(b, 3)
+        for got, want in zip(g(x.numpy()), f(x)):
+            np.testing.assert_array_equal(got, want.numpy())
+
+
 def test_promotion_follows_torch() -> None:
     def f(i: Any, x: Any) -> Any:
         a = i + 1.5               # int tensor + float scalar -> float

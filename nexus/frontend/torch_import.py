@@ -99,7 +99,7 @@ def from_torch(module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any =
     import torch
 
     if not isinstance(module, torch.nn.Module):
-        module = _FunctionModule(module)
+        module = _as_module(module)
     ep = torch.export.export(module, tuple(example_args), dict(kwargs or {}), dynamic_shapes=dynamic_shapes)
     names = _dim_names(ep, dynamic_shapes)
     prog = import_exported(ep, params=params, dim_names=names, name=type(module).__name__)
@@ -124,22 +124,20 @@ def import_exported(ep: Any, *, params: str = "constants", dim_names: Mapping[st
     return Importer(ep, params, dict(dim_names or {}), name).run()
 
 
-class _FunctionModule:
-    """Wraps a plain function as a module for ``torch.export`` (made lazily: torch is optional)."""
+def _as_module(fn: Callable[..., Any]) -> Any:
+    """A plain function as an ``nn.Module`` whose forward it is, for ``torch.export``."""
+    import torch
 
-    def __new__(cls, fn: Callable[..., Any]) -> Any:
-        import torch
+    class Fn(torch.nn.Module):
+        forward = staticmethod(fn)
 
-        class Fn(torch.nn.Module):
-            forward = staticmethod(fn)
-
-        # torch.export keeps only the stack frames of functions named forward (and of
-        # registered anchors): register the function, so errors can show its lines
-        anchor = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
-        if anchor is not None:
-            anchor(fn)
-        Fn.__name__ = getattr(fn, "__name__", "fn")
-        return Fn()
+    Fn.__name__ = getattr(fn, "__name__", "fn")
+    # torch.export keeps only the stack frames of functions named forward (and of
+    # registered anchors): register the function, so errors can show its lines
+    anchor = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
+    if anchor is not None:
+        anchor(fn)
+    return Fn()
 
 
 def _dim_names(ep: Any, dynamic_shapes: Any) -> dict[str, str]:
