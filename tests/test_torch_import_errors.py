@@ -107,6 +107,19 @@ def test_parameters_are_named_constants_by_default() -> None:
     assert [str(t) for t in g.arg_types] == ["f32[4, 3]", "f32[2, 3]", "f32[2]"]
 
 
+def test_keywords_and_nested_outputs() -> None:
+    def f(x: Any, *, a: Any, b: Any) -> Any:
+        return x + a * 2 - b, [x * a, {"neg": -b}]
+
+    x, a, b = torch.randn(2), torch.randn(2), torch.randn(2)
+    prog = _import(f, (x,), kwargs={"a": a, "b": b}, program=True)
+    got, want = prog(x, b=b, a=a), f(x, a=a, b=b)  # keywords in another order
+    assert isinstance(got, tuple) and isinstance(got[1], list) and set(got[1][1]) == {"neg"}
+    np.testing.assert_allclose(got[0], want[0].numpy())
+    np.testing.assert_allclose(got[1][0], want[1][0].numpy())
+    np.testing.assert_allclose(got[1][1]["neg"], want[1][1]["neg"].numpy())
+
+
 def test_every_unsupported_op_is_listed_with_its_line() -> None:
     def f(x: Any) -> Any:
         y = torch.atan2(x, x + 1)  # line A

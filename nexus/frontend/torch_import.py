@@ -62,6 +62,7 @@ class TorchProgram:
     param_values: list[np.ndarray] = field(default_factory=list)
     out_spec: Any = None
     in_leaves: list[bool] = field(default_factory=list)  # which input leaves are graph arguments
+    kw_order: list[str] = field(default_factory=list)  # the keyword arguments' order in the export
 
     @property
     def param_argnums(self) -> tuple[int, ...]:
@@ -72,6 +73,8 @@ class TorchProgram:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from torch.utils._pytree import tree_flatten, tree_unflatten
 
+        if kwargs:  # the export's order of keywords, not the caller's
+            kwargs = {k: kwargs[k] for k in self.kw_order if k in kwargs} | kwargs
         leaves = tree_flatten((args, kwargs))[0]
         if self.in_leaves and len(leaves) != len(self.in_leaves):
             raise TypeError(f"the program takes {len(self.in_leaves)} input leaves, got {len(leaves)}")
@@ -296,7 +299,8 @@ class Importer:
         self.g.end_block.append_input(ret)
         self.ssa.finish()
         return TorchProgram(self.g, names[:len(args)], [ident(s.target) for _, s in state],
-                            [self.state_value(s) for _, s in state], self.ep.call_spec.out_spec, in_leaves)
+                            [self.state_value(s) for _, s in state], self.ep.call_spec.out_spec, in_leaves,
+                            _kw_order(self.ep.call_spec.in_spec))
 
     def state_value(self, spec: Any) -> np.ndarray:
         target = spec.target
@@ -477,6 +481,15 @@ class Importer:
             given = self.dim_names.get(name)
             d = self.syms[name] = sym(given if given else name.upper())
         return d
+
+
+def _kw_order(in_spec: Any) -> list[str]:
+    """The keyword names of an export's input spec ``((args...), {kwargs...})``."""
+    try:
+        kw = in_spec.child(1) if hasattr(in_spec, "child") else in_spec.children_specs[1]
+        return [str(k) for k in (kw.context or [])]
+    except (AttributeError, IndexError, TypeError):
+        return []
 
 
 def _get_attr(gm: Any, target: str) -> Any:
