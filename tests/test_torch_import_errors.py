@@ -217,7 +217,8 @@ def _ops_mix(x: Any) -> Any:
     return (torch.var(x, dim=1), x.std(), x.amax(-1), torch.topk(x, 2, dim=1)[0], x.max(dim=1)[1],
             F.pad(x, (1, 2)), x.flip(0), torch.cumsum(x, 1), x.argmax(), torch.stack([x, x], 1), x.repeat(2, 1),
             x[:, [0, 2]], F.silu(x), F.gelu(x, approximate="tanh"), x.transpose(0, 1), x.sort(1, descending=True)[1],
-            F.softmax(x, 0), x.clamp(-0.5, 0.5), torch.where(x > 0, x, -x).prod(1))
+            F.softmax(x, 0), x.clamp(-0.5, 0.5), torch.where(x > 0, x, -x).prod(1),
+            x[torch.tensor([[0], [1]]), torch.tensor([1, 2, 4])])  # two index tensors, broadcast
 
 
 def test_op_mix_matches_pytorch() -> None:

@@ -252,7 +252,7 @@ class Importer:
 
     # --- the whole program -------------------------------------------------------------------
     def run(self) -> TorchProgram:
-        from nexus.frontend.torch_ops import unsupported
+        from nexus.frontend.torch_rules import unsupported
 
         gm = self.ep.graph_module
         sig = self.ep.graph_signature
@@ -345,7 +345,7 @@ class Importer:
         return a
 
     def convert(self, n: Any, env: Mapping[Any, Any]) -> Any:
-        from nexus.frontend.torch_ops import rule_for
+        from nexus.frontend.torch_rules import rule_for
 
         args = [self.lookup(a, env) for a in n.args]
         kwargs = {k: self.lookup(v, env) for k, v in n.kwargs.items()}
