@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nexus.frontend.torch_data import TorchImportError
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType
 
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 
 
 def _scalar_bool(imp: Importer, v: Any) -> Node:
-    from nexus.frontend.torch_import import TorchImportError
-
     if isinstance(v, bool):
         return imp.const(v)
     if not isinstance(v, Node):
@@ -53,8 +52,6 @@ def branch(imp: Importer, pred: Node) -> tuple[Node, Node]:
 
 def convert_cond(imp: Importer, pred: Any, true_gm: Any, false_gm: Any, operands: Any) -> list[Any]:
     """``torch.cond``: an if/else region whose join Phis are the outputs."""
-    from nexus.frontend.torch_import import TorchImportError
-
     fx = imp.fx
     known = imp.value_of(pred) if isinstance(pred, Node) else pred
     ops = list(operands)
@@ -86,8 +83,6 @@ def convert_cond(imp: Importer, pred: Any, true_gm: Any, false_gm: Any, operands
 
 def convert_while(imp: Importer, cond_gm: Any, body_gm: Any, carried: Any, additional: Any) -> list[Any]:
     """``while_loop``: a loop whose header Phis are the carried values."""
-    from nexus.frontend.torch_import import TorchImportError
-
     fx = imp.fx
     init = [imp.as_node(v, "a loop-carried value") for v in carried]
     extra = list(additional)

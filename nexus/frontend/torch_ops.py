@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nexus.frontend.torch_control import convert_cond, convert_while
-from nexus.frontend.torch_import import TorchImportError, np_dtype
+from nexus.frontend.torch_data import TorchImportError, np_dtype
 from nexus.frontend.torch_rules import (
     IGNORED,
     RULES,

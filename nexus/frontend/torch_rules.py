@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.frontend.torch_import import TorchImportError, describe, np_dtype, target_name, torch_dtype
+from nexus.frontend.torch_data import (
+    NP_DTYPES,
+    TorchImportError,
+    describe,
+    np_dtype,
+    source_of,
+    target_name,
+    torch_dtype,
+)
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType
 
@@ -63,7 +71,6 @@ def unsupported(gm: Any, outer: Any = None) -> list[str]:
     """Every call of the program (subgraphs included) that has no rule, with its source."""
     import operator
 
-    from nexus.frontend.torch_import import source_of
 
     out: list[str] = []
     for n in gm.graph.nodes:
@@ -124,13 +131,12 @@ def promote(*vals: Any) -> str:
     """torch's result dtype of ``vals`` (nodes by dtype and whether 0-d, Python numbers)."""
     import torch
 
-    from nexus.frontend.torch_import import _NP
 
     dummies: list[Any] = []
     for v in vals:
         if isinstance(v, Node):
             t = tensor_type(v)
-            dummies.append(torch.empty(() if t.shape == () else (1,), dtype=getattr(torch, _NP[t.dtype])))
+            dummies.append(torch.empty(() if t.shape == () else (1,), dtype=getattr(torch, NP_DTYPES[t.dtype])))
         else:
             dummies.append(v)
     if len(dummies) == 1:
