@@ -233,16 +233,16 @@ def test_op_mix_matches_pytorch() -> None:
 def test_log1p_expm1_softplus_keep_precision() -> None:
     F = nn.functional
 
-    def f(x: Any) -> Any:
-        return torch.log1p(x), torch.expm1(x), F.softplus(x)
+    def f(x: Any, y: Any) -> Any:
+        return torch.log1p(x), torch.expm1(y), F.softplus(y)
 
     mags = torch.logspace(-30, 1.9, 60)
-    x = torch.cat([mags, -mags.clamp(max=0.99), -mags * 50, torch.zeros(1)])  # log1p needs x > -1
-    g = _import(f, (x,))
-    got = g(x.numpy())
-    for k, want in enumerate(f(x)):
+    x = torch.cat([mags, -mags.clamp(max=0.99), torch.zeros(1)])  # log1p's domain: x > -1
+    y = torch.cat([mags, -mags * 50, torch.zeros(1)])
+    g = _import(f, (x, y))
+    for got, want in zip(g(x.numpy(), y.numpy()), f(x, y)):
         finite = torch.isfinite(want)
-        np.testing.assert_allclose(got[k][finite.numpy()], want[finite].numpy(), rtol=2e-6, atol=0)
+        np.testing.assert_allclose(got[finite.numpy()], want[finite].numpy(), rtol=2e-6, atol=0)
 
 
 def test_causal_attention_and_embedding_transformer() -> None:

@@ -79,8 +79,8 @@ def _expm1(imp: Importer, x: Node) -> Node:
     um1 = imp.emit("Sub", [u, one], name="")
     exact = imp.emit("Equal", [u, one], name="")
     special = imp.emit("Or", [exact, imp.emit("Equal", [um1, as_tensor(imp, -1, dt)], name="")], name="")
-    # log(u) is 0 or -inf exactly where the ratio is not used: divide by 1 there instead
-    log_u = imp.emit("Where", [special, one, imp.emit("Log", [u], name="")], name="")
+    # log(u) is 0 or -inf exactly where the ratio is not used: take log(e) = 1 there instead
+    log_u = imp.emit("Log", [imp.emit("Where", [special, as_tensor(imp, np.e, dt), u], name="")], name="")
     ratio = imp.emit("Div", [imp.emit("Mul", [um1, x], name=""), log_u], name="")
     inf = imp.emit("Equal", [u, as_tensor(imp, float("inf"), dt)], name="")
     big = imp.emit("Where", [imp.emit("Or", [special, inf], name=""), um1, ratio], name="")
