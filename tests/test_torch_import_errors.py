@@ -94,6 +94,9 @@ def test_promotion_follows_torch() -> None:
     i, x = torch.arange(-4, 4).reshape(2, 4), torch.randn(2, 4)
     g = _import(f, (i, x))
     nx.verify(g)
+    # nodes point at the lines of f that made them
+    assert {n.loc.line for n in g.nodes() if n.loc is not None and n.loc.file.endswith(THIS)} >= \
+        {f.__code__.co_firstlineno + k for k in range(1, 6)}
     for got, want in zip(g(i.numpy(), x.numpy()), f(i, x)):
         assert str(got.dtype) == str(want.dtype).replace("torch.", "")
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-6)
