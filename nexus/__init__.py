@@ -39,6 +39,8 @@ _EXPORTS: dict[str, str] = {
     "from_onnx": "nexus.frontend.onnx_import",
     "from_tf": "nexus.frontend.tf_import",
     "TfImportError": "nexus.frontend.tf_proto",
+    "from_torch": "nexus.frontend.torch_import",
+    "from_exported": "nexus.frontend.torch_import",
     "to_onnx": "nexus.backends.onnx.export",
     "grad": "nexus.autodiff",
     "value_and_grad": "nexus.autodiff",

@@ -33,6 +33,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     src, dst = str(args.file), str(args.output)
     if src.endswith(TF_SUFFIXES):
         return _convert_tf(args, src, dst)
+    if src.endswith(".pt2"):
+        return _convert_pt2(src, dst)
     if src.endswith(".onnx") and not dst.endswith(".onnx"):
         from nexus.frontend.onnx_import import from_onnx
         from nexus.io import save
@@ -80,4 +82,15 @@ def _convert_tf(args: argparse.Namespace, src: str, dst: str) -> int:
         return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
 
     save(from_tf(src, names(args.inputs), names(args.outputs)), dst)
+    return 0
+
+
+def _convert_pt2(src: str, dst: str) -> int:
+    """A ``torch.export.save`` file -> a Nexus graph (parameters become named constants)."""
+    from nexus.frontend.torch_pt2 import from_pt2
+    from nexus.io import save
+
+    if dst.endswith((".onnx", ".pt2")):
+        raise ConvertError(f"{src!r} -> {dst!r}: a .pt2 file converts to a Nexus file (.nx)")
+    save(from_pt2(src).graph, dst)
     return 0
