@@ -21,6 +21,9 @@ ROOT = os.path.dirname(DOCS)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(DOCS, "_ext"))
 
+# JAX (the xla page) would log that it found no TPU: the site is built on CPUs.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
 import nexus  # noqa: E402
 
 project = "Nexus"
@@ -66,12 +69,16 @@ PICTURES = [
 
 def draw_pictures(app: object) -> None:
     """Draw every picture with ``nexus viz`` before any page is read."""
+    import contextlib
+    import io
+
     from nexus.cli.main import main
 
     out = os.path.join(DOCS, "_generated")
     os.makedirs(out, exist_ok=True)
     for name, source in PICTURES:
-        status = main(["viz", source, "-o", os.path.join(out, name)])
+        with contextlib.redirect_stdout(io.StringIO()):  # its "wrote FILE"
+            status = main(["viz", source, "-o", os.path.join(out, name)])
         if status != 0:
             raise RuntimeError(f"nexus viz {source} failed (status {status}); the site needs Graphviz's dot")
 

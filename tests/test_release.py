@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email
 import importlib.metadata as md
+import json
 import os
 import re
 import shutil
@@ -36,8 +37,9 @@ def pyproject() -> dict:
 
 
 def nexus_command(*args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m nexus ARGS`` from outside the checkout, the checkout's package first."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    """``python -m nexus ARGS`` from outside the checkout, with the package this test
+    imported first on the path (the checkout's, or the installed wheel's in CI's smoke run)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(nexus.__file__).resolve().parents[1])}
     return subprocess.run([sys.executable, "-m", "nexus", *args], capture_output=True, text=True,
                           env=env, cwd=ROOT / "tests", timeout=120)
 
@@ -74,6 +76,18 @@ def test_installed_metadata_agrees() -> None:
             pytest.fail("nexus-ir is not installed (.ci/run installs it with pip install -e)")
         pytest.skip("nexus-ir is not installed here (pip install -e .)")
     assert installed == nexus.__version__
+
+
+def test_the_smoke_run_tests_the_installed_wheel() -> None:
+    """.ci/run installs the wheel into a fresh venv and runs some tests from outside the
+    checkout with NEXUS_SMOKE_WHEEL=1: they must import the installed package."""
+    if not os.environ.get("NEXUS_SMOKE_WHEEL"):
+        pytest.skip("not the wheel's smoke run (.ci/run sets NEXUS_SMOKE_WHEEL=1 there)")
+    where = Path(nexus.__file__).resolve()
+    assert ROOT / "nexus" not in where.parents, f"imported the checkout's nexus ({where}), not the wheel's"
+    assert Path(sys.prefix).resolve() in where.parents and "site-packages" in where.parts, where
+    direct = json.loads(md.distribution("nexus-ir").read_text("direct_url.json") or "{}")
+    assert not direct.get("dir_info", {}).get("editable"), direct  # the wheel, not pip install -e
 
 
 # --- python -m nexus --------------------------------------------------------------------
