@@ -55,7 +55,8 @@ suppress_warnings = ["ref.python"]
 
 html_theme = "furo"
 html_title = f"Nexus {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["nexus.css"]  # marks the output the examples printed (nexus_exec)
 
 # The pictures: (file under _generated/, what `nexus viz` draws).  Seeds are built in;
 # other graphs are text files under _graphs/.

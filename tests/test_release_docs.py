@@ -36,6 +36,7 @@ import nexus as nx
 from nexus import seeds
 nx.save(seeds.skip5_loop(), "model.nx")
 total = int(nx.run(seeds.skip5_loop()))
+print("the total is", total)
 ```
 
 ```pycon
@@ -108,6 +109,8 @@ def test_good_examples_build_and_are_counted(tmp_path: Path) -> None:
     assert "ran 1 python blocks, 1 doctests and 2 commands" in done.stdout, done.stdout
     assert "not run: good: pip install nexus-ir" in done.stdout
     assert "a python block marked no-exec" in done.stdout
+    page = (tmp_path / "out" / "good.html").read_text()
+    assert "example-output" in page and "the total is 31" in page  # what the block printed, shown
 
 
 def test_each_stale_example_is_a_warning_naming_its_line(tmp_path: Path) -> None:

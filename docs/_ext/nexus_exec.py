@@ -3,11 +3,12 @@
 Per page, in order, in one namespace and one fresh working directory (like a notebook), which
 holds a copy of the example graphs in ``docs/_graphs/``:
 
-- a ``python`` block is executed; a ``pycon`` block or a docstring's ``>>>`` example is run by
+- a ``python`` block is executed and what it prints is shown under it; a ``pycon`` block or a docstring's ``>>>`` example is run by
   :mod:`doctest`, its printed output compared (``...`` and whitespace are forgiven);
 - a ``bash`` / ``console`` block: each ``nexus ...`` or ``python -m nexus...`` line runs in
   this process (``nexus`` is ``python -m nexus``); after a ``$ `` prompt, the lines up to the
-  next prompt are the expected output, compared like a doctest's.  Other commands (``pip``,
+  next prompt are the expected output, compared like a doctest's; without prompts, the
+  commands' output is shown under the block.  Other commands (``pip``,
   ``pytest``) are not run: installing is what CI's wheel check does.
 
 A failure is a Sphinx warning naming the page and line, so ``sphinx-build -W`` stops on it.
@@ -42,6 +43,7 @@ PYCON = {"pycon"}
 SHELL = {"bash", "console", "shell", "sh"}
 CHECKER = doctest.OutputChecker()
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+MAX_OUTPUT_LINES = 40  # of a block's printed output shown on the page
 
 
 @dataclass
@@ -73,6 +75,7 @@ class Page:
             shutil.copy(os.path.join(graphs, name), self.workdir)
         self.namespace: dict[str, Any] = {"__name__": "__main__"}
         self.count = 0
+        self.printed: list[str] = []  # the current shell block's commands and their output
 
     def fail(self, node: nodes.Node, what: str) -> None:
         logger.warning("example failed: %s", what, location=node, type="nexus", subtype="example")
@@ -105,7 +108,21 @@ class Page:
                 exec(compile(code, path, "exec"), self.namespace)  # noqa: S102 (the docs' own examples)
             except BaseException:  # noqa: BLE001  (reported as the page's failure)
                 self.fail(node, f"python block raised\n{_short_traceback(path)}\noutput:\n{out.getvalue()}")
+        self.show_output(node, out.getvalue())
         _stats(self.app).python += 1
+
+    def show_output(self, node: nodes.Node, text: str) -> None:
+        """Put what the block printed under it on the page, as a notebook does (the working
+        directory's name, which changes with every build, is written as `.`)."""
+        text = text.replace(self.workdir + os.sep, "").replace(self.workdir, ".").rstrip()
+        if not text:
+            return
+        lines = text.splitlines()
+        if len(lines) > MAX_OUTPUT_LINES:
+            lines = [*lines[:MAX_OUTPUT_LINES], f"... ({len(lines) - MAX_OUTPUT_LINES} more lines)"]
+        shown = nodes.literal_block("\n".join(lines), "\n".join(lines), language="none",
+                                    classes=["example-output"])
+        node.parent.insert(node.parent.index(node) + 1, shown)
 
     def run_doctest(self, node: nodes.Node, text: str) -> None:
         path = self.source_file(text)
@@ -122,6 +139,7 @@ class Page:
     def run_shell(self, node: nodes.Node, text: str) -> None:
         lines = text.splitlines()
         prompted = any(line.startswith("$ ") for line in lines)
+        self.printed = []
         i = 0
         while i < len(lines):
             line = lines[i]
@@ -137,6 +155,8 @@ class Page:
             else:
                 expected = []
             self.run_command(node, line, "\n".join(expected).strip())
+        if not prompted:  # a prompted block shows its output already
+            self.show_output(node, "".join(self.printed))
 
     def run_command(self, node: nodes.Node, line: str, expected: str) -> None:
         stats = _stats(self.app)
@@ -152,6 +172,7 @@ class Page:
                 stats.not_run.append(f"{self.docname}: {command.strip()}")
                 continue
             status, output = self.run_module(module, args)
+            self.printed.append(f"$ {command.strip()}\n{output}")
             stats.commands += 1
             if status != 0:
                 self.fail(node, f"`{command.strip()}` exited with status {status}:\n{output}")
@@ -201,7 +222,7 @@ def run_page(app: Sphinx, doctree: nodes.document) -> None:
     """The ``doctree-read`` hook: run the page's examples in document order."""
     docname = app.env.docname
     page: Page | None = None
-    for node in doctree.findall(lambda n: isinstance(n, (nodes.literal_block, nodes.doctest_block))):
+    for node in list(doctree.findall(lambda n: isinstance(n, (nodes.literal_block, nodes.doctest_block)))):
         if isinstance(node, nodes.doctest_block):
             lang = "pycon"
         else:
