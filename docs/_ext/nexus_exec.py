@@ -3,8 +3,9 @@
 Per page, in order, in one namespace and one fresh working directory (like a notebook), which
 holds a copy of the example graphs in ``docs/_graphs/``:
 
-- a ``python`` block is executed and what it prints is shown under it; a ``pycon`` block or a docstring's ``>>>`` example is run by
-  :mod:`doctest`, its printed output compared (``...`` and whitespace are forgiven);
+- a ``python`` block is executed and what it prints is shown under it; a ``pycon`` block
+  or a docstring's ``>>>`` example is run by :mod:`doctest`, its printed output compared
+  (``...`` and whitespace are forgiven);
 - a ``bash`` / ``console`` block: each ``nexus ...`` or ``python -m nexus...`` line runs in
   this process (``nexus`` is ``python -m nexus``); after a ``$ `` prompt, the lines up to the
   next prompt are the expected output, compared like a doctest's; without prompts, the
