@@ -52,6 +52,9 @@ _EXPORTS: dict[str, str] = {
     "else_": "nexus.frontend.dsl", "function": "nexus.frontend.dsl", "graph": "nexus.frontend.dsl",
     "if_cond": "nexus.frontend.dsl", "return_": "nexus.frontend.dsl", "then": "nexus.frontend.dsl",
     "while_loop": "nexus.frontend.dsl",
+    # state across calls (docs/state.md)
+    "state": "nexus.frontend.dsl_state", "State": "nexus.frontend.dsl_state",
+    "stream": "nexus.stream", "Stream": "nexus.stream", "load_stream": "nexus.stream",
 }
 
 

@@ -271,3 +271,48 @@ def test_seed_rnn_and_gradient() -> None:
     grads = nx.grad(rnn, argnums=(0, 1, 2, 3))(xs, h0, W, U, 7)
     for got, t in zip(grads, ts):
         np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# --- 11. an RNN that appends its outputs to a list and stacks them --------------------------
+@nx.script
+def rnn_outputs(xs, h0, W, U):
+    outs = []
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ xs[t] + U @ h)
+        outs.append(h)
+    return np.stack(outs, axis=1)
+
+
+def test_rnn_that_appends_to_a_list_and_its_gradient() -> None:
+    from nexus.testing.extras import require
+
+    rng = np.random.default_rng(11)
+    W, U = rng.standard_normal((4, 5)), rng.standard_normal((4, 4)) * 0.5
+    for T in (1, 6):  # one signature per length: the loop's list grows to T rows
+        xs, h0 = rng.standard_normal((T, 5)), rng.standard_normal(4)
+        got = rnn_outputs(xs, h0, W, U)
+        np.testing.assert_allclose(got, rnn_outputs.fn(xs, h0, W, U), rtol=1e-12)
+        assert got.shape == (4, T)
+    torch = require("torch", "torch")
+    weights = rng.standard_normal((4, 6))
+    ts = [torch.tensor(a, requires_grad=True) for a in (xs, h0, W, U)]
+    h, outs = ts[1], []
+    for t in range(6):
+        h = torch.tanh(ts[2] @ ts[0][t] + ts[3] @ h)
+        outs.append(h)
+    (torch.stack(outs, 1) * torch.tensor(weights)).sum().backward()
+
+    @nx.script
+    def loss(xs, h0, W, U, weights):
+        return np.sum(rnn_outputs(xs, h0, W, U) * weights)
+
+    grads = nx.grad(loss, argnums=(0, 1, 2, 3))(xs, h0, W, U, weights)
+    for got, t in zip(grads, ts):
+        np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_appending_values_of_another_rank_is_refused() -> None:
+    src = "def f(x):\n    xs = [x]\n    xs.append(x[0])\n    return np.stack(xs)\n"
+    with pytest.raises(nx.ScriptError, match="holds values of type"):
+        nx.script_source(src, "f", {"np": np})(np.ones((2, 3)))

@@ -77,13 +77,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 # --- viz -----------------------------------------------------------------------------------
 def cmd_viz(args: argparse.Namespace) -> int:
-    from nexus.viz import GraphvizMissing, render
+    from nexus.viz import DrawError, GraphvizMissing, render
 
     g = load_graph(args.file)
     out = args.output or (os.path.splitext(os.path.basename(args.file.replace("seed:", "")))[0] + ".svg")
     try:
         written = render(g, out, types=not args.no_types)
-    except GraphvizMissing as e:
+    except (GraphvizMissing, DrawError) as e:
         print(f"nexus viz: {e}", file=sys.stderr)
         return 1
     print(f"wrote {written}")
@@ -217,21 +217,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(func(args))
+        status = int(func(args))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        return status
+    except BrokenPipeError:
+        return _closed_pipe()
+    except KeyboardInterrupt:
+        print("nexus: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as shells report it
     except ERRORS as e:
         return _fail(e, file)
     except Exception as e:  # noqa: BLE001  (runtime and type errors name their node; no traceback)
         from nexus.backends.python import NexusRuntimeError
         from nexus.ir.opdef import OpTypeError
 
-        if isinstance(e, (NexusRuntimeError, OpTypeError, ValueError, RecursionError)):
+        if isinstance(e, (NexusRuntimeError, OpTypeError, ValueError, RecursionError, MemoryError)):
             return _fail(e, file)
         raise
 
 
+def _closed_pipe() -> int:
+    """The reader of our output went away (``nexus show model.nx | head -1``): stop
+    quietly.  Python would report the pipe again when it flushes stdout at exit, so
+    stdout is pointed at /dev/null first."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def _fail(e: BaseException, file: str | None) -> int:
     kind = {VerifyError: "invalid graph", ParseError: "parse error"}.get(type(e), "error")
-    text = str(e)
+    text = str(e) or type(e).__name__
     if isinstance(e, ParseError) and file and e.file is None:  # a ParseError from nx.load names its file
         text = f"{file}: {text}"
     print(f"nexus: {kind}: {text}", file=sys.stderr)

@@ -74,7 +74,7 @@ def to_array(value: Any, t: TensorType, what: str) -> np.ndarray:
         raise InputError(f"{what}: a value is out of range for {t.dtype} [{info.min}, {info.max}]")
     if raw.dtype.kind == "f" and dt.kind in "iub":
         if not np.all(np.isfinite(raw)) or not np.all(raw == np.round(raw)):
-            raise InputError(f"{what}: {t.dtype} takes whole numbers")
+            raise InputError(f"{what}: {t.dtype} takes whole numbers (within its range)")
     if dt.kind == "b" and raw.size and not np.isin(raw, [0, 1]).all():
         raise InputError(f"{what}: bool takes true/false (or 0/1)")
     if dt.kind in "iu" and raw.size:
@@ -83,9 +83,13 @@ def to_array(value: Any, t: TensorType, what: str) -> np.ndarray:
         if lo < info.min or hi > info.max:
             raise InputError(f"{what}: a value is out of range for {t.dtype} [{info.min}, {info.max}]")
     try:
-        arr = raw.astype(dt)
+        with np.errstate(over="ignore"):
+            arr = raw.astype(dt)
     except (OverflowError, ValueError) as e:
         raise InputError(f"{what}: {e}") from None
+    if dt.kind == "f" and raw.size and (np.isinf(arr) & np.isfinite(raw)).any():
+        limit = float(np.finfo(dt).max)
+        raise InputError(f"{what}: a value is out of range for {t.dtype} (finite values lie within ±{limit:.4g})")
     if t.shape is not None:
         if arr.ndim != len(t.shape):
             raise InputError(f"{what}: expected {t} (rank {len(t.shape)}), got shape {list(arr.shape)}")
@@ -134,7 +138,12 @@ def parse_inputs(g: Graph, items: Sequence[str]) -> list[np.ndarray]:
     for i, t in enumerate(g.arg_types):
         if not isinstance(t, TensorType):
             raise InputError(f"argument {names[i]!r} has type {t}, which cannot be given on the command line")
-        out.append(to_array(parse_value(given[i]), t, f"argument {names[i]!r}"))
+        what = f"argument {names[i]!r}"
+        try:
+            value = parse_value(given[i])
+        except InputError as e:
+            raise InputError(f"{what} ({t}): {e}") from None
+        out.append(to_array(value, t, what))
     return out
 
 

@@ -76,6 +76,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.frontend.dsl_state import State
 from nexus.frontend.script_build import build_graph
 from nexus.frontend.script_errors import ScriptError, error_at
 from nexus.frontend.script_source import (
@@ -149,6 +150,7 @@ class ScriptFunction:
         self._building: set[Hashable] = set()
         self._last: Graph | None = None
         self._closure = dict(zip(fn.__code__.co_freevars, [c.cell_contents for c in fn.__closure__ or ()]))
+        self._closure.update(_state_params(fn, fdef, self.parsed))
 
     def __repr__(self) -> str:
         return f"<nx.script {self.fn.__name__}: {len(self._graphs)} graphs>"
@@ -364,6 +366,21 @@ class ScriptFunction:
 
 _PY_KEYS = {bool: ("bool", 0), int: ("i64", 0), float: ("f64", 0)}
 _SYMBOLS: dict[str, Any] = {}
+
+
+def _state_params(fn: types.FunctionType, fdef: ast.FunctionDef, parsed: ParsedFunction) -> dict[str, State]:
+    """The states declared as keyword-only parameters (``*, h=nx.state(...)``): the body
+    sees them as it sees a module-level State."""
+    out: dict[str, State] = {}
+    defaults = fn.__kwdefaults__ or {}
+    for a in fdef.args.kwonlyargs:
+        value = defaults.get(a.arg)
+        if not isinstance(value, State):
+            raise error_at(parsed.src, a, f"keyword-only parameter `{a.arg}` must declare a state "
+                                          f"(its default is {type(value).__name__}, not nx.state(...))",
+                           "use plain positional parameters for tensors")
+        out[a.arg] = value
+    return out
 
 
 def _dim_symbol(name: str) -> Any:

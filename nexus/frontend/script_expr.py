@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.frontend.dsl_state import State, StateMethod
 from nexus.frontend.script_errors import ScriptError, SourceText, error_at, matmul_mismatch
 from nexus.frontend.script_source import ParsedFunction
 from nexus.frontend.script_ssa import MergeTypeError, ScriptSSA, generalize_all
@@ -241,7 +242,7 @@ class ExprLowering:
                 raise self.error(node, f"global `{name}` has dtype {np.asarray(value).dtype}, which Nexus "
                                        "does not have", "convert it to float32/float64/int64") from None
             return Static(value)
-        if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)) \
+        if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type, State)) \
                 or callable(value):
             return Static(value)
         raise self.error(node, f"global `{name}` is a {type(value).__name__}; scripts can use numbers, arrays, "
@@ -293,6 +294,8 @@ class ExprLowering:
                     raise self.error(node, f"module `{obj.__name__}` has no attribute `{node.attr}`")
                 attr = getattr(obj, node.attr)
                 return self.outer_value(f"{obj.__name__}.{node.attr}", attr, node)
+            if isinstance(obj, State) and node.attr in ("read", "assign"):
+                return Static(StateMethod(obj, node.attr))
             raise self.error(node, f"attribute `.{node.attr}` of {_describe(obj)} is not supported",
                              "compute the value outside the script and pass it in")
         if isinstance(base, Node):
@@ -726,7 +729,8 @@ class ExprLowering:
 # Array methods a script may call (handled by nexus.frontend.script_numpy).
 TENSOR_METHODS = frozenset({
     "sum", "mean", "max", "min", "prod", "any", "all", "var", "std", "argmax", "argmin", "cumsum", "argsort",
-    "reshape", "astype", "copy", "ravel", "flatten", "swapaxes", "transpose", "squeeze", "clip", "take"})
+    "reshape", "astype", "copy", "ravel", "flatten", "swapaxes", "transpose", "squeeze", "clip", "take", "repeat",
+    "cumprod"})
 
 
 class TensorMethod:

@@ -179,10 +179,14 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
         raise error_at(src, args.vararg, "`*args` parameters are not supported", "list the parameters one by one")
     if args.kwarg is not None:
         raise error_at(src, args.kwarg, "`**kwargs` parameters are not supported", "list the parameters one by one")
-    if args.kwonlyargs or args.posonlyargs:
-        first = (args.kwonlyargs or args.posonlyargs)[0]
+    # Keyword-only parameters with defaults declare states (`*, h=nx.state(...)`);
+    # ScriptFunction checks that the defaults are states.
+    no_default = [a for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    if no_default or args.posonlyargs:
+        first = (no_default or args.posonlyargs)[0]
         raise error_at(src, first, "keyword-only and positional-only parameters are not supported",
-                       "use plain positional parameters")
+                       "use plain positional parameters (a keyword-only one may declare a state: "
+                       "`*, h=nx.state(\"h\", np.zeros(4))`)")
     if args.defaults:
         raise error_at(src, args.defaults[0], "default parameter values are not supported",
                        "pass every argument at the call")

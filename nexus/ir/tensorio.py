@@ -235,7 +235,7 @@ def _header(first: bytes, read: Any, size: int, source: str) -> tuple[int, dict[
             raise bad(f"tensor {_quote(name)} at bytes [{begin}, {end}) {what}")
         pos = end
     body = size - 8 - n
-    for name, _, _, _begin, end in entries:
+    for name, _, _, _, end in entries:
         if end > body:
             raise bad(f"tensor {_quote(name)} ends at byte {end}, past the data area ({body} bytes)")
     if pos != body:

@@ -20,6 +20,7 @@ from nexus.ops import (  # noqa: F401
     reduce,
     shape,
     stack,
+    state,
 )
 
 # The op families users write programs with, in the order the docs list them.

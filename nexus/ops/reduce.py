@@ -136,3 +136,13 @@ define("CumSum", FAMILY, ("x",), _cumsum_rule, _cumsum, differentiable=True, ali
            "reverse": Attr("bool", False, "sum from the end"),
        },
        doc="running sum along `axis` (ONNX CumSum)")
+
+
+def _cumprod(x: Any, axis: int = 0) -> Any:
+    arr = np.asarray(x)
+    return np.cumprod(arr, axis=axis, dtype=arr.dtype)  # dtype= keeps small ints small
+
+
+define("CumProd", FAMILY, ("x",), _cumsum_rule, _cumprod, differentiable=True, aliases=("cumprod",),
+       attrs={"axis": Attr("int", 0, "the axis multiplied along")},
+       doc="running product along `axis` (np.cumprod)")

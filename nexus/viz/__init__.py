@@ -1,5 +1,5 @@
 """Pictures of graphs: ``to_dot(graph)`` and ``render(graph, "out.svg")``."""
 
-from nexus.viz.dot import GraphvizMissing, dot_program, node_kind, render, to_dot
+from nexus.viz.dot import MAX_DRAWN_NODES, DrawError, GraphvizMissing, dot_program, node_kind, render, to_dot
 
-__all__ = ["GraphvizMissing", "dot_program", "node_kind", "render", "to_dot"]
+__all__ = ["MAX_DRAWN_NODES", "DrawError", "GraphvizMissing", "dot_program", "node_kind", "render", "to_dot"]

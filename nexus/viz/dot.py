@@ -183,12 +183,31 @@ def dot_program() -> str | None:
     return shutil.which("dot")
 
 
+MAX_DRAWN_NODES = 5_000
+"""Nodes that ``render`` hands to Graphviz: its layout grows faster than linearly and takes
+minutes on graphs much larger than this, so larger ones are refused (the .dot text of any
+size is written)."""
+DOT_TIMEOUT = 120  # seconds
+
+
+class DrawError(RuntimeError):
+    """A graph that cannot be drawn where asked: the reason in one line."""
+
+
 def render(g: Graph, path: str | os.PathLike[str], *, types: bool = True) -> str:
     """Draw ``g`` to ``path``; the suffix picks the format (.svg, .png, .pdf, or .dot for
     the DOT text).  Returns the path written.  Without Graphviz the DOT text is written
-    next to it (suffix .dot) and :class:`GraphvizMissing` is raised."""
+    next to it (suffix .dot) and :class:`GraphvizMissing` is raised; a missing output
+    directory, a graph of more than :data:`MAX_DRAWN_NODES` nodes (for a picture) and a
+    failure of ``dot`` raise :class:`DrawError`."""
     out = os.fspath(path)
     fmt = os.path.splitext(out)[1].lstrip(".").lower()
+    folder = os.path.dirname(out) or "."
+    if not os.path.isdir(folder):
+        raise DrawError(f"cannot write {out}: the directory {folder} does not exist")
+    if fmt in ("svg", "png", "pdf") and g.num_nodes() > MAX_DRAWN_NODES:
+        raise DrawError(f"graph @{g.name} has {g.num_nodes()} nodes; pictures are limited to {MAX_DRAWN_NODES} "
+                        "(Graphviz would take minutes): write a .dot file instead")
     text = to_dot(g, types=types)
     if fmt in ("dot", "gv"):
         with open(out, "w", encoding="utf-8") as f:
@@ -202,7 +221,12 @@ def render(g: Graph, path: str | os.PathLike[str], *, types: bool = True) -> str
         with open(dot_path, "w", encoding="utf-8") as f:
             f.write(text)
         raise GraphvizMissing(dot_path)
-    proc = subprocess.run([exe, f"-T{fmt}", "-o", out], input=text.encode(), capture_output=True, timeout=120)
+    try:
+        proc = subprocess.run([exe, f"-T{fmt}", "-o", out], input=text.encode(), capture_output=True,
+                              timeout=DOT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise DrawError(f"Graphviz dot took more than {DOT_TIMEOUT} s on graph @{g.name}") from None
     if proc.returncode != 0:
-        raise RuntimeError(f"Graphviz dot failed on graph @{g.name}: {proc.stderr.decode(errors='replace').strip()}")
+        why = proc.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
+        raise DrawError(f"Graphviz dot failed on graph @{g.name}: {why[0][:200]}")
     return out
