@@ -167,3 +167,26 @@ def test_the_sdist_holds_the_sources_docs_and_tests(built: tuple[Path, Path, lis
               and not f.startswith("docs/_generated/")}
     wanted |= {"pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in"}
     assert not wanted - names, sorted(wanted - names)[:20]
+
+
+# --- the nx namespace (documented by the API reference) ------------------------------------
+def test_nx_names_stay_what_they_are_after_every_submodule_is_imported() -> None:
+    """A submodule imported by name (``import nexus.stream``) must not replace the public
+    ``nx.<name>`` of the same name, whatever was imported first (in a fresh process)."""
+    code = (
+        "import importlib, pathlib, types, nexus\n"
+        "root = pathlib.Path(nexus.__file__).parent\n"
+        "for path in sorted(root.rglob('*.py')):\n"
+        "    parts = list(path.relative_to(root.parent).with_suffix('').parts)\n"
+        "    if parts[-1] in ('__init__', '__main__'):\n"
+        "        continue\n"
+        "    try:\n"
+        "        importlib.import_module('.'.join(parts))\n"
+        "    except ImportError:\n"
+        "        pass  # an extra that is not installed here\n"
+        "bad = [n for n in nexus._EXPORTS if isinstance(getattr(nexus, n), types.ModuleType)]\n"
+        "print(bad)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(nexus.__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
