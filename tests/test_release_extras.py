@@ -38,6 +38,11 @@ from nexus.testing.extras import expected_missing, in_ci
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "nexus"
 TOOL_EXTRAS = {"test", "docs", "release"}  # tools for developing Nexus, not parts of it
+# Third-party packages that Nexus uses when they are there and does without otherwise, named
+# by no extra on purpose (each with where it is used and what happens without it).
+UNDECLARED_OPTIONAL = {
+    "atheris": "nexus.testing.fuzz_load: coverage-guided fuzzing when installed, else seeded mutations",
+}
 
 
 def project() -> dict:
@@ -206,7 +211,7 @@ def test_every_third_party_import_in_the_source_is_declared() -> None:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top in stdlib or top in ("nexus", "__future__"):
+                if top in stdlib or top in ("nexus", "__future__") or top in UNDECLARED_OPTIONAL:
                     continue
                 dists = top_levels().get(top)
                 if dists is None:
