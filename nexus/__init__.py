@@ -37,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     "bind_shapes": "nexus.ir.binding",
     "BindingError": "nexus.ir.binding",
     "from_onnx": "nexus.frontend.onnx_import",
+    "from_tf": "nexus.frontend.tf_import",
+    "TfImportError": "nexus.frontend.tf_proto",
     "to_onnx": "nexus.backends.onnx.export",
     "grad": "nexus.autodiff",
     "value_and_grad": "nexus.autodiff",

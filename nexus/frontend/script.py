@@ -32,12 +32,18 @@ NumPy as model code uses it, with NumPy's defaults and keywords: creation (``zer
 ``ones``, ``full``, ``empty``, ``*_like``, ``arange``, ``linspace``, ``eye``, ``array`` of
 literals), shapes (``reshape`` with -1, ``transpose``/``.T``, ``swapaxes``, ``moveaxis``,
 ``squeeze``, ``expand_dims``, ``stack``, ``concatenate``, ``split``, ``broadcast_to``,
-``flip``, ``tile``, ``where``, ``take``, ``take_along_axis``, ``x[:, None]``, ``x[mask]``),
-math (``clip``, ``isnan``, ``log1p``, ``power``, ``logical_*`` ... beside the ufuncs),
-reductions with ``axis``/``keepdims`` (``sum``, ``mean``, ``var``, ``std``, ``max``,
-``prod``, ``any``, ``all``, ``argmax``, ``cumsum``, ``sort``, ``argsort``), ``einsum``,
-``outer``, the matching array methods, ``.shape``/``.ndim``/``.size``/``.dtype``, list
-literals as arguments, and ``return (x,)``.
+``flip``, ``roll``, ``tile``, ``repeat``, ``pad`` (constant, edge, reflect), ``where``,
+``take``, ``take_along_axis``, ``x[:, None]``, ``x[mask]``), math (``clip``, ``isnan``,
+``log1p``, ``power``, ``logical_*`` ... beside the ufuncs), reductions with
+``axis``/``keepdims`` (``sum``, ``mean``, ``var``, ``std``, ``max``, ``prod``, ``any``,
+``all``, ``argmax``, ``cumsum``, ``cumprod``, ``sort``, ``argsort``), ``einsum``, ``outer``,
+``linalg.norm`` (vector norms, and the Frobenius norm), the matching array methods,
+``.shape``/``.ndim``/``.size``/``.dtype``, list literals as arguments, and ``return (x,)``.
+**Lists** (``xs = []``, ``xs = [a, b]``, ``xs.append(v)``, also inside loops) hold values of
+one dtype and rank and are kept as their stacked tensor ``[len, *shape]``: ``np.stack(xs)``,
+``np.concatenate(xs)``, ``len(xs)``, ``xs[i]`` and ``for v in xs`` read it as NumPy reads an
+array (so a script returning ``xs`` returns that tensor, not a Python list), and another name
+bound to the list does not see later appends.
 Module globals and closure variables that are numbers or arrays become constants.
 Anything else fails at decoration or first call with a :class:`ScriptError` quoting the
 line, with a caret at the column and what to write instead.

@@ -332,7 +332,9 @@ class NumpySurface(NumpyCalls):
         keep = bool(kw.pop("keepdims", False))
         self._no_more(node, kw, args, 2)
         if axis is None:
-            return self.emit(op, [self._flat(x)], {"axis": 0, "keepdims": False})
+            flat = x if isinstance(x.type, TensorType) and x.type.shape is not None and len(x.type.shape) == 1 \
+                else self._flat(x)
+            return self.emit(op, [flat], {"axis": 0, "keepdims": False})
         return self.emit(op, [x], {"axis": int(axis), "keepdims": keep})
 
     def npx_argmax(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
