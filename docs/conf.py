@@ -41,6 +41,10 @@ source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
 exclude_patterns = ["_build", "_generated/*.dot", "Thumbs.db", ".DS_Store"]
 
+# Each page's examples run in a fresh directory; these names in it link to the repository's
+# files (pages read test fixtures as from the checkout: tests/fixtures/tf/seed004.pb).
+nexus_exec_links = {"tests": "../tests"}
+
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3  # links like format.md#grammar
 

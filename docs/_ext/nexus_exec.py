@@ -1,7 +1,8 @@
 """Run every code example of the site while it builds, so that a stale example fails the build.
 
 Per page, in order, in one namespace and one fresh working directory (like a notebook), which
-holds a copy of the example graphs in ``docs/_graphs/``:
+holds a copy of the example graphs in ``docs/_graphs/`` and links to the repository's files
+that pages read (``nexus_exec_links`` in conf.py: ``tests`` for its fixtures):
 
 - a ``python`` block is executed and what it prints is shown under it; a ``pycon`` block
   or a docstring's ``>>>`` example is run by :mod:`doctest`, its printed output compared
@@ -74,6 +75,10 @@ class Page:
         graphs = os.path.join(app.srcdir, "_graphs")
         for name in sorted(os.listdir(graphs)) if os.path.isdir(graphs) else []:
             shutil.copy(os.path.join(graphs, name), self.workdir)
+        # Files of the repository that pages read by relative paths (conf.py's nexus_exec_links,
+        # e.g. tests/fixtures): links, so an example sees them as run from the checkout.
+        for name, target in app.config.nexus_exec_links.items():
+            os.symlink(os.path.normpath(os.path.join(app.srcdir, target)), os.path.join(self.workdir, name))
         self.namespace: dict[str, Any] = {"__name__": "__main__"}
         self.count = 0
         self.printed: list[str] = []  # the current shell block's commands and their output
@@ -256,6 +261,7 @@ def summary(app: Sphinx, exception: Exception | None) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value("nexus_exec_links", {}, "env")
     app.connect("doctree-read", run_page)
     app.connect("build-finished", summary)
     # Examples change the working directory and share a process: read pages one at a time.
