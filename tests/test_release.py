@@ -182,8 +182,8 @@ def test_nx_names_stay_what_they_are_after_every_submodule_is_imported() -> None
         "        continue\n"
         "    try:\n"
         "        importlib.import_module('.'.join(parts))\n"
-        "    except ImportError:\n"
-        "        pass  # an extra that is not installed here\n"
+        "    except Exception:\n"
+        "        pass  # an extra not installed here (test_release_extras.py checks the imports)\n"
         "bad = [n for n in nexus._EXPORTS if isinstance(getattr(nexus, n), types.ModuleType)]\n"
         "print(bad)\n")
     env = {**os.environ, "PYTHONPATH": str(Path(nexus.__file__).resolve().parents[1])}

@@ -38,6 +38,14 @@ from nexus.testing.extras import expected_missing, in_ci
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "nexus"
 TOOL_EXTRAS = {"test", "docs", "release"}  # tools for developing Nexus, not parts of it
+# Modules that cannot be the first of their family to be imported, with the error they give,
+# until they are fixed (the test fails once they import, to have the entry removed).
+# tf_lists: tf_ops ends by reading tf_lists.CONVERTERS, so importing tf_lists first (it imports
+# tf_ops) meets itself half-initialised; `import nexus.frontend.tf_lists` in a fresh process fails.
+KNOWN_IMPORT_ORDER_BUGS = {
+    "nexus.frontend.tf_lists": "partially initialized module 'nexus.frontend.tf_lists'",
+}
+
 # Third-party packages that Nexus uses when they are there and does without otherwise, named
 # by no extra on purpose (each with where it is used and what happens without it).
 UNDECLARED_OPTIONAL = {
@@ -171,6 +179,12 @@ def extra_closure_or_skip(extra: str) -> set[str]:
 def test_core_modules_fail_only_on_a_hidden_package_that_an_extra_installs() -> None:
     problems = []
     for module, fate in without_extras().items():
+        known = KNOWN_IMPORT_ORDER_BUGS.get(module)
+        if known is not None:
+            if known not in fate:
+                problems.append(f"{module} no longer fails with {known!r} ({fate}): "
+                                f"remove it from KNOWN_IMPORT_ORDER_BUGS")
+            continue
         if fate.startswith("error:"):
             problems.append(f"{module}: {fate[6:]}")
         elif fate.startswith("hidden:") and not owners(fate[7:]):
