@@ -10,7 +10,7 @@ that pages read (``nexus_exec_links`` in conf.py: ``tests`` for its fixtures):
 - a ``bash`` / ``console`` block: each ``nexus ...`` or ``python -m nexus...`` line runs in
   this process (``nexus`` is ``python -m nexus``); after a ``$ `` prompt, the lines up to the
   next prompt are the expected output, compared like a doctest's; without prompts, the
-  commands' output is shown under the block.  Other commands (``pip``,
+  commands' output is shown under the block (unless it also has commands not run).  Other commands (``pip``,
   ``pytest``) are not run: installing is what CI's wheel check does.
 
 A failure is a Sphinx warning naming the page and line, so ``sphinx-build -W`` stops on it.
@@ -82,6 +82,7 @@ class Page:
         self.namespace: dict[str, Any] = {"__name__": "__main__"}
         self.count = 0
         self.printed: list[str] = []  # the current shell block's commands and their output
+        self.skipped = False  # whether it has commands that are not run (pip install ...)
 
     def fail(self, node: nodes.Node, what: str) -> None:
         logger.warning("example failed: %s", what, location=node, type="nexus", subtype="example")
@@ -146,6 +147,7 @@ class Page:
         lines = text.splitlines()
         prompted = any(line.startswith("$ ") for line in lines)
         self.printed = []
+        self.skipped = False
         i = 0
         while i < len(lines):
             line = lines[i]
@@ -161,7 +163,9 @@ class Page:
             else:
                 expected = []
             self.run_command(node, line, "\n".join(expected).strip())
-        if not prompted:  # a prompted block shows its output already
+        # A prompted block shows its output already; a block that also installs (the quick
+        # start's `pip install ... && python -m nexus.demo`) is about the commands, not their output.
+        if not prompted and not self.skipped:
             self.show_output(node, "".join(self.printed))
 
     def run_command(self, node: nodes.Node, line: str, expected: str) -> None:
@@ -176,6 +180,7 @@ class Page:
                 module, args = argv[2], argv[3:]
             else:
                 stats.not_run.append(f"{self.docname}: {command.strip()}")
+                self.skipped = True
                 continue
             status, output = self.run_module(module, args)
             self.printed.append(f"$ {command.strip()}\n{output}")
