@@ -27,13 +27,13 @@ first import pass learns it from the writes and a second one builds the graph.
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from nexus.frontend.importing import BlockBuilder, ident
 from nexus.frontend.tf_frames import IDENTITY_OPS, Frames, Tensor
 from nexus.frontend.tf_proto import (
     TfImportError,
@@ -50,7 +50,7 @@ from nexus.ir.cons import PhiTypeError, SSABuilder, SSAError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import OpTypeError
-from nexus.ir.types import TensorType, Type
+from nexus.ir.types import Type
 
 # Read through, never emitted: their value is their first input's (Switch: on the live side).
 ALIAS_OPS = IDENTITY_OPS | {"Switch", "Enter", "Exit", "NextIteration", "LoopCond", "RefEnter", "RefExit",
@@ -97,13 +97,8 @@ def _from_tf(source: Any, inputs: Sequence[str] | None, outputs: Sequence[str] |
 
 
 def _graph_name(file: str) -> str:
-    return _ident(file.rsplit(".", 1)[0] or "tf")
+    return ident(file.rsplit(".", 1)[0] or "tf")
 
-
-def _ident(name: str) -> str:
-    """A TF name as a Nexus value name (the text form's identifiers)."""
-    s = re.sub(r"[^A-Za-z0-9_.]", "_", name)
-    return s if s and not s[0].isdigit() else "v" + s
 
 
 def _inputs(nodes: Mapping[str, TfNode], names: Sequence[str] | None) -> list[Tensor]:
@@ -172,7 +167,7 @@ class _Builder(SSABuilder[Key]):
     """The shared SSA builder, naming each Phi after the TF node whose value it merges."""
 
     def new_phi(self, var: Key, block: Block, t: Type) -> Node:
-        name = _ident(var[1]) if len(var) == 3 and isinstance(var[1], str) and var[1] != "resource" else None
+        name = ident(var[1]) if len(var) == 3 and isinstance(var[1], str) and var[1] != "resource" else None
         return self.g.add("Phi", [], block, type=t, name=name)
 
 
@@ -190,7 +185,7 @@ class Body:
                 self.users.setdefault(s, []).append(name)
 
 
-class Importer:
+class Importer(BlockBuilder):
     """One import pass: the graph being built, the SSA builder over TF tensors."""
 
     def __init__(self, nodes: Mapping[str, TfNode], library: Mapping[str, Any], inputs: list[Tensor],
@@ -205,7 +200,7 @@ class Importer:
         self.calling: list[str] = []  # the library functions being inlined, outermost first
         self.emitted: dict[tuple[int, str], int] = {}  # (body, node) -> its number of outputs
         types = [self.placeholder_type(nodes[t[0]]) for t in inputs]
-        self.g = Graph(name, types, [_ident(t[0]) for t in inputs])
+        self.g = Graph(name, types, [ident(t[0]) for t in inputs])
         self.ssa: SSABuilder[Key] = _Builder(self.g)
         self.block: Block = self.g.start_block
         self.body: Body | None = None
@@ -396,35 +391,12 @@ class Importer:
     # --- building -----------------------------------------------------------------------------
     def emit(self, op: str, inputs: Sequence[Node], attrs: Mapping[str, Any] | None = None, *,
              type: Type | None = None, name: str | None = None) -> Node:
-        nm = name if name is not None else (_ident(self.node.name) if self.node is not None else None)
+        nm = name if name is not None else (ident(self.node.name) if self.node is not None else None)
         return self.g.add(op, list(inputs), self.block, attrs, type=type, name=nm or None)
 
     def const(self, value: Any, dtype: Any = None) -> Node:
         arr = np.asarray(value, dtype=dtype)
         return self.g.add("Constant", [], self.block, {"value": np.array(arr, order="C")})
-
-    def new_block(self, label: str, preds: Sequence[Node], seal: bool = True) -> Block:
-        b = self.g.new_block(label, preds)
-        if seal:
-            self.ssa.seal(b)
-        return b
-
-    def branch(self, cond: Node) -> tuple[Node, Node]:
-        """End the current block in a Cond on ``cond``: (false exit, true exit)."""
-        c = self.emit("Cond", [self.scalar_bool(cond)], name="")
-        return self.emit("Proj", [c], {"num": 0}, name=""), self.emit("Proj", [c], {"num": 1}, name="")
-
-    def jump(self) -> Node:
-        return self.emit("Jmp", [], name="")
-
-    def scalar_bool(self, v: Node) -> Node:
-        t = v.type
-        assert isinstance(t, TensorType)
-        if t.dtype != "bool":
-            v = self.emit("Cast", [v], {"to": "bool"}, name="")
-        if t.shape != ():
-            v = self.emit("Reshape", [v, self.const(np.array([], np.int64))], name="")
-        return v
 
     def placeholder_type(self, n: TfNode) -> Type:
         what = f"input {n.name!r}"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nexus.frontend.importing import Registry
 from nexus.frontend.tf_proto import TfImportError, TfNode, nexus_dtype, tensor_to_array
 from nexus.ir.graph import known_value
 from nexus.ir.node import Node
@@ -24,18 +25,10 @@ if TYPE_CHECKING:
 
 Outs = Sequence["Node | None"]
 Converter = Callable[["Importer", TfNode], Outs]
-CONVERTERS: dict[str, Converter] = {}
+_REGISTRY: Registry[Converter] = Registry()
+CONVERTERS = _REGISTRY.table
+converts = _REGISTRY.converts
 INT64_MAX, INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-
-
-def converts(*ops: str) -> Callable[[Converter], Converter]:
-    def add(fn: Converter) -> Converter:
-        for op in ops:
-            assert op not in CONVERTERS, op
-            CONVERTERS[op] = fn
-        return fn
-
-    return add
 
 
 # --- helpers -----------------------------------------------------------------------------------
