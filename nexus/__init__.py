@@ -63,6 +63,15 @@ _EXPORTS: dict[str, str] = {
 }
 
 
+# A public name that is also the name of the submodule defining it (nx.stream, in
+# nexus/stream.py): the first import of that submodule anywhere (`from nexus.stream import
+# Stream`) binds the module over the name, and nx.stream(...) then calls a module.  Such
+# names are bound now; the others stay lazy.
+for _name, _module in _EXPORTS.items():
+    if _module == f"{__name__}.{_name}":
+        globals()[_name] = getattr(importlib.import_module(_module), _name)
+
+
 def _op_names() -> list[str]:
     from nexus.frontend.dsl import op_names
 
