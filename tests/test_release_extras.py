@@ -40,11 +40,7 @@ PACKAGE = ROOT / "nexus"
 TOOL_EXTRAS = {"test", "docs", "release"}  # tools for developing Nexus, not parts of it
 # Modules that cannot be the first of their family to be imported, with the error they give,
 # until they are fixed (the test fails once they import, to have the entry removed).
-# tf_lists: tf_ops ends by reading tf_lists.CONVERTERS, so importing tf_lists first (it imports
-# tf_ops) meets itself half-initialised; `import nexus.frontend.tf_lists` in a fresh process fails.
-KNOWN_IMPORT_ORDER_BUGS = {
-    "nexus.frontend.tf_lists": "partially initialized module 'nexus.frontend.tf_lists'",
-}
+KNOWN_IMPORT_ORDER_BUGS: dict[str, str] = {}
 
 # Third-party packages that Nexus uses when they are there and does without otherwise, named
 # by no extra on purpose (each with where it is used and what happens without it).

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nexus.frontend.tf_frames import Chain, Frames
+from nexus.frontend.tf_ops import converts
 from nexus.frontend.tf_proto import TfImportError, TfNode
 from nexus.ir.node import Node
 
@@ -268,3 +269,7 @@ def convert_while(imp: Importer, n: TfNode) -> list[Node | None]:
     imp.ssa.seal(header)
     imp.block = exit_block
     return [imp.ssa.get_value(k, exit_block) for k in keys]
+
+
+converts("If", "StatelessIf")(convert_if)
+converts("While", "StatelessWhile")(convert_while)

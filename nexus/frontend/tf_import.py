@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.frontend import tf_control, tf_lists  # noqa: F401  (they add their converters to tf_ops')
 from nexus.frontend.importing import BlockBuilder, ident
 from nexus.frontend.tf_frames import IDENTITY_OPS, Frames, Tensor
 from nexus.frontend.tf_proto import (
@@ -234,7 +235,7 @@ class Importer(BlockBuilder):
     def check_supported(self) -> None:
         """One error listing every op type without an import rule (the graph's cone and
         the library functions it calls)."""
-        from nexus.frontend.tf_ops import CONVERTERS
+        from nexus.frontend.tf_ops import CONVERTERS  # filled by tf_ops, tf_control and tf_lists
 
         missing: dict[str, str] = {}
         seen_fn: set[str] = set()
@@ -294,7 +295,7 @@ class Importer(BlockBuilder):
         """Import node ``n`` at the current block (errors name it)."""
         if n.op in ALIAS_OPS or n.op in NO_OUTPUT_OPS or n.op in ("Merge", "_Arg"):
             return
-        from nexus.frontend.tf_ops import CONVERTERS
+        from nexus.frontend.tf_ops import CONVERTERS  # filled by tf_ops, tf_control and tf_lists
 
         with self.at(n):
             outs = CONVERTERS[n.op](self, n)

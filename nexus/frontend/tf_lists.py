@@ -17,12 +17,11 @@ importer builds the graph again with the learned shapes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nexus.frontend.tf_ops import _t, attr_type, cast, i64, scalar
+from nexus.frontend.tf_ops import Outs, _t, attr_type, cast, converts, i64, scalar
 from nexus.frontend.tf_proto import TfImportError, TfNode, shape_dims
 from nexus.ir.graph import known_value
 from nexus.ir.node import Node
@@ -31,17 +30,6 @@ from nexus.ir.types import STACK, TensorType, TupleType, numpy_dtype
 if TYPE_CHECKING:
     from nexus.frontend.tf_import import Importer
 
-Outs = Sequence["Node | None"]
-CONVERTERS: dict[str, Callable[[Importer, TfNode], Outs]] = {}
-
-
-def converts(*ops: str) -> Callable[[Any], Any]:
-    def add(fn: Any) -> Any:
-        for op in ops:
-            CONVERTERS[op] = fn
-        return fn
-
-    return add
 
 
 # --- the stacked tensor --------------------------------------------------------------------------

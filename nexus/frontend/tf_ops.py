@@ -362,18 +362,3 @@ def _vector(imp: Importer, vals: list[Any]) -> Node:
     parts = [imp.emit("Unsqueeze", [v], {"axes": (0,)}, name="") if isinstance(v, Node)
              else imp.const(np.array([v], np.int64)) for v in vals]
     return imp.emit("Concat", parts, {"axis": 0}, name="")
-
-
-# --- control flow and lists live beside ----------------------------------------------------------
-def _register_more() -> None:
-    from nexus.frontend import tf_control, tf_lists
-
-    for op in ("If", "StatelessIf"):
-        CONVERTERS[op] = tf_control.convert_if
-    for op in ("While", "StatelessWhile"):
-        CONVERTERS[op] = tf_control.convert_while
-    for op, fn in tf_lists.CONVERTERS.items():
-        CONVERTERS[op] = fn
-
-
-_register_more()
