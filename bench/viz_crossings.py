@@ -50,8 +50,8 @@ def crossings(layout: dict[str, Any]) -> tuple[int, int, int, float]:
         if e.get("style") == "invis":
             continue
         ends = {home.get(e["tail"]), home.get(e["head"])}
-        if "lhead" in e:
-            ends.add(next(c for c, _ in boxes.items() if any(o["_gvid"] == c and o["name"] == e["lhead"] for o in objs)))
+        if "lhead" in e:  # a control edge into a block ends at the block's border
+            ends.add(next(o["_gvid"] for o in objs if o.get("name") == e["lhead"]))
         pts = [p for op in e.get("_draw_", []) if op["op"] == "b" for p in _bezier(op["points"])]
         hit = {c for c, (x1, y1, x2, y2) in boxes.items() if c not in ends
                and any(x1 < x < x2 and y1 < y < y2 for x, y in pts)}

@@ -48,9 +48,9 @@ CONTROL_OPS = frozenset({"Start", "End", "Return", "Jmp", "Cond"})
 
 class GraphvizMissing(RuntimeError):
     """The ``dot`` program is not installed; ``dot_path`` holds the DOT text written instead
-    (None when nothing was written)."""
+    ("" when nothing was written)."""
 
-    def __init__(self, dot_path: str | None):
+    def __init__(self, dot_path: str = ""):
         self.dot_path = dot_path
         wrote = f"; wrote {dot_path} instead" if dot_path else ""
         super().__init__(
@@ -290,20 +290,30 @@ def dot_program() -> str | None:
     return shutil.which("dot")
 
 
-def run_dot(text: str, fmt: str, what: str, out: str | None = None) -> bytes:
+# Graphs with more nodes than this are drawn with straight edges: Graphviz's spline
+# router takes most of the time on them, and the 2.43 build in Debian 12 crashes in it
+# on some big clustered graphs (a 5,000-node one here).
+BIG_GRAPH = 1500
+STRAIGHT = "-Gsplines=line"
+
+
+def run_dot(text: str, fmt: str, what: str, out: str | None = None, *, straight: bool = False) -> bytes:
     """Run ``dot -T<fmt>`` on ``text`` (to ``out``, or returning the output); ``what``
-    names the graph in errors.  Raises :class:`GraphvizMissing` without Graphviz (after
-    writing the DOT text next to ``out``, when given)."""
+    names the graph in errors.  ``straight`` draws edges as straight lines; a ``dot``
+    that crashes is tried once more that way.  Raises :class:`GraphvizMissing` without
+    Graphviz (after writing the DOT text next to ``out``, when given)."""
     exe = dot_program()
     if exe is None:
         if out is None:
-            raise GraphvizMissing(None)
+            raise GraphvizMissing()
         dot_path = os.path.splitext(out)[0] + ".dot"
         with open(dot_path, "w", encoding="utf-8") as f:
             f.write(text)
         raise GraphvizMissing(dot_path)
-    cmd = [exe, f"-T{fmt}"] + (["-o", out] if out else [])
-    proc = subprocess.run(cmd, input=text.encode(), capture_output=True, timeout=600)
+    cmd = [exe, f"-T{fmt}"] + ([STRAIGHT] if straight else []) + (["-o", out] if out else [])
+    proc = subprocess.run(cmd, input=text.encode(), capture_output=True, timeout=1800)
+    if proc.returncode < 0 and not straight:  # killed by a signal: a crash in the spline router
+        return run_dot(text, fmt, what, out, straight=True)
     if proc.returncode != 0:
         raise RuntimeError(f"Graphviz dot failed on {what}: {proc.stderr.decode(errors='replace').strip()}")
     return proc.stdout
@@ -322,5 +332,5 @@ def render(g: Graph, path: str | os.PathLike[str], *, types: bool = True) -> str
         return out
     if fmt not in ("svg", "png", "pdf"):
         raise ValueError(f"cannot draw to {out!r}: use a .svg, .png, .pdf or .dot file name")
-    run_dot(text, fmt, f"graph @{g.name}", out)
+    run_dot(text, fmt, f"graph @{g.name}", out, straight=g.num_nodes() > BIG_GRAPH)
     return out

@@ -23,7 +23,7 @@ from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.printer import format_attr
 from nexus.ir.types import TensorType, shape_str
-from nexus.viz.dot import Drawing, drawing, node_kind, run_dot
+from nexus.viz.dot import BIG_GRAPH, Drawing, drawing, node_kind, run_dot
 from nexus.viz.runpath import RunPath
 
 SMALL_TENSOR = 16  # attribute tensors with more elements are summarised in the panel
@@ -79,10 +79,10 @@ def index(g: Graph, d: Drawing, path: RunPath | None = None) -> dict[str, Any]:
                 users.setdefault(v, []).append(nid)
     for nid, us in users.items():
         nodes[nid]["users"] = sorted(set(us), key=lambda s: int(s[1:]))
-    blocks = {cid: {"name": d.labels[b], "nodes": [d.node_ids[n] for n in b.members if n in d.node_ids]}
-              for b, cid in d.clusters.items()}
+    members = {cid: [d.node_ids[n] for n in b.members if n in d.node_ids] for b, cid in d.clusters.items()}
     for eid, b in d.echo_blocks.items():
-        blocks[d.clusters[b]]["nodes"].append(eid)
+        members[d.clusters[b]].append(eid)
+    blocks = {cid: {"name": d.labels[b], "nodes": members[cid]} for b, cid in d.clusters.items()}
     out: dict[str, Any] = {
         "graph": g.name,
         "nodes": nodes,
@@ -131,10 +131,14 @@ def _run_index(d: Drawing, path: RunPath) -> dict[str, Any]:
 
 
 def _svg_body(svg: str) -> str:
-    """Graphviz's SVG without the XML prolog, doctype and comments (inline in HTML)."""
+    """Graphviz's SVG without the XML prolog, doctype, comments, tooltips (``<title>``:
+    only the DOT ids) and font attributes (set once by the page's CSS): inline in HTML,
+    and a fifth smaller for big graphs."""
     start = svg.find("<svg")
     body = svg[start:] if start >= 0 else svg
-    return re.sub(r"<!--.*?-->\n?", "", body, flags=re.S)
+    body = re.sub(r"<!--.*?-->\n?", "", body, flags=re.S)
+    body = re.sub(r"<title>[^<]*</title>\n?", "", body)
+    return body.replace(' font-family="Helvetica,sans-Serif"', "")
 
 
 def _script_json(data: Any) -> str:
@@ -147,7 +151,7 @@ def page(g: Graph, path: RunPath | None = None, *, types: bool = True, svg: str 
     Graphviz's ``dot`` unless ``svg`` (the layout of :func:`drawing`'s text) is given."""
     d = drawing(g, types=types)
     if svg is None:
-        svg = run_dot(d.text, "svg", f"graph @{g.name}").decode("utf-8")
+        svg = run_dot(d.text, "svg", f"graph @{g.name}", straight=len(d.node_ids) > BIG_GRAPH).decode("utf-8")
     parts = {"title": html.escape(f"graph @{g.name}"), "css": _template("viewer.css"), "svg": _svg_body(svg),
              "data": _script_json(index(g, d, path)), "js": _template("viewer.js")}
     # One pass, so that nothing inserted (a label, the script) is read as a placeholder.

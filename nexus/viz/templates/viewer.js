@@ -168,11 +168,29 @@
       });
     });
   }
+  // Points of a Graphviz path from its "d" (no layout is needed, unlike getBBox, which
+  // would make the browser lay out the whole SVG again after every change of a class).
+  function points(el) {
+    var p = el && el.querySelector("path, polygon");
+    if (!p) return [];
+    var nums = (p.getAttribute("d") || p.getAttribute("points") || "").match(/-?\d+(\.\d+)?/g) || [];
+    var out = [];
+    for (var i = 0; i + 1 < nums.length; i += 2) out.push([+nums[i], +nums[i + 1]]);
+    return out;
+  }
+  function box(el) {
+    var pts = points(el);
+    if (!pts.length) return null;
+    var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    pts.forEach(function (p) {
+      x0 = Math.min(x0, p[0]); x1 = Math.max(x1, p[0]); y0 = Math.min(y0, p[1]); y1 = Math.max(y1, p[1]);
+    });
+    return { x: x0, y: y0, width: x1 - x0, height: y1 - y0 };
+  }
   function collapse(bid) {
     if (!bid || covers[bid]) return;
-    var cl = $(bid);
-    if (!cl) return;
-    var b = cl.getBBox(), blk = data.blocks[bid];
+    var b = box($(bid)), blk = data.blocks[bid];
+    if (!b) return;
     hideBlock(bid, true);
     var g = document.createElementNS(NS, "g"), r = document.createElementNS(NS, "rect");
     g.setAttribute("class", "cover");
@@ -261,28 +279,24 @@
       e.textContent = "The run stopped: " + run.error;
       info.appendChild(e);
     }
-    Object.keys(data.nodes).concat(Object.keys(data.echoes)).forEach(function (id) {
-      if (!run.nodes[id]) { var el = $(id); if (el) el.classList.add("cold"); }
-    });
-    Object.keys(data.edges).forEach(function (eid) {
+    Object.keys(run.nodes).forEach(function (id) { var el = $(id); if (el) el.classList.add("hot"); });
+    Object.keys(run.edges).forEach(function (eid) {
       var el = $(eid);
       if (!el) return;
-      var k = run.edges[eid];
-      if (!k) { el.classList.add("cold"); return; }
-      el.classList.add("taken");
+      el.classList.add("hot");
       var kind = data.edges[eid][2];
-      if (kind === "flow" || kind === "exit") {
-        var path = el.querySelector("path");
-        if (!path) return;
-        var pt = path.getPointAtLength(path.getTotalLength() * 0.6);
-        countLabel(el, pt.x + 4, pt.y, "\u00d7" + k);
-      }
+      if (kind !== "flow" && kind !== "exit") return;
+      // The count goes on a point of the curve: an end point of one of its Bezier pieces.
+      var pts = points(el), k = 3 * Math.floor((pts.length - 1) / 3 * 0.6);
+      if (pts.length) countLabel(el, pts[k][0] + 4, pts[k][1], "\u00d7" + run.edges[eid]);
     });
     Object.keys(run.blocks).forEach(function (bid) {
       var cl = $(bid), t = cl && cl.querySelector("text");
       if (!t) return;
-      var b = t.getBBox();
-      countLabel(cl, b.x + b.width + 4, b.y + b.height - 2, "\u00d7" + run.blocks[bid]);
+      var span = document.createElementNS(NS, "tspan");
+      span.setAttribute("class", "count");
+      span.textContent = " \u00d7" + run.blocks[bid];
+      t.appendChild(span);
     });
     svg.classList.add("showrun");
     $("show-run").addEventListener("change", function (ev) {
@@ -298,13 +312,18 @@
     if (cover) { expand(cover.getAttribute("data-block")); return; }
     var node = ev.target.closest("g.node");
     if (node) { select(node.id, false); return; }
-    var cl = ev.target.closest("g.cluster");
-    if (cl && ev.target.tagName === "text" && !ev.target.classList.contains("count")) toggle(cl.id);
+    var cl = ev.target.closest("g.cluster"), tx = ev.target.closest("text");
+    if (cl && tx && tx.parentNode === cl) toggle(cl.id);
   });
   $("collapse-all").addEventListener("click", function () { Object.keys(data.blocks).forEach(collapse); });
   $("expand-all").addEventListener("click", function () { Object.keys(data.blocks).forEach(expand); });
   $("fit").addEventListener("click", fit);
   if (data.run) showRun(data.run);
+  // A tall graph opens at its top, its width filling the canvas (the browser then paints
+  // only what is in view); "fit" shows all of it.
+  var cw = canvas.clientWidth || 800, ch = canvas.clientHeight || 600;
+  var scale = Math.min(cw / full.w, 1.5);
+  if (full.h * scale > ch * 1.5) view = { x: full.x, y: full.y, w: cw / scale, h: ch / scale };
   setView();
 
   // For tests and for a person curious about speed: when the page became usable.
