@@ -193,18 +193,24 @@
     if (!b) return;
     hideBlock(bid, true);
     var g = document.createElementNS(NS, "g"), r = document.createElementNS(NS, "rect");
-    g.setAttribute("class", "cover");
+    g.setAttribute("class", "cover");  // the rect is styled, not the group (its text would be stroked)
     g.setAttribute("data-block", bid);
     r.setAttribute("x", b.x); r.setAttribute("y", b.y);
     r.setAttribute("width", b.width); r.setAttribute("height", b.height);
     r.setAttribute("rx", 6); r.setAttribute("class", "cover");
-    var tx = document.createElementNS(NS, "text");
-    tx.setAttribute("x", b.x + b.width / 2); tx.setAttribute("y", b.y + Math.min(b.height / 2, 24));
-    tx.setAttribute("text-anchor", "middle");
-    tx.setAttribute("class", "cover-text");
-    var k = blk.nodes.length;
-    tx.textContent = "^" + blk.name + " (" + k + " node" + (k === 1 ? "" : "s") + ", click to expand)";
-    g.appendChild(r); g.appendChild(tx);
+    var k = blk.nodes.length, tip = document.createElementNS(NS, "title");
+    tip.textContent = "click to expand ^" + blk.name;
+    g.appendChild(tip);
+    g.appendChild(r);
+    ["^" + blk.name, k + " node" + (k === 1 ? "" : "s")].forEach(function (line, i) {
+      var tx = document.createElementNS(NS, "text");
+      tx.setAttribute("x", b.x + b.width / 2);
+      tx.setAttribute("y", b.y + Math.min(b.height / 2, 18) + 14 * i);
+      tx.setAttribute("text-anchor", "middle");
+      tx.setAttribute("class", "cover-text");
+      tx.textContent = line;
+      g.appendChild(tx);
+    });
     root.appendChild(g);  // last: above the edges that pass through the block
     covers[bid] = g;
   }
@@ -284,11 +290,13 @@
       var el = $(eid);
       if (!el) return;
       el.classList.add("hot");
-      var kind = data.edges[eid][2];
-      if (kind !== "flow" && kind !== "exit") return;
-      // The count goes on a point of the curve: an end point of one of its Bezier pieces.
-      var pts = points(el), k = 3 * Math.floor((pts.length - 1) / 3 * 0.6);
-      if (pts.length) countLabel(el, pts[k][0] + 4, pts[k][1], "\u00d7" + run.edges[eid]);
+      if (data.edges[eid][2] !== "flow") return;  // counts on the control edges between blocks
+      // The count goes on the middle of the curve: Graphviz draws cubic Bezier pieces.
+      var pts = points(el), pieces = Math.floor((pts.length - 1) / 3);
+      if (!pieces) return;
+      var i = 3 * Math.floor(pieces / 2), x = 0, y = 0, w = [1, 3, 3, 1];
+      for (var j = 0; j < 4; j++) { x += w[j] * pts[i + j][0] / 8; y += w[j] * pts[i + j][1] / 8; }
+      countLabel(el, x + 5, y + 4, "\u00d7" + run.edges[eid]);
     });
     Object.keys(run.blocks).forEach(function (bid) {
       var cl = $(bid), t = cl && cl.querySelector("text");
