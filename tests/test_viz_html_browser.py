@@ -131,8 +131,9 @@ def test_seed_page_in_chromium(browser: Any, tmp_path: Any, seed: str, name: str
     assert page.locator("g.cover").count() == 0
     # The run: the block's label carries its count.
     assert page.text_content(f"#{cid} .count").strip() == f"\u00d7{runs}"
+    page.click("#fit")
     # The screenshot shows the graph: many distinct pixels, block fill and Phi green among them.
-    shot = png_pixels(page.screenshot())
+    shot = png_pixels(page.screenshot(path=tmp_path / f"{seed}.png"))  # kept for a person to look at
     rgb = shot[..., :3].reshape(-1, 3)
     assert rgb.std() > 20
     colours = {tuple(c) for c in np.unique(rgb[:: max(1, len(rgb) // 200_000)], axis=0)}

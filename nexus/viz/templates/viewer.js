@@ -85,7 +85,7 @@
   function reveal(el) {
     var r = el.getBoundingClientRect();
     var c = toUser(r.left + r.width / 2, r.top + r.height / 2);
-    var w = Math.min(view.w, Math.max(400, full.w / 4)), h = view.h * w / view.w;
+    var w = Math.min(view.w, Math.max(700, full.w / 4)), h = view.h * w / view.w;
     view = { x: c.x - w / 2, y: c.y - h / 2, w: w, h: h };
     setView();
   }
