@@ -155,3 +155,14 @@ def test_echoes_keep_constant_edges_inside_blocks() -> None:
         for src, dst in re.findall(r"^\s*(\w+) -> (\w+) \[id=", text, re.M):
             if home[src][1] == "Constant" or home[src][1].startswith("%"):  # a constant or an echo
                 assert home[src][0] == home[dst][0], (src, dst)
+
+
+def test_without_graphviz_the_page_says_so(tmp_path, monkeypatch, capsys) -> None:
+    from nexus.viz import GraphvizMissing, dot
+
+    monkeypatch.setattr(dot, "dot_program", lambda: None)
+    with pytest.raises(GraphvizMissing, match="Debian package 'graphviz'") as info:
+        html.page(seeds.ifelse())
+    assert info.value.dot_path == ""
+    assert main(["viz", "seed:ifelse", "--html", str(tmp_path / "x.html")]) == 1
+    assert "graphviz" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
