@@ -41,14 +41,16 @@ def test_dot_structure(name: str) -> None:
     layout = _layout(g)
     objs = layout["objects"]
     clusters = [o for o in objs if o["name"].startswith("cluster_")]
-    nodes = {o["_gvid"]: o for o in objs if "nodes" not in o}
+    # Echoes (a constant or argument drawn again next to a use in another block) aside.
+    echoes = {o["_gvid"]: o for o in objs if "nodes" not in o and o.get("class") == "echo"}
+    nodes = {o["_gvid"]: o for o in objs if "nodes" not in o and o["_gvid"] not in echoes}
     # One light-blue cluster per block, labelled ^name, holding exactly its members.
     assert sorted(c["label"] for c in clusters) == sorted("^" + b.name for b in g.blocks)  # type: ignore[operator]
     by_label = {c["label"]: c for c in clusters}
     for b in g.blocks:
         c = by_label["^" + b.name]  # type: ignore[operator]
         assert c["fillcolor"] == dot.BLOCK_FILL and "filled" in c["style"]
-        assert len(c["nodes"]) == len(b.members)
+        assert len(set(c["nodes"]) - set(echoes)) == len(b.members)
     # Node colours follow the op, read from the label's first line.
     kinds = Counter()
     for o in nodes.values():
@@ -64,6 +66,18 @@ def test_dot_structure(name: str) -> None:
             kinds["data"] += 1
     members = [n for b in g.blocks for n in b.members]
     assert kinds["phi"] == sum(n.op.name == "Phi" for n in members)
+    # One echo per (constant or argument, user in another block), in the user's cluster.
+    far = Counter()
+    for b in g.blocks:
+        for n in b.members:
+            for v in dict.fromkeys(n.inputs):
+                cheap = v.op.name == "Constant" or v.op.name == "Proj" and v.input(0).op.name == "Start"
+                if v.block is not b and cheap:
+                    far[b.name] += 1
+    in_cluster = Counter(c["label"][1:] for c in clusters for k in c.get("nodes", []) if k in echoes)
+    assert in_cluster == far
+    for o in echoes.values():
+        assert o["fillcolor"] == dot.ECHO_FILL and "dashed" in o["style"]
     # Edge styles: counted from the graph's use-def lists.
     edges = [e for e in layout["edges"] if e.get("style") != "invis"]
     style = Counter()

@@ -75,21 +75,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- viz -----------------------------------------------------------------------------------
-def cmd_viz(args: argparse.Namespace) -> int:
-    from nexus.viz import DrawError, GraphvizMissing, render
-
-    g = load_graph(args.file)
-    out = args.output or (os.path.splitext(os.path.basename(args.file.replace("seed:", "")))[0] + ".svg")
-    try:
-        written = render(g, out, types=not args.no_types)
-    except (GraphvizMissing, DrawError) as e:
-        print(f"nexus viz: {e}", file=sys.stderr)
-        return 1
-    print(f"wrote {written}")
-    return 0
-
-
 # --- run -----------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     from nexus.backends.python import run
@@ -126,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  nexus show seed:skip5_loop          print a built-in seed graph\n"
                "  nexus verify model.nx               check every invariant of the IR\n"
                "  nexus viz model.nx -o model.svg     draw it (needs Graphviz's dot)\n"
+               "  nexus viz model.nx --serve --run    explore it in a browser, with the path of a run\n"
                "  nexus run model.nx --input x=[1,2]  run it with the reference interpreter\n"
                "run 'nexus COMMAND --help' for each command's options.")
     parser.add_argument("--version", action="version", version=version_text(),
@@ -150,16 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("viz", help="draw a graph (SVG, PNG, PDF or DOT)", formatter_class=_formatter,
-                       description="Draw a graph: blocks are light-blue clusters, dataflow nodes orange,\n"
-                                   "control nodes red, Phis green.  The output suffix picks the format;\n"
-                                   "SVG/PNG/PDF need Graphviz's dot program (Debian package graphviz).",
-                       epilog="examples:\n  nexus viz model.nx -o model.svg\n  nexus viz seed:skip5_loop -o loop.png")
-    p.add_argument("file", metavar="FILE", help=FILE_HELP)
-    p.add_argument("-o", "--output", metavar="OUT",
-                   help="output file (.svg, .png, .pdf, .dot); default: FILE's stem + .svg")
-    p.add_argument("--no-types", action="store_true", help="leave the types out of the node labels")
-    p.set_defaults(func=cmd_viz)
+    from nexus.cli import viz
+
+    viz.add_parser(sub)
 
     p = sub.add_parser("run", help="run a graph with the reference interpreter", formatter_class=_formatter,
                        description="Run a graph.  Each --input gives one argument by name (or position),\n"

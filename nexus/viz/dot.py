@@ -6,6 +6,11 @@ Phis are green.  Data edges are black, control edges red, ordering edges (deps) 
 Phi inputs dashed green and labelled with their predecessor position.  Edges that go
 backwards in the printer's block order (loop back edges, Phis reading the latch) do not
 constrain the layout, so the picture reads top-down.
+
+Constants and graph arguments used in other blocks are drawn again next to each use, as
+Netron draws initializers: a small dashed copy (an *echo*) right above each node that
+reads them, so that no edge runs from ``^entry`` across every block to reach them.  The node itself stays
+where the text form defines it; only the picture repeats it.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,22 +37,26 @@ CONTROL_FILL = "#ff8787"
 CONTROL_BORDER = "#c92a2a"
 PHI_FILL = "#8ce99a"
 PHI_BORDER = "#2b8a3e"
+ECHO_FILL = "#fff4e6"
 DATA_EDGE = "black"
 CONTROL_EDGE = "#c92a2a"
 PHI_EDGE = "#2b8a3e"
 DEP_EDGE = "#495057"
 
 CONTROL_OPS = frozenset({"Start", "End", "Return", "Jmp", "Cond"})
+SMALL_GRAPH = 500  # nodes; see drawing()
 
 
 class GraphvizMissing(RuntimeError):
-    """The ``dot`` program is not installed; ``dot_path`` holds the DOT text written instead."""
+    """The ``dot`` program is not installed; ``dot_path`` holds the DOT text written instead
+    ("" when nothing was written)."""
 
-    def __init__(self, dot_path: str):
+    def __init__(self, dot_path: str = ""):
         self.dot_path = dot_path
+        wrote = f"; wrote {dot_path} instead" if dot_path else ""
         super().__init__(
             "the Graphviz 'dot' program is not installed, so no picture was drawn "
-            f"(install the Debian package 'graphviz': apt-get install graphviz); wrote {dot_path} instead")
+            f"(install the Debian package 'graphviz': apt-get install graphviz){wrote}")
 
 
 def node_kind(n: Node) -> str:
@@ -60,10 +70,20 @@ def node_kind(n: Node) -> str:
     return "data"
 
 
+def echoed(n: Node) -> bool:
+    """Whether ``n`` is drawn again next to its uses in other blocks: constants and graph
+    arguments, which cost nothing and are often used all over the graph."""
+    if n.op.name == "Constant":
+        return True
+    return n.op.name == "Proj" and bool(n.inputs) and n.input(0).op.name == "Start"
+
+
 _STYLE = {
     "data": f'shape=box, style="rounded,filled", fillcolor="{DATA_FILL}", color="{DATA_BORDER}"',
     "control": f'shape=box, style="filled", fillcolor="{CONTROL_FILL}", color="{CONTROL_BORDER}"',
     "phi": f'shape=box, style="rounded,filled", fillcolor="{PHI_FILL}", color="{PHI_BORDER}"',
+    "echo": f'shape=box, style="rounded,filled,dashed", fillcolor="{ECHO_FILL}", color="{DATA_BORDER}", '
+            'fontsize=9, margin="0.05,0.02", class="echo"',
 }
 
 
@@ -86,52 +106,117 @@ def device_style(n: Node) -> tuple[str, str]:
     return "\n" + where, f', fillcolor="{fill}"' if fill else ""
 
 
+@dataclass
+class DrawnEdge:
+    """One edge of a drawing.  ``kind``: 'data', 'phi', 'dep', 'exit' (a Cond to its Proj)
+    or 'flow' (a control edge into ``block`` at input ``index``).  Data and Phi edges
+    record the using node and the input position (``user``, ``index``)."""
+
+    id: str
+    src: str
+    dst: str
+    kind: str
+    user: Node | None = None
+    index: int = -1
+    block: Block | None = None
+
+
+@dataclass
+class Drawing:
+    """A graph's DOT text and what its ids stand for (the interactive viewer's index)."""
+
+    text: str
+    node_ids: dict[Node, str] = field(default_factory=dict)  # each drawn node's DOT id
+    echoes: dict[str, Node] = field(default_factory=dict)    # an echo's id -> the node it repeats
+    echo_blocks: dict[str, Block] = field(default_factory=dict)
+    clusters: dict[Block, str] = field(default_factory=dict)
+    edges: list[DrawnEdge] = field(default_factory=list)
+    names: dict[Node, str] = field(default_factory=dict)     # the text form's value names
+    labels: dict[Block, str] = field(default_factory=dict)   # and block labels
+
+
 def _q(text: str) -> str:
     """A DOT string literal (labels use \\n for line breaks)."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _label(n: Node, name: str, types: bool) -> str:
+def _head(n: Node) -> str:
     if n.op.name == "Proj" and n.inputs and n.input(0).op.name == "Cond":
-        head = "Proj true" if n.attrs.get("num") == 1 else "Proj false"
-    elif n.op.name == "Proj" and n.inputs and n.input(0).op.name == "Start":
-        head = f"arg {n.attrs.get('num')}"
-    else:
-        head = n.op.name
-    text = f"{head}\n%{name}" if n.op.name != "End" else head
-    if n.op.name == "Constant":
-        value = n.attrs.get("value")
-        if isinstance(value, np.ndarray) and value.size == 1:
-            text += f" = {value.reshape(-1)[0]}"
+        return "Proj true" if n.attrs.get("num") == 1 else "Proj false"
+    if n.op.name == "Proj" and n.inputs and n.input(0).op.name == "Start":
+        return f"arg {n.attrs.get('num')}"
+    return n.op.name
+
+
+def _scalar(n: Node) -> str:
+    """`` = 2.5`` for a one-element constant, else nothing."""
+    value = n.attrs.get("value") if n.op.name == "Constant" else None
+    if isinstance(value, np.ndarray) and value.size == 1:
+        return f" = {value.reshape(-1)[0]}"
+    return ""
+
+
+def _label(n: Node, name: str, types: bool) -> str:
+    text = f"{_head(n)}\n%{name}" if n.op.name != "End" else _head(n)
+    text += _scalar(n)
     if types and n.op.name not in ("End", "Jmp", "Return") and node_kind(n) != "control":
         text += f"\n{n.type}"
     return text
 
 
-def to_dot(g: Graph, *, types: bool = True) -> str:
-    """The DOT text of ``g``: one cluster per block, nodes and edges styled by kind."""
+def _echo_label(n: Node, name: str, types: bool) -> str:
+    text = f"%{name}{_scalar(n)}"
+    if n.op.name != "Constant":
+        text = f"{_head(n)} {text}"
+    if types and not _scalar(n):
+        text += f"\n{n.type}"
+    return text
+
+
+def to_dot(g: Graph, *, types: bool = True, echoes: bool = True) -> str:
+    """The DOT text of ``g``: one cluster per block, nodes and edges styled by kind.
+    ``echoes=False`` draws each constant once, with edges to all its uses."""
+    return drawing(g, types=types, echoes=echoes).text
+
+
+def drawing(g: Graph, *, types: bool = True, echoes: bool = True) -> Drawing:
+    """The DOT text of ``g`` with the index from its ids to nodes, edges and blocks."""
     blocks = block_order(g)
     values, labels = _name_graph(g, blocks)
     rank = {b: i for i, b in enumerate(blocks)}
-    ids: dict[Node, str] = {}
+    d = Drawing("", names={n: values[n] for b in blocks for n in b.members},
+                labels={b: labels[b] for b in blocks})
+    ids = d.node_ids
+    # Small graphs get four times Graphviz's default effort at removing crossings: on seed
+    # 000's first example that takes the edges crossing a block from 3 to 0, in no time.
+    effort = " mclimit=4;" if g.num_nodes() <= SMALL_GRAPH else ""
     lines = [
         f"digraph {_q(g.name)} {{",
-        "  compound=true; rankdir=TB; nodesep=0.3; ranksep=0.35;",
+        f"  compound=true; rankdir=TB; nodesep=0.3; ranksep=0.35;{effort}",
         f"  label={_q('graph @' + g.name)}; labelloc=t; fontname=Helvetica;",
         "  node [fontname=Helvetica, fontsize=10, margin=\"0.08,0.03\"];",
         "  edge [fontname=Helvetica, fontsize=9, arrowsize=0.6];",
     ]
+    # The echoes: (node, user) -> echo id, made while the blocks are written.
+    echo_of: dict[tuple[Node, Node], str] = {}
     anchors: dict[Block, str] = {}
     for bi, b in enumerate(blocks):
+        d.clusters[b] = f"cluster_{bi}"
         lines.append(f"  subgraph cluster_{bi} {{")
-        lines.append(f'    label={_q("^" + labels[b])}; style="rounded,filled"; '
+        lines.append(f'    id="cluster_{bi}"; label={_q("^" + labels[b])}; style="rounded,filled"; '
                      f'fillcolor="{BLOCK_FILL}"; color="{BLOCK_BORDER}"; fontsize=11;')
         members = node_order(b)
         for n in members:
             ids[n] = f"n{len(ids)}"
             suffix, style = device_style(n)
-            label = _q(_label(n, values[n], types) + suffix)
-            lines.append(f"    {ids[n]} [label={label}, {_STYLE[node_kind(n)]}{style}];")
+            lines.append(f"    {ids[n]} [id={ids[n]}, label={_q(_label(n, values[n], types) + suffix)}, "
+                         f"{_STYLE[node_kind(n)]}{style}];")
+        if echoes:
+            for v, user in _far_cheap_inputs(b, members):
+                eid = echo_of[v, user] = f"c{len(echo_of)}"
+                d.echoes[eid] = v
+                d.echo_blocks[eid] = b
+                lines.append(f"    {eid} [id={eid}, label={_q(_echo_label(v, values[v], types))}, {_STYLE['echo']}];")
         lines += _terminator_last(b, members, ids)
         if members:
             anchors[b] = ids[members[0]]
@@ -146,29 +231,41 @@ def to_dot(g: Graph, *, types: bool = True) -> str:
             return False
         return rank.get(dst_block, 0) <= rank.get(sb, 0)
 
-    for n in ids:
+    def edge(src: str, dst: str, attrs: list[str], kind: str, user: Node | None = None, index: int = -1,
+             block: Block | None = None) -> None:
+        eid = f"e{len(d.edges)}"
+        d.edges.append(DrawnEdge(eid, src, dst, kind, user, index, block))
+        lines.append(f"  {src} -> {dst} [{', '.join([f'id={eid}', *attrs])}];")
+
+    for n in list(ids):
         for i, v in enumerate(n.inputs):
             if v not in ids:
                 continue
+            src = echo_of.get((v, n), ids[v])
             attrs = []
             if n.op.kind == "phi":
                 attrs += [f'color="{PHI_EDGE}"', "style=dashed", f'fontcolor="{PHI_EDGE}"', f'label=" {i}"']
                 # A Phi's inputs arrive along predecessor edges, often from later blocks.
-                attrs.append("constraint=false")
-            else:
-                control = node_kind(v) == "control" and v.op.name != "Start"
-                attrs.append(f'color="{CONTROL_EDGE}"' if control else f'color="{DATA_EDGE}"')
-                if types and not control and isinstance(v.type, TensorType) and v.type.shape != ():
-                    # Tensor edges carry their shape (symbolic dims included); scalars stay quiet.
-                    attrs += [f"label={_q(' ' + shape_str(v.type.shape))}", "fontsize=9"]
-                # Only edges inside a block shape the layout; the control edges between
-                # blocks place the blocks, so the picture follows the CFG top-down.
-                if v.block is not n.block:
+                if src == ids[v]:
                     attrs.append("constraint=false")
-            lines.append(f"  {ids[v]} -> {ids[n]} [{', '.join(attrs)}];")
+                edge(src, ids[n], attrs, "phi", n, i)
+                continue
+            control = node_kind(v) == "control" and v.op.name != "Start"
+            attrs.append(f'color="{CONTROL_EDGE}"' if control else f'color="{DATA_EDGE}"')
+            if types and not control and isinstance(v.type, TensorType) and v.type.shape != ():
+                # Tensor edges carry their shape (symbolic dims included); scalars stay quiet.
+                attrs += [f"label={_q(' ' + shape_str(v.type.shape))}", "fontsize=9"]
+            # Only edges inside a block shape the layout; the control edges between
+            # blocks place the blocks, so the picture follows the CFG top-down.
+            if v.block is not n.block and src == ids[v]:
+                # A value used in a later block may pull that block down (rank) but not
+                # sideways (weight 0); a use in an earlier block must not turn the CFG over.
+                forward = v.block is not None and n.block is not None and rank.get(v.block, 0) < rank.get(n.block, 0)
+                attrs.append("weight=0" if forward else "constraint=false")
+            edge(src, ids[n], attrs, "exit" if control else "data", n, i)
         for v in n.deps:
             if v in ids:
-                lines.append(f'  {ids[v]} -> {ids[n]} [style=dashed, color="{DEP_EDGE}", arrowhead=empty];')
+                edge(ids[v], ids[n], ["style=dashed", f'color="{DEP_EDGE}"', "arrowhead=empty"], "dep", n)
     # Control edges into blocks: from the exit (Jmp, Proj of a Cond, Return) to the cluster.
     for bi, b in enumerate(blocks):
         many = b.num_inputs > 1
@@ -180,9 +277,22 @@ def to_dot(g: Graph, *, types: bool = True) -> str:
                 attrs += [f'label=" {i}"', f'fontcolor="{CONTROL_EDGE}"']
             if back(p, b):
                 attrs.append("constraint=false")
-            lines.append(f"  {ids[p]} -> {anchors[b]} [{', '.join(attrs)}];")
+            edge(ids[p], anchors[b], attrs, "flow", None, i, b)
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    d.text = "\n".join(lines) + "\n"
+    return d
+
+
+def _far_cheap_inputs(b: Block, members: list[Node]) -> list[tuple[Node, Node]]:
+    """The echoed nodes that members of ``b`` read although they live in another block:
+    ``(node, user)``, one per user (which may read it twice), so that each echo sits
+    right above its user and no edge runs down the block."""
+    out: dict[tuple[Node, Node], None] = {}
+    for n in members:
+        for v in n.inputs:
+            if v.block is not b and v.block is not None and echoed(v):
+                out[v, n] = None
+    return list(out)
 
 
 def _terminator_last(b: Block, members: list[Node], ids: dict[Node, str]) -> list[str]:
@@ -215,6 +325,41 @@ class DrawError(RuntimeError):
     """A graph that cannot be drawn where asked: the reason in one line."""
 
 
+# Graphs with more nodes than this are drawn with straight edges: Graphviz's spline
+# router takes most of the time on them, and the 2.43 build in Debian 12 crashes in it
+# on some big clustered graphs (a 5,000-node one here).
+BIG_GRAPH = 1500
+STRAIGHT = "-Gsplines=line"
+
+
+def run_dot(text: str, fmt: str, what: str, out: str | None = None, *, straight: bool = False,
+            timeout: float = DOT_TIMEOUT) -> bytes:
+    """Run ``dot -T<fmt>`` on ``text`` (to ``out``, or returning the output); ``what``
+    names the graph in errors.  ``straight`` draws edges as straight lines; a ``dot``
+    that crashes is tried once more that way.  Raises :class:`GraphvizMissing` without
+    Graphviz (after writing the DOT text next to ``out``, when given) and
+    :class:`DrawError` when ``dot`` fails or takes longer than ``timeout`` seconds."""
+    exe = dot_program()
+    if exe is None:
+        if out is None:
+            raise GraphvizMissing()
+        dot_path = os.path.splitext(out)[0] + ".dot"
+        with open(dot_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        raise GraphvizMissing(dot_path)
+    cmd = [exe, f"-T{fmt}"] + ([STRAIGHT] if straight else []) + (["-o", out] if out else [])
+    try:
+        proc = subprocess.run(cmd, input=text.encode(), capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise DrawError(f"Graphviz dot took more than {timeout:g} s on {what}") from None
+    if proc.returncode < 0 and not straight:  # killed by a signal: a crash in the spline router
+        return run_dot(text, fmt, what, out, straight=True, timeout=timeout)
+    if proc.returncode != 0:
+        why = proc.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
+        raise DrawError(f"Graphviz dot failed on {what}: {why[0][:200]}")
+    return proc.stdout
+
+
 def render(g: Graph, path: str | os.PathLike[str], *, types: bool = True) -> str:
     """Draw ``g`` to ``path``; the suffix picks the format (.svg, .png, .pdf, or .dot for
     the DOT text).  Returns the path written.  Without Graphviz the DOT text is written
@@ -236,18 +381,5 @@ def render(g: Graph, path: str | os.PathLike[str], *, types: bool = True) -> str
         return out
     if fmt not in ("svg", "png", "pdf"):
         raise ValueError(f"cannot draw to {out!r}: use a .svg, .png, .pdf or .dot file name")
-    exe = dot_program()
-    if exe is None:
-        dot_path = os.path.splitext(out)[0] + ".dot"
-        with open(dot_path, "w", encoding="utf-8") as f:
-            f.write(text)
-        raise GraphvizMissing(dot_path)
-    try:
-        proc = subprocess.run([exe, f"-T{fmt}", "-o", out], input=text.encode(), capture_output=True,
-                              timeout=DOT_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise DrawError(f"Graphviz dot took more than {DOT_TIMEOUT} s on graph @{g.name}") from None
-    if proc.returncode != 0:
-        why = proc.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
-        raise DrawError(f"Graphviz dot failed on graph @{g.name}: {why[0][:200]}")
+    run_dot(text, fmt, f"graph @{g.name}", out, straight=g.num_nodes() > BIG_GRAPH)
     return out
