@@ -18,7 +18,7 @@ import numpy as np
 from nexus.frontend.onnx_control import convert_if, convert_loop, convert_scan
 from nexus.frontend.onnx_data import OnnxImportError, nexus_dtype, tensor_to_array
 from nexus.ir.node import Node
-from nexus.ir.types import FLOAT_DTYPES, TensorType, numpy_dtype
+from nexus.ir.types import FLOAT_DTYPES, NARROW_DTYPES, TensorType, numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.onnx_import import Importer
@@ -52,13 +52,35 @@ def convert_node(imp: Importer, nd: Any) -> None:
         raise OnnxImportError(f"ONNX op {nd.op_type} has no Nexus import rule")
     attrs = read_attrs(imp, nd)
     ins: Ins = [imp.read(n) if n else None for n in nd.input]
-    outs = list(fn(imp, ins, attrs))
+    narrow = {_t(v).dtype for v in ins if v is not None and _t(v).dtype in NARROW_DTYPES}
+    if narrow and nd.op_type not in _CARRY_NARROW:
+        outs = _widened(imp, fn, ins, attrs, narrow)
+    else:
+        outs = list(fn(imp, ins, attrs))
     for i, name in enumerate(nd.output):
         if not name:
             continue
         if i >= len(outs) or outs[i] is None:
             raise OnnxImportError(f"output {i} ({name!r}) of {nd.op_type} is not supported by the importer")
         imp.define(name, outs[i])  # type: ignore[arg-type]
+
+
+# Ops that take the narrow dtypes (bf16, float8, int4...) as they are: conversions, and
+# control flow, whose bodies are imported op by op.  Any other op on a narrow dtype runs
+# in the wider dtype that holds each of its values exactly (below).
+_CARRY_NARROW = frozenset({"Cast", "CastLike", "Identity", "Constant", "If", "Loop", "Scan"})
+_WIDE = {"i4": "i8", "i2": "i8", "u4": "u8", "u2": "u8"}  # the floats widen to f32
+
+
+def _widened(imp: Importer, fn: Converter, ins: Ins, attrs: dict[str, Any], narrow: set[str]) -> list[Node | None]:
+    """An op on narrow dtypes, computed in f32 (i8/u8 for the narrow ints) and rounded
+    back once: f32 holds every bf16/float8/float4 value exactly, and one rounding of the
+    exact-in-f32 result is what ONNX Runtime and the reference do for these types."""
+    wide = {d: _WIDE.get(d, "f32") for d in narrow}
+    args = [None if v is None else _cast(imp, v, wide.get(_t(v).dtype, _t(v).dtype)) for v in ins]
+    back = {w: d for d, w in wide.items()} if len(set(wide.values())) == len(wide) else {}
+    outs = list(fn(imp, args, attrs))
+    return [o if o is None or _t(o).dtype not in back else _cast(imp, o, back[_t(o).dtype]) for o in outs]
 
 
 def read_attrs(imp: Importer, nd: Any) -> dict[str, Any]:

@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.opdef import Attr, OpTypeError
-from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, Type, dtype_of, numpy_dtype
-from nexus.ops._rules import ALL_DTYPES, NUMERIC, broadcast, check_dtype, define, tensor, unary_rule
+from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, UNSIGNED_DTYPES, TensorType, Type, dtype_of, numpy_dtype
+from nexus.ops._rules import ANY_DTYPES, NUMERIC, broadcast, check_dtype, define, tensor, unary_rule
 from nexus.ops._special import erf
 
 FAMILY = "math"
 FLOATS = frozenset(FLOAT_DTYPES)
-SIGNED = frozenset(FLOAT_DTYPES | (INT_DTYPES - {"u8"}))
+SIGNED = frozenset(FLOAT_DTYPES | (INT_DTYPES - UNSIGNED_DTYPES))
 BOOL = frozenset({"bool"})
 
 
@@ -268,7 +268,7 @@ define("RightShift", FAMILY, ("a", "b"), _binary(INTS), _right_shift, may_fail_o
 # --- casts ---------------------------------------------------------------------------------
 def _cast_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
     t = tensor(op, ins[0], 0)
-    check_dtype(op, t, ALL_DTYPES)
+    check_dtype(op, t, ANY_DTYPES)
     return t.with_dtype(attrs["to"])
 
 
