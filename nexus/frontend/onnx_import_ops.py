@@ -877,12 +877,24 @@ def _range(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 @converts("Cast")
 def _cast_op(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     to = nexus_dtype(int(attrs["to"]), "Cast's 'to'")
-    return [imp.emit("Cast", [_req(ins[0], "input")], {"to": to})]
+    return [imp.emit("Cast", [_req(ins[0], "input")], {"to": to, **_cast_modes(attrs)})]
+
+
+def _cast_modes(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Cast's float8 attributes (opset 19/23), where the model gives them."""
+    out: dict[str, Any] = {}
+    if "saturate" in attrs:
+        out["saturate"] = bool(attrs["saturate"])
+    if "round_mode" in attrs:
+        mode = attrs["round_mode"]
+        out["round_mode"] = mode.decode() if isinstance(mode, bytes) else str(mode)
+    return out
 
 
 @converts("CastLike")
 def _castlike(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    return [imp.emit("Cast", [_req(ins[0], "input")], {"to": _t(_req(ins[1], "target_type")).dtype})]
+    return [imp.emit("Cast", [_req(ins[0], "input")], {"to": _t(_req(ins[1], "target_type")).dtype,
+                                                       **_cast_modes(attrs)})]
 
 
 @converts("Pad")

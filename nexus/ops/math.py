@@ -10,7 +10,16 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.opdef import Attr, OpTypeError
-from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, UNSIGNED_DTYPES, TensorType, Type, dtype_of, numpy_dtype
+from nexus.ir.types import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    NARROW_FLOAT_DTYPES,
+    UNSIGNED_DTYPES,
+    TensorType,
+    Type,
+    dtype_of,
+    numpy_dtype,
+)
 from nexus.ops._rules import ANY_DTYPES, NUMERIC, broadcast, check_dtype, define, tensor, unary_rule
 from nexus.ops._special import erf
 
@@ -269,12 +278,51 @@ define("RightShift", FAMILY, ("a", "b"), _binary(INTS), _right_shift, may_fail_o
 def _cast_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
     t = tensor(op, ins[0], 0)
     check_dtype(op, t, ANY_DTYPES)
+    if attrs.get("round_mode", "up") not in ("up", "down", "nearest"):
+        raise OpTypeError(f"{op}: round_mode must be up, down or nearest, not {attrs['round_mode']!r}")
     return t.with_dtype(attrs["to"])
 
 
-def _cast(x: Any, to: str) -> Any:
+def _cast(x: Any, to: str, saturate: bool = True, round_mode: str = "up") -> Any:
+    if to in NARROW_FLOAT_DTYPES and to not in ("bf16", "f4e2m1fn"):
+        y = _to_float8(np.asarray(x), to, saturate, round_mode)
+        return y[()] if np.ndim(x) == 0 else y
     return np.asarray(x).astype(numpy_dtype(to))[()] if np.ndim(x) == 0 else x.astype(numpy_dtype(to))
 
 
-define("Cast", FAMILY, ("x",), _cast_rule, _cast, attrs={"to": Attr("dtype", doc="target dtype")},
+def _to_float8(x: np.ndarray, to: str, saturate: bool, round_mode: str) -> np.ndarray:
+    """Float8 conversion as ONNX defines it: saturating (the default) clamps finite and
+    infinite values to the largest finite one (NaN stays NaN); without it, what is out of
+    range becomes inf or NaN, as the format has them.  E8M0 holds only powers of two: a
+    value rounds up (``round_mode``: or down, or to the nearer in mantissa terms)."""
+    dt = numpy_dtype(to)
+    xf = x.astype(np.float64)  # exact for every source dtype, so the one rounding is the last cast
+    if to == "f8e8m0fnu":
+        with np.errstate(all="ignore"):
+            m, e = np.frexp(xf)
+            up = {"up": m > 0.5, "down": np.zeros(m.shape, bool), "nearest": m >= 0.75}[round_mode]
+            k = e - 1 + up.astype(e.dtype)
+            if saturate:
+                k = np.clip(k, -127, 127)
+                k = np.where(np.isposinf(xf), 127, np.where(xf == 0, -127, k))
+            p = np.ldexp(1.0, k)
+            bad = np.isnan(xf) | (xf < 0) | (~saturate & (np.isinf(xf) | (k > 127) | (k < -127)))
+            return np.where(bad, np.nan, p).astype(dt)
+    if saturate:
+        big = float(_finfo_max(to))
+        xf = np.where(np.isnan(xf), xf, np.clip(xf, -big, big))
+    return xf.astype(dt)
+
+
+def _finfo_max(to: str) -> float:
+    import ml_dtypes  # noqa: PLC0415  (present: numpy_dtype(to) needed it already)
+
+    return float(ml_dtypes.finfo(numpy_dtype(to)).max)
+
+
+define("Cast", FAMILY, ("x",), _cast_rule, _cast,
+       attrs={"to": Attr("dtype", doc="target dtype"),
+              "saturate": Attr("bool", True, "float8 targets: clamp out-of-range values (and inf) to the largest "
+                                          "finite value; false: they become inf or NaN"),
+              "round_mode": Attr("str", "up", "f8e8m0fnu targets: round up, down or nearest to a power of two")},
        differentiable=True, doc="Converts to another dtype (floats to ints truncate toward zero).")
