@@ -678,38 +678,94 @@ def _dropout(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None
 @converts("Resize", "Upsample")
 def _resize(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "X")
-    mode = attrs.get("mode", "nearest")
-    if mode not in ("nearest", "linear"):
-        raise OnnxImportError(f"Resize mode {mode!r} is not supported (nearest, linear)")
-    if attrs.get("antialias", 0) or attrs.get("axes") is not None:
-        raise OnnxImportError("Resize with antialias or axes is not supported")
-    if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise OnnxImportError("Resize keep_aspect_ratio_policy other than stretch is not supported")
-    ctm = attrs.get("coordinate_transformation_mode", "half_pixel" if imp.node.op_type == "Resize" else "asymmetric")
-    if imp.node.op_type == "Upsample" or imp.opset < 11:
+    upsample = imp.node.op_type == "Upsample"
+    mode = _text(attrs.get("mode", "nearest"))
+    if mode not in ("nearest", "linear", "cubic"):
+        raise OnnxImportError(f"Resize mode {mode!r} is not supported (nearest, linear, cubic)")
+    ctm = _text(attrs.get("coordinate_transformation_mode", "half_pixel"))
+    if upsample or imp.opset < 11:
         ctm = "asymmetric"
-    sizes_in = ins[3] if len(ins) > 3 else None
-    scales_in = ins[1] if imp.node.op_type == "Upsample" else (ins[2] if len(ins) > 2 else None)
+    shape = _t(x).shape
+    rank = len(shape) if shape is not None else None
+    axes = attrs.get("axes")
+    if axes is not None:
+        if rank is None:
+            raise OnnxImportError("Resize with axes needs the input's rank")
+        axes = [int(a) + rank if int(a) < 0 else int(a) for a in axes]
+    sizes_in = None if upsample else (ins[3] if len(ins) > 3 else None)
+    scales_in = ins[1] if upsample else (ins[2] if len(ins) > 2 else None)
+    sv = imp.value_of(scales_in) if scales_in is not None else None
+    if sv is not None and np.asarray(sv).size == 0:
+        scales_in, sv = None, None  # an empty scales input stands for "not given"
+    spec: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": ctm,
+                            "nearest_mode": _text(attrs.get("nearest_mode", "round_prefer_floor")),
+                            "cubic_coeff_a": float(attrs.get("cubic_coeff_a", -0.75)),
+                            "exclude_outside": bool(attrs.get("exclude_outside", 0)),
+                            "extrapolation_value": float(attrs.get("extrapolation_value", 0.0)),
+                            "antialias": bool(attrs.get("antialias", 0))}
+    if ctm == "tf_crop_and_resize":
+        roi = np.asarray(imp.need_value(_req(ins[1] if len(ins) > 1 else None, "roi"), "Resize's roi"), np.float64)
+        spec["roi"] = _full_roi(roi.reshape(-1), axes, rank)
+    static = shape is not None and all(isinstance(d, int) for d in shape)
+    policy = _text(attrs.get("keep_aspect_ratio_policy", "stretch"))
     if sizes_in is not None:
-        sizes = _i64_vec(imp, sizes_in)
+        if axes is None and policy == "stretch":
+            return [imp.emit("Resize", [x, _i64_vec(imp, sizes_in)], spec)]
+        if not static:
+            raise OnnxImportError("Resize with axes or keep_aspect_ratio_policy needs the input's static shape")
+        want = [int(v) for v in np.asarray(imp.need_value(sizes_in, "Resize's sizes")).reshape(-1)]
+        used = axes if axes is not None else list(range(len(shape)))  # type: ignore[arg-type]
+        scales = [1.0] * len(shape)  # type: ignore[arg-type]
+        sizes = list(shape)  # type: ignore[arg-type]
+        for a, w in zip(used, want):
+            scales[a], sizes[a] = w / shape[a], w  # type: ignore[index,operator]
+        if policy != "stretch":
+            if policy not in ("not_larger", "not_smaller"):
+                raise OnnxImportError(f"Resize keep_aspect_ratio_policy {policy!r} is not supported")
+            pick = min if policy == "not_larger" else max
+            s = pick(scales[a] for a in used)
+            for a in used:
+                scales[a], sizes[a] = s, int(s * shape[a] + 0.5)  # type: ignore[index,operator]
+            spec["scales"] = tuple(float(v) for v in scales)
+        return [imp.emit("Resize", [x, imp.const(np.array(sizes, np.int64))], spec)]
+    scales_node = _req(scales_in, "scales")
+    if sv is None and (axes is not None or mode != "nearest" or ctm != "asymmetric"):
+        sv = imp.need_value(scales_node, "Resize's scales")  # the coordinates depend on them
+    if sv is None:
+        dims = imp.emit("Cast", [imp.emit("ShapeOf", [x])], {"to": "f32"})
+        f = imp.emit("Mul", [dims, _cast(imp, scales_node, "f32")])
+        sizes_node = imp.emit("Cast", [imp.emit("Floor", [f])], {"to": "i64"})
+        return [imp.emit("Resize", [x, sizes_node], spec)]
+    given = [float(v) for v in np.asarray(sv, np.float64).reshape(-1)]
+    if rank is None:
+        raise OnnxImportError("Resize with scales needs the input's rank")
+    full = [1.0] * rank
+    for a, v in zip(axes if axes is not None else range(rank), given):
+        full[a] = v
+    spec["scales"] = tuple(full)
+    if static:
+        sizes_node = imp.const(np.floor(np.array(shape, np.float64) * np.array(full)).astype(np.int64))
     else:
-        scales = _req(scales_in, "scales")
-        shape = _t(x).shape
-        sv = imp.value_of(scales)
-        if sv is not None and shape is not None and all(isinstance(d, int) for d in shape):
-            sizes = imp.const(np.floor(np.array(shape, np.float64) * np.asarray(sv, np.float64)).astype(np.int64))
-        else:
-            dims = imp.emit("Cast", [imp.emit("ShapeOf", [x])], {"to": "f32"})
-            f = imp.emit("Mul", [dims, _cast(imp, scales, "f32")])
-            sizes = imp.emit("Cast", [imp.emit("Floor", [f])], {"to": "i64"})
-        if ctm != "align_corners" and sv is not None and mode == "linear" and shape is not None:
-            sz = imp.value_of(sizes)
-            if sz is not None and not np.allclose(np.asarray(sz) / np.maximum(np.array(shape, np.float64), 1), sv):
-                raise OnnxImportError("Resize with scales that do not divide the sizes exactly is not supported")
-    nm = attrs.get("nearest_mode", "round_prefer_floor")
-    if ctm == "tf_crop_and_resize" or ctm == "half_pixel_symmetric":
-        raise OnnxImportError(f"Resize coordinate_transformation_mode {ctm!r} is not supported")
-    return [imp.emit("Resize", [x, sizes], {"mode": mode, "coordinate_transformation_mode": ctm, "nearest_mode": nm})]
+        dims = imp.emit("Cast", [imp.emit("ShapeOf", [x])], {"to": "f64"})
+        f = imp.emit("Mul", [dims, imp.const(np.array(full, np.float64))])
+        sizes_node = imp.emit("Cast", [imp.emit("Floor", [f])], {"to": "i64"})
+    return [imp.emit("Resize", [x, sizes_node], spec)]
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _full_roi(roi: np.ndarray, axes: list[int] | None, rank: int | None) -> tuple[float, ...]:
+    """Resize's roi (starts then ends of the given axes) for every axis."""
+    if axes is None:
+        return tuple(float(v) for v in roi)
+    if rank is None or roi.size != 2 * len(axes):
+        raise OnnxImportError(f"Resize's roi has {roi.size} entries; axes {axes} need {2 * len(axes)}")
+    full = [0.0] * rank + [1.0] * rank
+    for i, a in enumerate(axes):
+        full[a], full[rank + a] = float(roi[i]), float(roi[len(axes) + i])
+    return tuple(full)
 
 
 # --- shapes --------------------------------------------------------------------------------

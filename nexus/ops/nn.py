@@ -18,6 +18,7 @@ import sympy
 from numpy.lib.stride_tricks import sliding_window_view
 
 from nexus.ir.opdef import Attr, Inferred, OpTypeError
+from nexus.ops import _resize as _rs
 from nexus.ir.types import FLOAT_DTYPES, TensorType, Type, simplify_dim
 from nexus.ops._rules import (
     assume_equal,
@@ -394,23 +395,28 @@ define("Dropout", FAMILY, ("x",), _dropout_rule, lambda x, ratio=0.5: x, differe
 
 
 # --- Resize ------------------------------------------------------------------------------
-_COORD = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
-_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
-
-
 def _resize_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
     x, s = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
     check_dtype(op, x, FLOATS)
     check_int_vector(op, s, "sizes")
-    for key, allowed in (("mode", ("nearest", "linear")), ("coordinate_transformation_mode", _COORD),
-                         ("nearest_mode", _NEAREST)):
+    for key, allowed in (("mode", _rs.MODES), ("coordinate_transformation_mode", _rs.COORD_MODES),
+                         ("nearest_mode", _rs.NEAREST_MODES)):
         if attrs[key] not in allowed:
             raise OpTypeError(f"{op}: {key} must be one of {', '.join(allowed)}, got {attrs[key]!r}")
+    if attrs.get("antialias") and attrs["mode"] == "nearest":
+        raise OpTypeError(f"{op}: antialias applies to linear and cubic, not nearest")
     if x.shape is None:
         return x
+    rank = len(x.shape)
     n = s.shape[0] if s.shape is not None else None
-    if isinstance(n, int) and n != len(x.shape):
-        raise OpTypeError(f"{op}: sizes has {n} entries, x has rank {len(x.shape)}")
+    if isinstance(n, int) and n != rank:
+        raise OpTypeError(f"{op}: sizes has {n} entries, x has rank {rank}")
+    for key, want in (("scales", rank), ("roi", 2 * rank)):
+        got = attrs.get(key)
+        if got is not None and len(got) != want:
+            raise OpTypeError(f"{op}: {key} has {len(got)} entries, x of rank {rank} needs {want}")
+    if attrs.get("scales") is not None and any(not v > 0 for v in attrs["scales"]):
+        raise OpTypeError(f"{op}: scales must be positive, got {list(attrs['scales'])}")
     sizes = dims_value(values[1])
     if sizes is None:
         from nexus.ir.types import fresh_dim
@@ -419,56 +425,33 @@ def _resize_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values:
     return x.with_shape(tuple(sizes))
 
 
-def _source_coords(out: int, inp: int, mode: str) -> np.ndarray:
-    o = np.arange(out, dtype=np.float64)
-    scale = out / inp
-    if mode == "asymmetric":
-        return o / scale
-    if mode == "align_corners":
-        return o * (inp - 1) / (out - 1) if out > 1 else np.zeros(out)
-    if mode == "pytorch_half_pixel" and out == 1:
-        return np.zeros(out)
-    return (o + 0.5) / scale - 0.5
+def resize_spec(attrs: Mapping[str, Any]) -> _rs.ResizeSpec:
+    """The attributes of a Resize (or ResizeGrad) call as a ResizeSpec."""
+    return _rs.ResizeSpec(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()})
 
 
-def _nearest_index(src: np.ndarray, mode: str, inp: int) -> np.ndarray:
-    if mode == "floor":
-        idx = np.floor(src)
-    elif mode == "ceil":
-        idx = np.ceil(src)
-    elif mode == "round_prefer_ceil":
-        idx = np.floor(src + 0.5)
-    else:
-        idx = np.ceil(src - 0.5)
-    return np.clip(idx, 0, inp - 1).astype(np.int64)
+def _resize(x: Any, sizes: Any, **attrs: Any) -> np.ndarray:
+    spec = resize_spec(attrs)
+    xa = np.asarray(x)
+    plans = _rs.plan(xa.shape, [int(v) for v in sizes], spec)
+    out = _rs.apply(_wide(xa), plans, spec.extrapolation_value)
+    return np.ascontiguousarray(out.astype(xa.dtype))
 
 
-def _resize(x: Any, sizes: Any, mode: str = "nearest", coordinate_transformation_mode: str = "half_pixel",
-            nearest_mode: str = "round_prefer_floor") -> np.ndarray:
-    out = _wide(x)
-    for axis, size in enumerate(int(v) for v in sizes):
-        inp = out.shape[axis]
-        if size == inp and coordinate_transformation_mode != "align_corners" and mode == "nearest":
-            continue
-        src = _source_coords(size, inp, coordinate_transformation_mode)
-        if mode == "nearest":
-            out = np.take(out, _nearest_index(src, nearest_mode, inp), axis=axis)
-            continue
-        src = np.clip(src, 0, inp - 1)
-        lo = np.floor(src).astype(np.int64)
-        hi = np.minimum(lo + 1, inp - 1)
-        frac = (src - lo).astype(out.dtype)
-        shape = [1] * out.ndim
-        shape[axis] = size
-        frac = frac.reshape(shape)
-        out = np.take(out, lo, axis=axis) * (1 - frac) + np.take(out, hi, axis=axis) * frac
-    return np.ascontiguousarray(out.astype(np.asarray(x).dtype))
+RESIZE_ATTRS = {
+    "mode": Attr("str", "nearest", "nearest, linear (n-linear over the resized axes) or cubic"),
+    "coordinate_transformation_mode": Attr("str", "half_pixel", "how an output index maps to an input coordinate: "
+                                           + ", ".join(_rs.COORD_MODES)),
+    "nearest_mode": Attr("str", "round_prefer_floor", ", ".join(_rs.NEAREST_MODES)),
+    "scales": Attr("floats", None, "the scale per axis the coordinates use (ONNX's scales input); default "
+                   "sizes / input shape"),
+    "roi": Attr("floats", None, "tf_crop_and_resize: starts then ends per axis, as fractions of the input"),
+    "cubic_coeff_a": Attr("float", -0.75, "cubic: the kernel's a (-0.5 is TensorFlow's)"),
+    "exclude_outside": Attr("bool", False, "give the taps outside the input weight 0 and renormalise"),
+    "extrapolation_value": Attr("float", 0.0, "tf_crop_and_resize: the value where the coordinate is outside"),
+    "antialias": Attr("bool", False, "linear/cubic: widen the filter by 1/scale when downsampling"),
+}
 
-
-define("Resize", FAMILY, ("x", "sizes"), _resize_rule, _resize, differentiable=True,
-       attrs={
-           "mode": Attr("str", "nearest", "nearest or linear (n-linear over the resized axes)"),
-           "coordinate_transformation_mode": Attr("str", "half_pixel", ", ".join(_COORD)),
-           "nearest_mode": Attr("str", "round_prefer_floor", ", ".join(_NEAREST)),
-       },
-       doc="Resizes x to `sizes` (one entry per axis, a 1-D int tensor), as ONNX Resize with sizes.", may_fail=True)
+define("Resize", FAMILY, ("x", "sizes"), _resize_rule, _resize, differentiable=True, attrs=RESIZE_ATTRS,
+       doc="Resizes x to `sizes` (one entry per axis, a 1-D int tensor), as ONNX Resize (opset 19) "
+           "with sizes; its scales and roi inputs are attributes.", may_fail=True)
