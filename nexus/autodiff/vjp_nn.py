@@ -62,7 +62,7 @@ def _max_pool(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list
 
 @defvjp("AveragePool")
 def _avg_pool(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
-    a = _pick(n, "kernel_shape", "strides", "pads", "ceil_mode", "count_include_pad")
+    a = _pick(n, "kernel_shape", "strides", "pads", "ceil_mode", "count_include_pad", "dilations")
     return [e.op("AveragePoolGrad", g, ins[0], **a)]
 
 

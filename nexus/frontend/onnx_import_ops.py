@@ -528,7 +528,7 @@ def _pool(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
             raise OnnxImportError("MaxPool's Indices output is not supported")
         return [imp.emit("MaxPool", [x], a)]
     if any(d != 1 for d in dil):
-        raise OnnxImportError("AveragePool with dilations is not supported")
+        a["dilations"] = tuple(dil)
     a["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
     return [imp.emit("AveragePool", [x], a)]
 
@@ -667,12 +667,26 @@ def _lrn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 def _dropout(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "data")
     if len(ins) > 2 and ins[2] is not None:
-        mode = imp.value_of(ins[2])
-        if mode is None or bool(np.asarray(mode)):
-            raise OnnxImportError("Dropout in training mode is not supported (inference only)")
+        mode = imp.need_value(ins[2], "Dropout's training_mode")
+        if bool(np.asarray(mode)):
+            return _dropout_training(imp, x, ins[1] if len(ins) > 1 else None, attrs)
     y = imp.emit("Identity", [x])
     mask = imp.emit("ConstantOfShape", [imp.emit("ShapeOf", [x])], {"value": np.array([True])})
     return [y, mask]
+
+
+def _dropout_training(imp: Importer, x: Node, ratio: Node | None, attrs: dict[str, Any]) -> list[Node | None]:
+    """Training-mode Dropout: keep = uniform(0, 1) >= ratio, y = x * keep / (1 - ratio).
+    The draw is NumPy's legacy stream seeded with the node's seed (0 when it has none), as
+    ONNX's reference implementation draws, so a seeded model gives the reference's mask."""
+    dt = _t(x).dtype
+    r = _cast(imp, ratio, "f64") if ratio is not None else imp.const(np.array(0.5, np.float64))
+    seed = imp.const(np.array(int(attrs.get("seed", 0)), np.int64))
+    u = imp.emit("RandomUniform", [imp.emit("ShapeOf", [x]), seed], {"dtype": "f64", "generator": "mt19937"})
+    keep = imp.emit("GreaterEqual", [u, r])
+    scale = imp.emit("Div", [imp.const(np.array(1.0, np.float64)), imp.emit("Sub", [imp.const(np.array(1.0)), r])])
+    y = imp.emit("Mul", [imp.emit("Mul", [x, _cast(imp, keep, dt)]), _cast(imp, scale, dt)])
+    return [y, keep]
 
 
 @converts("Resize", "Upsample")
@@ -957,8 +971,8 @@ def _castlike(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | Non
 def _pad(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "data")
     mode = attrs.get("mode", "constant")
-    if mode not in ("constant", "reflect", "edge"):
-        raise OnnxImportError(f"Pad mode {mode!r} is not supported (constant, reflect, edge)")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise OnnxImportError(f"Pad mode {mode!r} is not supported (constant, reflect, edge, wrap)")
     value = 0.0
     if len(ins) > 1:
         pads = _i64_vec(imp, _req(ins[1], "pads"))

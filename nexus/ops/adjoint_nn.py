@@ -101,12 +101,12 @@ def _max_pool_grad(g: Any, x: Any, kernel_shape: Sequence[int], strides: Any = N
 
 
 def _avg_pool_grad(g: Any, x: Any, kernel_shape: Sequence[int], strides: Any = None, pads: Any = None,
-                   ceil_mode: bool = False, count_include_pad: bool = False) -> Any:
+                   ceil_mode: bool = False, count_include_pad: bool = False, dilations: Any = None) -> Any:
     xa, ga = np.asarray(x), np.asarray(g)
     n = xa.ndim - 2
-    src = _index_windows(xa, kernel_shape, strides, pads, None, ceil_mode)
+    src = _index_windows(xa, kernel_shape, strides, pads, dilations, ceil_mode)
     inside = np.ones((1, 1) + xa.shape[2:], np.float64)
-    count = nn._pool_windows(inside, 1.0 if count_include_pad else 0.0, kernel_shape, strides, pads, None,
+    count = nn._pool_windows(inside, 1.0 if count_include_pad else 0.0, kernel_shape, strides, pads, dilations,
                              ceil_mode, overhang_fill=0.0)
     count = np.maximum(count.sum(axis=tuple(range(-n, 0))), 1)
     share = np.broadcast_to((ga / count)[..., None], src.shape)
@@ -146,7 +146,8 @@ define("MaxPoolGrad", FAMILY, ("grad", "x"), _like1_rule, _max_pool_grad,
                   attrs={**_POOL, "dilations": Attr("ints", None, "as the forward op")},
                   doc="Adjoint of MaxPool: each window's cotangent goes to its (first) maximum.", may_fail=True)
 define("AveragePoolGrad", FAMILY, ("grad", "x"), _like1_rule, _avg_pool_grad,
-                  attrs={**_POOL, "count_include_pad": Attr("bool", False, "as the forward op")},
+                  attrs={**_POOL, "count_include_pad": Attr("bool", False, "as the forward op"),
+                         "dilations": Attr("ints", None, "as the forward op")},
                   doc="Adjoint of AveragePool: each window's cotangent shared over its elements.", may_fail=True)
 define("ResizeGrad", FAMILY, ("grad", "x", "sizes"), _like1_rule, _resize_grad,
                   attrs={k: Attr(a.kind, a.default, "as the forward op") for k, a in nn.RESIZE_ATTRS.items()},

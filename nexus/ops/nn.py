@@ -259,17 +259,17 @@ def _max_pool(x: Any, kernel_shape: Sequence[int], strides: Any = None, pads: An
 
 
 def _avg_pool(x: Any, kernel_shape: Sequence[int], strides: Any = None, pads: Any = None,
-              ceil_mode: bool = False, count_include_pad: bool = False) -> np.ndarray:
+              ceil_mode: bool = False, count_include_pad: bool = False, dilations: Any = None) -> np.ndarray:
     xa = _wide(x)
     n = xa.ndim - 2
     axes = tuple(range(-n, 0))
-    win = _pool_windows(xa, 0.0, kernel_shape, strides, pads, None, ceil_mode)
+    win = _pool_windows(xa, 0.0, kernel_shape, strides, pads, dilations, ceil_mode)
     total = win.sum(axis=axes)
     # Divisor: the window's elements inside the input, plus (count_include_pad) those in
     # the explicit padding; the ceil-mode overhang never counts (as PyTorch and ORT).
     inside = np.ones((1, 1) + xa.shape[2:], xa.dtype)
-    count = _pool_windows(inside, 1.0 if count_include_pad else 0.0, kernel_shape, strides, pads, None, ceil_mode,
-                          overhang_fill=0.0)
+    count = _pool_windows(inside, 1.0 if count_include_pad else 0.0, kernel_shape, strides, pads, dilations,
+                          ceil_mode, overhang_fill=0.0)
     out = total / np.maximum(count.sum(axis=axes), 1)
     return np.ascontiguousarray(out.astype(np.asarray(x).dtype))
 
@@ -284,7 +284,8 @@ define("MaxPool", FAMILY, ("x",), _pool_rule, _max_pool, differentiable=True,
        attrs={**_POOL_ATTRS, "dilations": Attr("ints", None, "window dilation (default 1)")},
        doc="Maximum over sliding windows of x [N, C, *spatial] (padding never wins), as ONNX MaxPool.")
 define("AveragePool", FAMILY, ("x",), _pool_rule, _avg_pool, differentiable=True,
-       attrs={**_POOL_ATTRS, "count_include_pad": Attr("bool", False, "count padded elements in the divisor")},
+       attrs={**_POOL_ATTRS, "count_include_pad": Attr("bool", False, "count padded elements in the divisor"),
+              "dilations": Attr("ints", None, "window dilation (default 1)")},
        doc="Mean over sliding windows of x [N, C, *spatial], as ONNX AveragePool.")
 
 

@@ -192,7 +192,7 @@ def _maxpool(ex: Exporter, n: Node, x: str) -> str:
 @register_lowering("onnx", "AveragePool")
 def _avgpool(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("AveragePool", [x], **_attrs(n, "kernel_shape", "strides", "pads", "ceil_mode",
-                                                 "count_include_pad"))[0]
+                                                 "count_include_pad", "dilations"))[0]
 
 
 @register_lowering("onnx", "BatchNormalization")

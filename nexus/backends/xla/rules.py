@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax import lax
+import numpy as np
 
 from nexus.backends.base import register_lowering
 from nexus.backends.xla.trace import BACKEND, Trace
@@ -113,7 +114,14 @@ REDUCE: dict[str, Callable[..., Any]] = {"ReduceSum": jnp.sum, "ReduceMean": jnp
 @register_lowering(BACKEND, *REDUCE)
 def _reduce(tr: Trace, node: Node, x: Any) -> Any:
     axes = node.attrs.get("axes")
-    out = REDUCE[node.op.name](x, axis=None if axes is None else tuple(axes), keepdims=bool(node.attrs["keepdims"]))
+    extra: dict[str, Any] = {}
+    if node.op.name in ("ReduceMax", "ReduceMin") and jnp.size(x) == 0:  # shapes are static here
+        dt = np.dtype(jnp.asarray(x).dtype)
+        high = node.op.name == "ReduceMin"
+        extra["initial"] = (np.inf if high else -np.inf) if dt.kind == "f" else (
+            np.iinfo(dt).max if high else np.iinfo(dt).min)
+    out = REDUCE[node.op.name](x, axis=None if axes is None else tuple(axes), keepdims=bool(node.attrs["keepdims"]),
+                               **extra)
     return out.astype(out_dtype(node))
 
 
