@@ -493,10 +493,13 @@ def _conv_t(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]
         want = list(attrs["output_shape"])[-n:] if attrs.get("output_shape") is not None else \
             [d * s for d, s in zip(spatial, strides)]
         pads_b, pads_e = [], []
-        for d, k, s, dl, op_, o in zip(spatial, kernel, strides, dil, outpad, want):
+        for i, (d, k, s, dl, op_, o) in enumerate(zip(spatial, kernel, strides, dil, outpad, want)):
             if not isinstance(d, int):
                 raise OnnxImportError("ConvTranspose with output_shape or auto_pad needs static spatial dims")
             total = s * (d - 1) + op_ + ((k - 1) * dl + 1) - o
+            if total < 0:  # the output_shape asks for more than the strides make: zeros at the end
+                outpad[i] -= total
+                total = 0
             lower = mode == "SAME_LOWER" or (attrs.get("output_shape") is None and False)
             b = total - total // 2 if lower else total // 2
             pads_b.append(b)
@@ -526,6 +529,8 @@ def _pool(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
         a["dilations"] = tuple(dil)
         if len(imp.node.output) > 1 and imp.node.output[1]:
             raise OnnxImportError("MaxPool's Indices output is not supported")
+        if _t(x).dtype in ("i8", "u8"):  # f32 holds every 8-bit int, and a max is exact
+            return [_cast(imp, imp.emit("MaxPool", [_cast(imp, x, "f32")], a), _t(x).dtype)]
         return [imp.emit("MaxPool", [x], a)]
     if any(d != 1 for d in dil):
         a["dilations"] = tuple(dil)
@@ -541,10 +546,26 @@ def _gmax(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 
 @converts("BatchNormalization")
 def _bn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    if attrs.get("training_mode", 0):
-        raise OnnxImportError("BatchNormalization in training mode is not supported (inference only)")
     args = [_req(v, str(i)) for i, v in enumerate(ins[:5])]
-    return [imp.emit("BatchNormalization", args, {"epsilon": float(attrs.get("epsilon", 1e-5))})]
+    eps = {"epsilon": float(attrs.get("epsilon", 1e-5))}
+    if not attrs.get("training_mode", 0):
+        return [imp.emit("BatchNormalization", args, eps)]
+    # Training: normalise with the batch's statistics (mean and population variance over
+    # every axis but the channels) and update the running ones with the momentum.
+    x, _, _, mean, var = args
+    axes = tuple(i for i in range(_rank(x)) if i != 1)
+    m = imp.emit("ReduceMean", [x], {"axes": axes, "keepdims": True})
+    d = imp.emit("Sub", [x, m])
+    v = imp.emit("ReduceMean", [imp.emit("Mul", [d, d])], {"axes": axes, "keepdims": False})
+    m = imp.emit("ReduceMean", [x], {"axes": axes, "keepdims": False})
+    y = imp.emit("BatchNormalization", [*args[:3], m, v], eps)
+    mom = float(attrs.get("momentum", 0.9))
+
+    def running(old: Node, batch: Node) -> Node:
+        return imp.emit("Add", [imp.emit("Mul", [old, _like(imp, mom, old)]),
+                                imp.emit("Mul", [_cast(imp, batch, _t(old).dtype), _like(imp, 1 - mom, old)])])
+
+    return [y, running(mean, m), running(var, v)]
 
 
 @converts("InstanceNormalization")
