@@ -733,11 +733,13 @@ def _resize(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]
     if sv is not None and np.asarray(sv).size == 0:
         scales_in, sv = None, None  # an empty scales input stands for "not given"
     spec: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": ctm,
-                            "nearest_mode": _text(attrs.get("nearest_mode", "round_prefer_floor")),
-                            "cubic_coeff_a": float(attrs.get("cubic_coeff_a", -0.75)),
-                            "exclude_outside": bool(attrs.get("exclude_outside", 0)),
-                            "extrapolation_value": float(attrs.get("extrapolation_value", 0.0)),
-                            "antialias": bool(attrs.get("antialias", 0))}
+                            "nearest_mode": _text(attrs.get("nearest_mode", "round_prefer_floor"))}
+    if mode == "cubic" and "cubic_coeff_a" in attrs:
+        spec["cubic_coeff_a"] = float(attrs["cubic_coeff_a"])
+    if mode != "nearest":
+        spec.update({k: True for k in ("exclude_outside", "antialias") if attrs.get(k, 0)})
+    if ctm == "tf_crop_and_resize" and "extrapolation_value" in attrs:
+        spec["extrapolation_value"] = float(attrs["extrapolation_value"])
     if ctm == "tf_crop_and_resize":
         roi = np.asarray(imp.need_value(_req(ins[1] if len(ins) > 1 else None, "roi"), "Resize's roi"), np.float64)
         spec["roi"] = _full_roi(roi.reshape(-1), axes, rank)

@@ -278,7 +278,7 @@ define("RightShift", FAMILY, ("a", "b"), _binary(INTS), _right_shift, may_fail_o
 def _cast_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
     t = tensor(op, ins[0], 0)
     check_dtype(op, t, ANY_DTYPES)
-    if attrs.get("round_mode", "up") not in ("up", "down", "nearest"):
+    if attrs.get("round_mode") not in (None, "up", "down", "nearest"):
         raise OpTypeError(f"{op}: round_mode must be up, down or nearest, not {attrs['round_mode']!r}")
     return t.with_dtype(attrs["to"])
 
@@ -322,7 +322,8 @@ def _finfo_max(to: str) -> float:
 
 define("Cast", FAMILY, ("x",), _cast_rule, _cast,
        attrs={"to": Attr("dtype", doc="target dtype"),
-              "saturate": Attr("bool", True, "float8 targets: clamp out-of-range values (and inf) to the largest "
-                                          "finite value; false: they become inf or NaN"),
-              "round_mode": Attr("str", "up", "f8e8m0fnu targets: round up, down or nearest to a power of two")},
+              "saturate": Attr("bool", None, "float8 targets: clamp out-of-range values (and inf) to the largest "
+                                          "finite value (the default); false: they become inf or NaN"),
+              "round_mode": Attr("str", None, "f8e8m0fnu targets: round up (the default), down or nearest to a "
+                                        "power of two")},
        differentiable=True, doc="Converts to another dtype (floats to ints truncate toward zero).")

@@ -447,10 +447,12 @@ RESIZE_ATTRS = {
     "scales": Attr("floats", None, "the scale per axis the coordinates use (ONNX's scales input); default "
                    "sizes / input shape"),
     "roi": Attr("floats", None, "tf_crop_and_resize: starts then ends per axis, as fractions of the input"),
-    "cubic_coeff_a": Attr("float", -0.75, "cubic: the kernel's a (-0.5 is TensorFlow's)"),
-    "exclude_outside": Attr("bool", False, "give the taps outside the input weight 0 and renormalise"),
-    "extrapolation_value": Attr("float", 0.0, "tf_crop_and_resize: the value where the coordinate is outside"),
-    "antialias": Attr("bool", False, "linear/cubic: widen the filter by 1/scale when downsampling"),
+    # None (absent) stands for the ONNX default, so graphs that do not use these print as before.
+    "cubic_coeff_a": Attr("float", None, "cubic: the kernel's a (default -0.75; -0.5 is TensorFlow's)"),
+    "exclude_outside": Attr("bool", None, "give the taps outside the input weight 0 and renormalise"),
+    "extrapolation_value": Attr("float", None, "tf_crop_and_resize: the value where the coordinate is "
+                                "outside (default 0)"),
+    "antialias": Attr("bool", None, "linear/cubic: widen the filter by 1/scale when downsampling"),
 }
 
 define("Resize", FAMILY, ("x", "sizes"), _resize_rule, _resize, differentiable=True, attrs=RESIZE_ATTRS,

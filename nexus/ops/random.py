@@ -23,7 +23,7 @@ def _rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequen
     check_int_scalar(op, seed, "the seed")
     if attrs["dtype"] not in FLOAT_DTYPES:
         raise OpTypeError(f"{op}: dtype must be a float type, got {attrs['dtype']}")
-    if attrs.get("generator", "pcg64") not in _GENERATORS:
+    if attrs.get("generator") not in (None, *_GENERATORS):
         raise OpTypeError(f"{op}: generator must be one of {', '.join(_GENERATORS)}, got {attrs['generator']!r}")
     dims = dims_value(values[0])
     return TensorType(attrs["dtype"], tuple(dims) if dims is not None else fresh_shape(vector_len(shape)))
@@ -58,7 +58,7 @@ define("RandomUniform", FAMILY, ("shape", "seed"), _rule, _uniform, pure=False,
            "dtype": Attr("dtype", "f32", "a float dtype"),
            "low": Attr("float", 0.0, "lower bound (included)"),
            "high": Attr("float", 1.0, "upper bound (excluded)"),
-           "generator": Attr("str", "pcg64", "pcg64: NumPy's default Generator; mt19937: NumPy's legacy "
+           "generator": Attr("str", None, "pcg64 (the default): NumPy's default Generator; mt19937: NumPy's legacy "
                              "RandomState (np.random.seed), the stream ONNX's reference Dropout draws from"),
        },
        doc="Uniform samples in [low, high) of the shape held in `shape`; the same seed gives the same tensor.",

@@ -15,8 +15,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 import numpy as np
+from jax import lax
 
 from nexus.backends.base import register_lowering
 from nexus.backends.xla.trace import BACKEND, Trace
@@ -94,11 +94,6 @@ def _where(tr: Trace, node: Node, c: Any, a: Any, b: Any) -> Any:
 @register_lowering(BACKEND, "Clip")
 def _clip(tr: Trace, node: Node, x: Any, lo: Any, hi: Any) -> Any:
     return jnp.minimum(jnp.maximum(x, lo), hi)
-
-
-@register_lowering(BACKEND, "Cast")
-def _cast(tr: Trace, node: Node, x: Any) -> Any:
-    return jnp.asarray(x).astype(out_dtype(node))
 
 
 @register_lowering(BACKEND, "Constant")
