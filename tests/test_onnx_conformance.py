@@ -58,6 +58,8 @@ def test_import_export_roundtrip_matches_onnxruntime(case: conf.Case) -> None:
     names = [i.name for i in case.model.graph.input if i.name not in {t.name for t in case.model.graph.initializer}]
     for inputs, _ in case.data_sets:
         feeds = dict(zip(names, [np.asarray(_normalize_tensor(x)) for x in inputs]))
+        if any(v.dtype.kind == "V" for v in feeds.values()):
+            pytest.skip("ONNX Runtime takes no bfloat16/float8 arrays from NumPy (ml_dtypes)")
         want = ort.InferenceSession(case.model.SerializeToString()).run(None, feeds)
         got = ort.InferenceSession(exported.SerializeToString()).run(None, {i.name: feeds[n] for i, n in
                                                                               zip(exported.graph.input, names)})
