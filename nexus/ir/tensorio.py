@@ -68,8 +68,8 @@ def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
     head, arrays = _layout(tensors, metadata)
     with open(path, "wb") as f:
         f.write(head)
-        for a in arrays:  # straight from the arrays' memory, no intermediate copy
-            f.write(a.data)
+        for a in arrays:  # straight from the arrays' memory, no intermediate copy (as bytes: the
+            f.write(a.reshape(-1).view(np.uint8).data)  # ml_dtypes types have no buffer format)
 
 
 def _layout(tensors: Mapping[str, np.ndarray],
@@ -99,7 +99,7 @@ def _layout(tensors: Mapping[str, np.ndarray],
 
 def _st_dtype(dt: np.dtype, name: str) -> str:
     st = _ST_BY_KIND.get((dt.kind, dt.itemsize))
-    if st is None and dt.kind == "V":
+    if st is None and dt.kind in "Vf":  # the ml_dtypes types (float8_e5m2 reports 'f')
         try:
             st = _ST_BY_NARROW.get(dtype_of(dt))
         except ValueError:

@@ -118,7 +118,7 @@ def dtype_of(np_dtype: object) -> str:
         return _BY_NUMPY[d]
     except KeyError:
         pass
-    narrow = _BY_NARROW_NAME.get(d.name) if d.kind == "V" else None
+    narrow = _BY_NARROW_NAME.get(d.name)  # ml_dtypes types report kind 'V' (float8_e5m2: 'f')
     if narrow is not None and numpy_dtype(narrow) == d:
         return narrow
     raise ValueError(f"NumPy dtype {d} has no Nexus dtype")

@@ -293,25 +293,35 @@ def _cast(x: Any, to: str, saturate: bool = True, round_mode: str = "up") -> Any
 def _to_float8(x: np.ndarray, to: str, saturate: bool, round_mode: str) -> np.ndarray:
     """Float8 conversion as ONNX defines it: saturating (the default) clamps finite and
     infinite values to the largest finite one (NaN stays NaN); without it, what is out of
-    range becomes inf or NaN, as the format has them.  E8M0 holds only powers of two: a
-    value rounds up (``round_mode``: or down, or to the nearer in mantissa terms)."""
+    range becomes inf or NaN, as the format has them.  E8M0 holds only powers of two
+    (see _to_e8m0)."""
     dt = numpy_dtype(to)
     xf = x.astype(np.float64)  # exact for every source dtype, so the one rounding is the last cast
     if to == "f8e8m0fnu":
-        with np.errstate(all="ignore"):
-            m, e = np.frexp(xf)
-            up = {"up": m > 0.5, "down": np.zeros(m.shape, bool), "nearest": m >= 0.75}[round_mode]
-            k = e - 1 + up.astype(e.dtype)
-            if saturate:
-                k = np.clip(k, -127, 127)
-                k = np.where(np.isposinf(xf), 127, np.where(xf == 0, -127, k))
-            p = np.ldexp(1.0, k)
-            bad = np.isnan(xf) | (xf < 0) | (~saturate & (np.isinf(xf) | (k > 127) | (k < -127)))
-            return np.where(bad, np.nan, p).astype(dt)
+        return _to_e8m0(x, saturate, round_mode).view(dt)
     if saturate:
         big = float(_finfo_max(to))
         xf = np.where(np.isnan(xf), xf, np.clip(xf, -big, big))
     return xf.astype(dt)
+
+
+def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """The E8M0 codes of ``x`` as ONNX computes them: from the float32 bits, the biased
+    exponent (the sign ignored, as the format has none), one up when the mantissa asks
+    for it (up: any fraction; nearest: at least half, ties away unless subnormal; down:
+    never), not past the largest when saturating; NaN and inf become NaN (code 255)."""
+    bits = x.astype(np.float32).view(np.uint32)
+    exp = ((bits >> 23) & 0xFF).astype(np.uint16)
+    frac = bits & 0x7FFFFF
+    if round_mode == "up":
+        inc = frac > 0
+    elif round_mode == "nearest":
+        inc = ((frac & 0x400000) > 0) & (((frac & 0x3FFFFF) > 0) | (exp > 0))
+    else:
+        inc = np.zeros(exp.shape, bool)
+    if saturate:
+        inc &= exp != 0xFE
+    return np.where(exp == 0xFF, 0xFF, exp + inc).astype(np.uint8)
 
 
 def _finfo_max(to: str) -> float:
