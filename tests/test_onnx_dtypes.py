@@ -143,7 +143,7 @@ def test_cast_to_e8m0_matches_the_reference(mode: str, saturate: int) -> None:
 
 # --- ONNX import and export ----------------------------------------------------------------
 def _model(op: str, elem: int, n_in: int = 2, opset: int = 21) -> Any:
-    onnx = require("onnx", "onnx")
+    require("onnx", "onnx")
     from onnx import helper as h
 
     ins = [h.make_tensor_value_info(f"x{i}", elem, [5]) for i in range(n_in)]
@@ -258,3 +258,16 @@ def test_llvm_refuses_narrow_dtypes_cleanly_and_falls_back() -> None:
     got = nx.compile(g, backend="llvm")(X5)  # the default: the python backend runs what LLVM cannot
     for x, y in zip(got, _casts_want()):
         np.testing.assert_array_equal(x.astype(np.float32), y.astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ["bf16", "f8e5m2", "i4", "f8e4m3fnuz", "u64"])
+def test_save_and_load_large_narrow_constants(name: str, tmp_path: Any) -> None:
+    d = numpy_dtype(name)
+    value = (np.arange(40) % 7).astype(np.float64 if dtype_kind(name) == "f" else np.int64).astype(d).reshape(5, 8)
+    g = nx.Graph("c", [])
+    c = g.add("Constant", [], g.start_block, {"value": value})
+    g.add("Return", [c], g.start_block)
+    nx.save(g, tmp_path / "m.nx")
+    back = nx.load(tmp_path / "m.nx")
+    got = next(n for n in back.nodes() if n.op.name == "Constant").attrs["value"]
+    assert got.dtype == d and np.array_equal(got.astype(np.float64), value.astype(np.float64))

@@ -97,6 +97,15 @@ def _layout(tensors: Mapping[str, np.ndarray],
     return struct.pack("<Q", len(text)) + text, arrays
 
 
+def storable(dt: np.dtype) -> bool:
+    """Whether safetensors has a dtype for arrays of ``dt`` (not the 4- and 2-bit types)."""
+    try:
+        _st_dtype(dt, "")
+    except TypeError:
+        return False
+    return True
+
+
 def _st_dtype(dt: np.dtype, name: str) -> str:
     st = _ST_BY_KIND.get((dt.kind, dt.itemsize))
     if st is None and dt.kind in "Vf":  # the ml_dtypes types (float8_e5m2 reports 'f')

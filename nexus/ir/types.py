@@ -96,10 +96,11 @@ def numpy_dtype(dtype: str) -> np.dtype:
     if name is None:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(ALL_DTYPE_NAMES)}")
     mod = _ml_dtypes()
-    if mod is None:
-        raise ValueError(f"dtype {dtype} needs the ml_dtypes package for its NumPy values "
+    kind = getattr(mod, name, None)
+    if kind is None:
+        raise ValueError(f"dtype {dtype} needs the ml_dtypes package (0.5 or later) for its NumPy values "
                          f"(pip install ml_dtypes, or nexus[onnx])")
-    return np.dtype(getattr(mod, name))
+    return np.dtype(kind)  # type: ignore[no-any-return]
 
 
 def int_range(dtype: str) -> tuple[int, int]:

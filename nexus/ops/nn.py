@@ -18,8 +18,8 @@ import sympy
 from numpy.lib.stride_tricks import sliding_window_view
 
 from nexus.ir.opdef import Attr, Inferred, OpTypeError
-from nexus.ops import _resize as _rs
 from nexus.ir.types import FLOAT_DTYPES, TensorType, Type, simplify_dim
+from nexus.ops import _resize as _rs
 from nexus.ops._rules import (
     assume_equal,
     assuming,
@@ -428,7 +428,8 @@ def _resize_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values:
 
 def resize_spec(attrs: Mapping[str, Any]) -> _rs.ResizeSpec:
     """The attributes of a Resize (or ResizeGrad) call as a ResizeSpec."""
-    return _rs.ResizeSpec(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()})
+    values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()}
+    return _rs.ResizeSpec(**values)
 
 
 def _resize(x: Any, sizes: Any, **attrs: Any) -> np.ndarray:
