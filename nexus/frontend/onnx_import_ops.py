@@ -17,6 +17,7 @@ import numpy as np
 
 from nexus.frontend.onnx_control import convert_if, convert_loop, convert_scan
 from nexus.frontend.onnx_data import OnnxImportError, nexus_dtype, tensor_to_array
+from nexus.frontend.onnx_functions import function_body
 from nexus.ir.node import Node
 from nexus.ir.types import FLOAT_DTYPES, NARROW_DTYPES, TensorType, numpy_dtype
 
@@ -49,7 +50,16 @@ def convert_node(imp: Importer, nd: Any) -> None:
         raise OnnxImportError(f"op domain {nd.domain!r} is not supported (only the default ONNX domain)")
     fn = CONVERTERS.get(nd.op_type)
     if fn is None:
-        raise OnnxImportError(f"ONNX op {nd.op_type} has no Nexus import rule")
+        body = function_body(imp, nd)
+        if body is None:
+            raise OnnxImportError(f"ONNX op {nd.op_type} has no Nexus import rule (nor a function body in ONNX)")
+        opset, where = imp.opset, imp.where
+        imp.opset, imp.where = body.opset, f"{where}: in its function body, "
+        try:
+            imp.nodes(body)
+        finally:
+            imp.opset, imp.where = opset, where
+        return
     attrs = read_attrs(imp, nd)
     ins: Ins = [imp.read(n) if n else None for n in nd.input]
     narrow = {_t(v).dtype for v in ins if v is not None and _t(v).dtype in NARROW_DTYPES}
