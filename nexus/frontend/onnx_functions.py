@@ -39,21 +39,28 @@ def function_body(imp: Importer, nd: Any) -> Body | None:
     function for the model's opset."""
     from onnx import FunctionProto, defs
 
+    domain = "" if nd.domain == "ai.onnx" else nd.domain
+    version = imp.opset if not domain else next(
+        (int(o.version) for o in imp.model.opset_import if o.domain == domain), 1)
     try:
-        schema = defs.get_schema(nd.op_type, imp.opset, nd.domain)
+        schema = defs.get_schema(nd.op_type, version, domain)
     except Exception:  # noqa: BLE001  (onnx raises SchemaError, a private class)
         return None
-    fixed = [v for v in schema.function_opset_versions if v <= imp.opset]
-    built = [v for v in schema.context_dependent_function_opset_versions if v <= imp.opset]
-    if not fixed and not built:
+    # The function written for the newest opset not after the model's; else the oldest
+    # (a body added to the op later: the op itself, schema.since_version, is the model's).
+    versions = [(v, False) for v in schema.function_opset_versions]
+    versions += [(v, True) for v in schema.context_dependent_function_opset_versions]
+    if not versions:
         return None
+    older = [x for x in versions if x[0] <= imp.opset]
+    body_opset, built = max(older) if older else min(versions)
     node = _with_defaults(nd, schema)
     fp = FunctionProto()
-    if built and (not fixed or max(built) >= max(fixed)):
+    if built:
         types = [_type_proto(imp, name).SerializeToString() for name in node.input]
-        data = schema.get_context_dependent_function_with_opset_version(max(built), node.SerializeToString(), types)
+        data = schema.get_context_dependent_function_with_opset_version(body_opset, node.SerializeToString(), types)
     else:
-        data = schema.get_function_with_opset_version(max(fixed))
+        data = schema.get_function_with_opset_version(body_opset)
     fp.ParseFromString(data)
     opset = next((o.version for o in fp.opset_import if o.domain in ("", "ai.onnx")), imp.opset)
     return Body(_instantiate(fp, node), opset)

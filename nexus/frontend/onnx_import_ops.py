@@ -46,11 +46,12 @@ _GRAPH_ATTRS = 5  # AttributeProto.GRAPH
 
 def convert_node(imp: Importer, nd: Any) -> None:
     """Import ONNX node ``nd`` at the importer's current block."""
-    if nd.domain not in ("", "ai.onnx"):
-        raise OnnxImportError(f"op domain {nd.domain!r} is not supported (only the default ONNX domain)")
-    fn = CONVERTERS.get(nd.op_type)
+    fn = CONVERTERS.get(nd.op_type) if nd.domain in ("", "ai.onnx") else None
     if fn is None:
         body = function_body(imp, nd)
+        if body is None and nd.domain not in ("", "ai.onnx"):
+            raise OnnxImportError(f"op domain {nd.domain!r} is not supported (only the default ONNX domain, and "
+                                  f"ops of others that ONNX defines by a function)")
         if body is None:
             raise OnnxImportError(f"ONNX op {nd.op_type} has no Nexus import rule (nor a function body in ONNX)")
         opset, where = imp.opset, imp.where
