@@ -1050,7 +1050,50 @@ def _trilu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 @converts("OneHot")
 def _onehot(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     idx, depth, values = _req(ins[0], "indices"), _req(ins[1], "depth"), _req(ins[2], "values")
+    if _t(idx).dtype in FLOAT_DTYPES:  # ONNX takes float indices too: their integer part
+        idx = _cast(imp, idx, "i64")
     return [imp.emit("OneHot", [idx, _i64_scalar(imp, depth), values], {"axis": int(attrs.get("axis", -1))})]
+
+
+@converts("Hardmax")
+def _hardmax(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """1 at the first maximum along ``axis``, 0 elsewhere: OneHot of the ArgMax.  Before
+    opset 13 the input is taken as a matrix, flattened at ``axis`` (as Softmax was)."""
+    x = _req(ins[0], "input")
+    r = _rank(x)
+    axis = int(attrs.get("axis", -1 if imp.opset >= 13 else 1))
+    axis = axis + r if axis < 0 else axis
+    src = x if imp.opset >= 13 else imp.emit("Flatten", [x], {"axis": axis})
+    a = axis if imp.opset >= 13 else 1
+    idx = imp.emit("ArgMax", [src], {"axis": a, "keepdims": False})
+    depth = imp.emit("DimSize", [src], {"axis": a})
+    values = imp.const(np.array([0, 1], numpy_dtype(_t(x).dtype)))
+    y = imp.emit("OneHot", [idx, depth, values], {"axis": a})
+    return [y if imp.opset >= 13 else imp.emit("Reshape", [y, imp.emit("ShapeOf", [x])])]
+
+
+@converts("LpNormalization")
+def _lpnorm(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "input")
+    axis, p = int(attrs.get("axis", -1)), int(attrs.get("p", 2))
+    if p not in (1, 2):
+        raise OnnxImportError(f"LpNormalization p must be 1 or 2, got {p}")
+    mag = imp.emit("Abs", [x]) if p == 1 else imp.emit("Mul", [x, x])
+    norm = imp.emit("ReduceSum", [mag], {"axes": (axis,), "keepdims": True})
+    norm = norm if p == 1 else imp.emit("Sqrt", [norm])
+    # A zero vector stays zero (ONNX Runtime and the reference), not 0/0 = NaN.
+    safe = imp.emit("Where", [imp.emit("Equal", [norm, _like(imp, 0, norm)]), _like(imp, 1, norm), norm])
+    return [imp.emit("Div", [x, safe])]
+
+
+@converts("EyeLike")
+def _eyelike(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "input")
+    shape = _t(x).shape
+    if shape is None or len(shape) != 2 or not all(isinstance(d, int) for d in shape):
+        raise OnnxImportError(f"EyeLike needs a 2-D input of static shape, got {_t(x)}")
+    dt = nexus_dtype(int(attrs["dtype"]), "EyeLike's dtype") if "dtype" in attrs else _t(x).dtype
+    return [imp.const(np.eye(shape[0], shape[1], int(attrs.get("k", 0)), dtype=numpy_dtype(dt)))]
 
 
 # --- data-dependent sizes ------------------------------------------------------------------
