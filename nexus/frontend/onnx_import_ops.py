@@ -19,7 +19,7 @@ from nexus.frontend.onnx_control import convert_if, convert_loop, convert_scan
 from nexus.frontend.onnx_data import OnnxImportError, nexus_dtype, tensor_to_array
 from nexus.frontend.onnx_functions import function_body
 from nexus.ir.node import Node
-from nexus.ir.types import FLOAT_DTYPES, NARROW_DTYPES, TensorType, numpy_dtype
+from nexus.ir.types import FLOAT_DTYPES, NARROW_DTYPES, TensorType, int_range, numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.onnx_import import Importer
@@ -79,7 +79,8 @@ def convert_node(imp: Importer, nd: Any) -> None:
 # Ops that take the narrow dtypes (bf16, float8, int4...) as they are: conversions, and
 # control flow, whose bodies are imported op by op.  Any other op on a narrow dtype runs
 # in the wider dtype that holds each of its values exactly (below).
-_CARRY_NARROW = frozenset({"Cast", "CastLike", "Identity", "Constant", "If", "Loop", "Scan"})
+_CARRY_NARROW = frozenset({"Cast", "CastLike", "Identity", "Constant", "If", "Loop", "Scan", "QuantizeLinear",
+                           "DequantizeLinear"})
 _WIDE = {"i4": "i8", "i2": "i8", "u4": "u8", "u2": "u8"}  # the floats widen to f32
 
 
@@ -1053,6 +1054,68 @@ def _onehot(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]
     if _t(idx).dtype in FLOAT_DTYPES:  # ONNX takes float indices too: their integer part
         idx = _cast(imp, idx, "i64")
     return [imp.emit("OneHot", [idx, _i64_scalar(imp, depth), values], {"axis": int(attrs.get("axis", -1))})]
+
+
+# --- quantization ------------------------------------------------------------------------------
+def _qparam(imp: Importer, v: Node, x: Node, axis: int, block: int) -> Node:
+    """A scale or zero point shaped to broadcast against ``x``: a scalar as it is, a vector
+    along ``axis``, a blocked one repeated ``block`` times along it."""
+    r, vr = _rank(x), _rank(v)
+    axis = axis + r if axis < 0 else axis
+    if vr == 0:
+        return v
+    if block > 0:
+        n = (_t(x).shape or ())[axis]
+        if not isinstance(n, int):
+            raise OnnxImportError("blocked quantization needs the quantized axis's static size")
+        return imp.emit("Gather", [v, imp.const(np.arange(n, dtype=np.int64) // block)], {"axis": axis})
+    shape = [1] * r
+    shape[axis] = -1
+    return imp.emit("Reshape", [v, imp.const(np.array(shape, np.int64))])
+
+
+_QFLOATS = frozenset({"f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f4e2m1fn"})
+
+
+@converts("QuantizeLinear")
+def _quantize(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """y = saturate(round(x / scale) + zero_point), as the reference computes it: the
+    division in x's dtype, rounding half to even, clamped to the integer type's range;
+    to float8, the quotient cast with Cast's saturation."""
+    x, scale = _req(ins[0], "x"), _req(ins[1], "y_scale")
+    zp = ins[2] if len(ins) > 2 else None
+    axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0))
+    out = _t(zp).dtype if zp is not None else (
+        nexus_dtype(int(attrs["output_dtype"]), "QuantizeLinear's output_dtype") if attrs.get("output_dtype")
+        else "u8")
+    wide = _t(x).dtype if _t(x).dtype in ("f16", "f32", "f64") else "f32"
+    q = imp.emit("Div", [_cast(imp, x, wide), _cast(imp, _qparam(imp, scale, x, axis, block), wide)])
+    if out in _QFLOATS:
+        if zp is not None and out == "f4e2m1fn":
+            q = imp.emit("Add", [q, _cast(imp, _qparam(imp, zp, x, axis, block), wide)])
+        extra = {"saturate": bool(attrs.get("saturate", 1))} if out != "f4e2m1fn" else {}
+        return [imp.emit("Cast", [q], {"to": out, **extra})]
+    q = _cast(imp, imp.emit("Round", [q]), "f64")  # f64 holds every sum below exactly
+    if zp is not None:
+        q = imp.emit("Add", [q, _cast(imp, _qparam(imp, zp, x, axis, block), "f64")])
+    lo, hi = int_range(out)
+    q = imp.emit("Clip", [q, imp.const(np.array(lo, np.float64)), imp.const(np.array(hi, np.float64))])
+    return [_cast(imp, q, out)]
+
+
+@converts("DequantizeLinear")
+def _dequantize(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """y = (x - zero_point) * scale, in f32, as the reference computes it."""
+    x, scale = _req(ins[0], "x"), _req(ins[1], "x_scale")
+    zp = ins[2] if len(ins) > 2 else None
+    axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0))
+    out = nexus_dtype(int(attrs["output_dtype"]), "DequantizeLinear's output_dtype") if attrs.get("output_dtype") \
+        else _t(scale).dtype
+    dx = _cast(imp, x, "f32")
+    if zp is not None and _t(x).dtype not in _QFLOATS:  # a float8 zero point is 0
+        dx = imp.emit("Sub", [dx, _cast(imp, _qparam(imp, zp, x, axis, block), "f32")])
+    y = imp.emit("Mul", [dx, _cast(imp, _qparam(imp, scale, x, axis, block), "f32")])
+    return [_cast(imp, y, out)]
 
 
 @converts("Hardmax")
