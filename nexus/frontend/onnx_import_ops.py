@@ -1118,6 +1118,28 @@ def _dequantize(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | N
     return [_cast(imp, y, out)]
 
 
+@converts("QLinearMatMul")
+def _qlinear_matmul(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """(a - a_zp) @ (b - b_zp) in i32, requantized by a_scale * b_scale / y_scale (f64)."""
+    a, a_s, a_zp, b, b_s, b_zp, y_s = (_req(v, n) for v, n in zip(
+        ins, ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale")))
+    y_zp = ins[7] if len(ins) > 7 else None
+
+    def centred(v: Node, zp: Node) -> Node:
+        return imp.emit("Sub", [_cast(imp, v, "i32"), _cast(imp, zp, "i32")])
+
+    c = imp.emit("MatMul", [centred(a, a_zp), centred(b, b_zp)])
+    factor = imp.emit("Div", [imp.emit("Mul", [a_s, _cast(imp, b_s, _t(a_s).dtype)]), _cast(imp, y_s, _t(a_s).dtype)])
+    d = imp.emit("Mul", [_cast(imp, c, "f64"), _cast(imp, factor, "f64")])
+    out = _t(y_zp).dtype if y_zp is not None else _t(a).dtype
+    if y_zp is not None:
+        d = imp.emit("Add", [d, _cast(imp, y_zp, "f64")])
+    lo, hi = int_range(out)
+    d = imp.emit("Clip", [imp.emit("Round", [d]), imp.const(np.array(lo, np.float64)),
+                          imp.const(np.array(hi, np.float64))])
+    return [_cast(imp, d, out)]
+
+
 @converts("Hardmax")
 def _hardmax(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     """1 at the first maximum along ``axis``, 0 elsewhere: OneHot of the ArgMax.  Before
