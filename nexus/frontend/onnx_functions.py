@@ -23,9 +23,6 @@ from nexus.ir.types import TensorType
 if TYPE_CHECKING:
     from nexus.frontend.onnx_import import Importer
 
-_ids = itertools.count()
-
-
 @dataclass
 class Body:
     """A function body ready to import: its nodes and the opset they were written for."""
@@ -43,7 +40,7 @@ def function_body(imp: Importer, nd: Any) -> Body | None:
     version = imp.opset if not domain else next(
         (int(o.version) for o in imp.model.opset_import if o.domain == domain), 1)
     try:
-        schema = defs.get_schema(nd.op_type, version, domain)
+        schema: Any = defs.get_schema(nd.op_type, version, domain)  # Any: its stubs lack the function API
     except Exception:  # noqa: BLE001  (onnx raises SchemaError, a private class)
         return None
     # The function written for the newest opset not after the model's; else the oldest
@@ -95,7 +92,9 @@ def _type_proto(imp: Importer, name: str) -> Any:
 def _instantiate(fp: Any, node: Any) -> list[Any]:
     """The function's nodes with its formal names replaced by the node's and its other
     names made unique, and attribute references replaced by the node's attributes."""
-    prefix = f"{node.op_type}__{next(_ids)}__"
+    # ONNX output names are unique in a model, so the first one makes the body's names
+    # unique, and the same in every import of the model.
+    prefix = f"{next((o for o in node.output if o), node.op_type)}__"
     names: dict[str, str] = {}
     for i, formal in enumerate(fp.input):
         names[formal] = node.input[i] if i < len(node.input) else ""
