@@ -78,6 +78,8 @@ CASES: dict[str, list[Case]] = {
                ([f(2, 3), f(3)], {"equation": "ij,j->"})],
     "Sqrt": [([pos(3)], {})], "Rsqrt": [([pos(3)], {})], "Reciprocal": [([pos(3)], {})],
     "Sin": [([f(3)], {})], "Cos": [([f(3)], {})], "Erf": [([f(3)], {})],
+    "Asin": [([R.uniform(-0.8, 0.8, 4)], {})], "Acos": [([R.uniform(-0.8, 0.8, 4)], {})], "Atan": [([f(4)], {})],
+    "Asinh": [([f(4)], {})], "Acosh": [([R.uniform(1.2, 3.0, 4)], {})], "Atanh": [([R.uniform(-0.8, 0.8, 4)], {})],
     "Clip": [([f(6) * 2, np.array(-0.5), np.array(0.7)], {})],
     "Where": [([np.array([True, False, True]), f(3), f(2, 1)], {})],
     "CumSum": [([f(2, 4)], {"axis": 1}), ([f(4)], {"exclusive": True, "reverse": True})],

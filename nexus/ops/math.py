@@ -156,6 +156,12 @@ _UNARY: list[tuple[str, Callable[..., Any], frozenset[str], bool, str]] = [
     ("Sin", np.sin, FLOATS, True, "sine"),
     ("Cos", np.cos, FLOATS, True, "cosine"),
     ("Erf", erf, FLOATS, True, "the error function"),
+    ("Asin", np.arcsin, FLOATS, True, "arcsine (NaN outside [-1, 1])"),
+    ("Acos", np.arccos, FLOATS, True, "arccosine (NaN outside [-1, 1])"),
+    ("Atan", np.arctan, FLOATS, True, "arctangent"),
+    ("Asinh", np.arcsinh, FLOATS, True, "inverse hyperbolic sine"),
+    ("Acosh", np.arccosh, FLOATS, True, "inverse hyperbolic cosine (NaN below 1)"),
+    ("Atanh", np.arctanh, FLOATS, True, "inverse hyperbolic tangent (NaN outside [-1, 1])"),
     # Piecewise-constant functions: their derivative is zero where it exists, so they
     # are not marked differentiable (autodiff treats them as constants).
     ("Floor", np.floor, FLOATS, False, "round toward -inf"),

@@ -23,6 +23,7 @@ _SAME = {
     "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Pow": "Pow", "Maximum": "Max", "Minimum": "Min",
     "Neg": "Neg", "Abs": "Abs", "Exp": "Exp", "Log": "Log", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Relu": "Relu",
     "Sqrt": "Sqrt", "Reciprocal": "Reciprocal", "Sin": "Sin", "Cos": "Cos", "Erf": "Erf", "Floor": "Floor",
+    "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Asinh": "Asinh", "Acosh": "Acosh", "Atanh": "Atanh",
     "Ceil": "Ceil", "Round": "Round", "Sign": "Sign", "Where": "Where", "Less": "Less", "LessEqual": "LessOrEqual",
     "Greater": "Greater", "GreaterEqual": "GreaterOrEqual", "Equal": "Equal", "And": "And", "Or": "Or",
     "Xor": "Xor", "Not": "Not", "MatMul": "MatMul", "Identity": "Identity", "PRelu": "PRelu", "Expand": "Expand",
