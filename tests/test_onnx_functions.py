@@ -1,5 +1,6 @@
 """ONNX ops imported as their schema's function body (Attention, RotaryEmbedding, Mish...),
-the quantization ops, Hardmax/LpNormalization/EyeLike, and import-time evaluation of small
+the quantization ops, Hardmax/LpNormalization/EyeLike/LpPool, the inverse trigonometric
+ops, and import-time evaluation of small
 shape computations.  Oracles: the official node tests' data (produced by ONNX's reference
 implementation) and ONNX Runtime."""
 
@@ -24,7 +25,8 @@ from nexus.testing import onnx_conformance as conf  # noqa: E402
 OPS = {"Attention", "RotaryEmbedding", "Mish", "Shrink", "GroupNormalization", "SwiGLU", "HannWindow",
        "CenterCropPad", "DepthToSpace", "SpaceToDepth", "LinearAttention", "CausalConvWithState",
        "ai.onnx.preview.FlexAttention", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
-       "QLinearMatMul", "Hardmax", "LpNormalization", "EyeLike", "RMSNormalization"}
+       "QLinearMatMul", "Hardmax", "LpNormalization", "EyeLike", "RMSNormalization", "LpPool", "Asin", "Acos",
+       "Atan", "Asinh", "Acosh", "Atanh"}
 # Known misses: float16 attention outside the case's tolerance (the reference computes the
 # softmax in float32, the body as written in float16).
 KNOWN = {"test_attention_4d_causal_fp16", "test_attention_4d_causal_fp16_expanded"}

@@ -551,6 +551,27 @@ def _pool(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     return [imp.emit("AveragePool", [x], a)]
 
 
+@converts("LpPool")
+def _lppool(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """(sum over the window of |x|^p)^(1/p): an AveragePool counting the zero padding,
+    times the window size."""
+    x = _req(ins[0], "X")
+    if attrs.get("ceil_mode", 0):
+        raise OnnxImportError("LpPool with ceil_mode is not supported (its overhang would be counted)")
+    kernel = list(attrs["kernel_shape"])
+    n = len(kernel)
+    strides = list(attrs.get("strides") or [1] * n)
+    dil = list(attrs.get("dilations") or [1] * n)
+    p = float(attrs.get("p", 2))
+    a: dict[str, Any] = {"kernel_shape": tuple(kernel), "strides": tuple(strides),
+                         "pads": _auto_pads(attrs, x, kernel, strides, dil), "count_include_pad": True}
+    if any(d != 1 for d in dil):
+        a["dilations"] = tuple(dil)
+    powered = imp.emit("Pow", [imp.emit("Abs", [x]), _like(imp, p, x)])
+    total = imp.emit("Mul", [imp.emit("AveragePool", [powered], a), _like(imp, float(np.prod(kernel)), x)])
+    return [imp.emit("Pow", [total, _like(imp, 1.0 / p, x)])]
+
+
 @converts("GlobalMaxPool")
 def _gmax(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "X")
