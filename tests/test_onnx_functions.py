@@ -84,3 +84,23 @@ def test_shape_computations_are_known_at_import() -> None:
     x = np.random.default_rng(0).normal(size=(2, 3, 4)).astype(np.float32)
     want = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
     np.testing.assert_allclose(nx.from_onnx(m)(x), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_maxpool_indices_match_onnxruntime_and_export(storage_order: int) -> None:
+    node = h.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 3], strides=[2, 1], pads=[1, 0, 0, 1],
+                       storage_order=storage_order)
+    m = h.make_model(h.make_graph([node], "m", [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 5, 6])],
+                                  [h.make_tensor_value_info("y", T.FLOAT, None),
+                                   h.make_tensor_value_info("i", T.INT64, None)]),
+                     opset_imports=[h.make_opsetid("", 12)])
+    x = np.random.default_rng(1).normal(size=(2, 3, 5, 6)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})
+    g = nx.from_onnx(m)
+    for a, b in zip(g(x), want):
+        np.testing.assert_array_equal(a, b)
+    exported = nx.to_onnx(g)
+    onnx.checker.check_model(exported)
+    again = ort.InferenceSession(exported.SerializeToString()).run(None, {exported.graph.input[0].name: x})
+    for a, b in zip(again, want):
+        np.testing.assert_array_equal(a, b)

@@ -537,14 +537,14 @@ def _pool(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
                          "pads": _auto_pads(attrs, x, kernel, strides, dil),
                          "ceil_mode": bool(attrs.get("ceil_mode", 0))}
     if imp.node.op_type == "MaxPool":
-        if attrs.get("storage_order", 0):
-            raise OnnxImportError("MaxPool storage_order=1 is not supported")
         a["dilations"] = tuple(dil)
+        small = _t(x).dtype in ("i8", "u8")  # f32 holds every 8-bit int, and a max is exact
+        src = _cast(imp, x, "f32") if small else x
+        y = imp.emit("MaxPool", [src], a)
+        indices = None
         if len(imp.node.output) > 1 and imp.node.output[1]:
-            raise OnnxImportError("MaxPool's Indices output is not supported")
-        if _t(x).dtype in ("i8", "u8"):  # f32 holds every 8-bit int, and a max is exact
-            return [_cast(imp, imp.emit("MaxPool", [_cast(imp, x, "f32")], a), _t(x).dtype)]
-        return [imp.emit("MaxPool", [x], a)]
+            indices = imp.emit("MaxPoolIndices", [src], {**a, "storage_order": int(attrs.get("storage_order", 0))})
+        return [_cast(imp, y, _t(x).dtype) if small else y, indices]
     if any(d != 1 for d in dil):
         a["dilations"] = tuple(dil)
     a["count_include_pad"] = bool(attrs.get("count_include_pad", 0))

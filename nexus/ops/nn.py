@@ -283,6 +283,38 @@ _POOL_ATTRS = {
 define("MaxPool", FAMILY, ("x",), _pool_rule, _max_pool, differentiable=True,
        attrs={**_POOL_ATTRS, "dilations": Attr("ints", None, "window dilation (default 1)")},
        doc="Maximum over sliding windows of x [N, C, *spatial] (padding never wins), as ONNX MaxPool.")
+def _argmax_pool_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
+    if attrs.get("storage_order", 0) not in (0, 1):
+        raise OpTypeError(f"{op}: storage_order must be 0 (row-major) or 1 (column-major), got {attrs['storage_order']}")
+    t = _pool_rule(op, ins, attrs, values)
+    assert isinstance(t, TensorType)
+    return t.with_dtype("i64")
+
+
+def _max_pool_indices(x: Any, kernel_shape: Sequence[int], strides: Any = None, pads: Any = None,
+                      dilations: Any = None, ceil_mode: bool = False, storage_order: int = 0) -> np.ndarray:
+    """Where each window's (first) maximum is, as a flat index into x, as ONNX MaxPool's
+    Indices output: row-major, or with the spatial dims column-major (storage_order 1)."""
+    xa = _wide(x)
+    n = xa.ndim - 2
+    win = _pool_windows(xa, -np.inf, kernel_shape, strides, pads, dilations, ceil_mode)
+    spatial = xa.shape[2:]
+    if storage_order:  # numbered with the spatial dims reversed, then put back in place
+        flat = np.arange(xa.size, dtype=np.int64).reshape(xa.shape[:2] + spatial[::-1])
+        flat = flat.transpose((0, 1) + tuple(range(1 + n, 1, -1)))
+    else:
+        flat = np.arange(xa.size, dtype=np.int64).reshape(xa.shape)
+    where = _pool_windows(flat, -1, kernel_shape, strides, pads, dilations, ceil_mode)
+    lead = win.shape[: 2 + n]
+    best = win.reshape(lead + (-1,)).argmax(axis=-1)[..., None]
+    return np.ascontiguousarray(np.take_along_axis(where.reshape(lead + (-1,)), best, axis=-1)[..., 0])
+
+
+define("MaxPoolIndices", FAMILY, ("x",), _argmax_pool_rule, _max_pool_indices,
+       attrs={**_POOL_ATTRS, "dilations": Attr("ints", None, "window dilation (default 1)"),
+              "storage_order": Attr("int", 0, "0: row-major indices; 1: the spatial dims column-major")},
+       doc="The flat index (i64) into x of each MaxPool window's first maximum (padding never wins), as ONNX "
+           "MaxPool's Indices output.")
 define("AveragePool", FAMILY, ("x",), _pool_rule, _avg_pool, differentiable=True,
        attrs={**_POOL_ATTRS, "count_include_pad": Attr("bool", False, "count padded elements in the divisor"),
               "dilations": Attr("ints", None, "window dilation (default 1)")},

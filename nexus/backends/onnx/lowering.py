@@ -190,6 +190,12 @@ def _maxpool(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("MaxPool", [x], **_attrs(n, "kernel_shape", "strides", "pads", "ceil_mode", "dilations"))[0]
 
 
+@register_lowering("onnx", "MaxPoolIndices")
+def _maxpool_indices(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("MaxPool", [x], 2, **_attrs(n, "kernel_shape", "strides", "pads", "ceil_mode", "dilations",
+                                              "storage_order"))[1]
+
+
 @register_lowering("onnx", "AveragePool")
 def _avgpool(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("AveragePool", [x], **_attrs(n, "kernel_shape", "strides", "pads", "ceil_mode",

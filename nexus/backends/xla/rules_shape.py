@@ -265,8 +265,8 @@ def _dtype_name(t: Any) -> str:
 HOST_OPS = (
     "AveragePool", "AveragePoolGrad", "BatchNormalization", "BooleanMaskGrad", "ConcatGrad", "Conv",
     "ConvGradW", "ConvGradX", "ConvTranspose", "ConvTransposeGradW", "Dropout", "GatherND", "GatherNDGrad",
-    "GatherElements", "GlobalAveragePool", "LayerNormalization", "MaxPool", "MaxPoolGrad", "OneHot", "RandomNormal",
-    "RandomUniform", "Resize", "ResizeGrad", "ScatterND", "SetItem", "SetItemValueGrad", "SliceGrad",
+    "GatherElements", "GlobalAveragePool", "LayerNormalization", "MaxPool", "MaxPoolGrad", "MaxPoolIndices", "OneHot",
+    "RandomNormal", "RandomUniform", "Resize", "ResizeGrad", "ScatterND", "SetItem", "SetItemValueGrad", "SliceGrad",
     "TakeAlongAxisGrad", "TileGrad",
 )
 
