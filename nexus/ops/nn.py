@@ -285,7 +285,8 @@ define("MaxPool", FAMILY, ("x",), _pool_rule, _max_pool, differentiable=True,
        doc="Maximum over sliding windows of x [N, C, *spatial] (padding never wins), as ONNX MaxPool.")
 def _argmax_pool_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
     if attrs.get("storage_order", 0) not in (0, 1):
-        raise OpTypeError(f"{op}: storage_order must be 0 (row-major) or 1 (column-major), got {attrs['storage_order']}")
+        raise OpTypeError(f"{op}: storage_order must be 0 (row-major) or 1 (column-major), "
+                          f"got {attrs['storage_order']}")
     t = _pool_rule(op, ins, attrs, values)
     assert isinstance(t, TensorType)
     return t.with_dtype("i64")
