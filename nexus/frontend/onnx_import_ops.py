@@ -764,10 +764,14 @@ def _resize(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]
     sizes_in = None if upsample else (ins[3] if len(ins) > 3 else None)
     scales_in = ins[1] if upsample else (ins[2] if len(ins) > 2 else None)
     sv = imp.value_of(scales_in) if scales_in is not None else None
+    if upsample and "scales" in attrs:  # Upsample-7: an attribute
+        sv = np.asarray(attrs["scales"], np.float32)
+        scales_in = imp.const(sv)
     if sv is not None and np.asarray(sv).size == 0:
         scales_in, sv = None, None  # an empty scales input stands for "not given"
-    spec: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": ctm,
-                            "nearest_mode": _text(attrs.get("nearest_mode", "round_prefer_floor"))}
+    # Upsample took floor(x / scale) as the nearest index (the reference, ONNX Runtime).
+    nearest = "floor" if upsample else _text(attrs.get("nearest_mode", "round_prefer_floor"))
+    spec: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": ctm, "nearest_mode": nearest}
     if mode == "cubic" and "cubic_coeff_a" in attrs:
         spec["cubic_coeff_a"] = float(attrs["cubic_coeff_a"])
     if mode != "nearest":
