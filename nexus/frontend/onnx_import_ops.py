@@ -737,7 +737,10 @@ def _dropout_training(imp: Importer, x: Node, ratio: Node | None, attrs: dict[st
     dt = _t(x).dtype
     r = _cast(imp, ratio, "f64") if ratio is not None else imp.const(np.array(0.5, np.float64))
     seed = imp.const(np.array(int(attrs.get("seed", 0)), np.int64))
-    u = imp.emit("RandomUniform", [imp.emit("ShapeOf", [x]), seed], {"dtype": "f64", "generator": "mt19937"})
+    shape = _t(x).shape
+    dims = imp.const(np.array(shape, np.int64)) if shape is not None and all(isinstance(d, int) for d in shape) \
+        else imp.emit("ShapeOf", [x])  # static dims keep the mask's type static (XLA needs it)
+    u = imp.emit("RandomUniform", [dims, seed], {"dtype": "f64", "generator": "mt19937"})
     keep = imp.emit("GreaterEqual", [u, r])
     scale = imp.emit("Div", [imp.const(np.array(1.0, np.float64)), imp.emit("Sub", [imp.const(np.array(1.0)), r])])
     y = imp.emit("Mul", [imp.emit("Mul", [x, _cast(imp, keep, dt)]), _cast(imp, scale, dt)])

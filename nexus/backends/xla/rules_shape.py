@@ -19,7 +19,7 @@ from nexus.backends.base import register_lowering
 from nexus.backends.xla.rules import out_dtype
 from nexus.backends.xla.trace import BACKEND, Trace, is_static
 from nexus.ir.node import Node
-from nexus.ir.types import NARROW_FLOAT_DTYPES, TensorType, TupleType, numpy_dtype
+from nexus.ir.types import NARROW_DTYPES, TensorType, TupleType, numpy_dtype
 
 
 def static_ints(node: Node, v: Any, what: str) -> tuple[int, ...]:
@@ -273,12 +273,12 @@ HOST_OPS = (
 
 @register_lowering(BACKEND, "Cast")
 def _cast(tr: Trace, node: Node, x: Any) -> Any:
-    if node.attrs["to"] in _FLOAT8:  # ONNX's saturation and E8M0 rounding: the reference kernel, on the host
-        return _host(tr, node, x)
+    if node.attrs["to"] in _ON_HOST:  # ONNX's float8 saturation, E8M0 rounding, 4/2-bit wrap-around:
+        return _host(tr, node, x)      # the reference kernel, on the host
     return jnp.asarray(x).astype(out_dtype(node))
 
 
-_FLOAT8 = NARROW_FLOAT_DTYPES - {"bf16"}  # float8 and float4
+_ON_HOST = frozenset(NARROW_DTYPES) - {"bf16"}  # float8, float4 and the 4- and 2-bit ints
 
 
 @register_lowering(BACKEND, *HOST_OPS)
