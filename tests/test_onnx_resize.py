@@ -137,3 +137,21 @@ def test_unsupported_resize_is_one_clear_error() -> None:
     m = resize_model([1, 1, 4, 4], {"mode": "bicubic"}, sizes=[1, 1, 2, 3])
     with pytest.raises(OnnxImportError, match="Resize mode 'bicubic' is not supported"):
         from_onnx(m)
+
+
+@pytest.mark.parametrize("attrs,kw", [
+    ({"mode": "cubic", "antialias": 1, "cubic_coeff_a": -0.5}, {"sizes": [1, 1, 3, 7]}),
+    ({"mode": "linear"}, {"scales": [1, 1, 1.7, 0.6]}),
+    ({"mode": "nearest", "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 2.0},
+     {"sizes": [1, 1, 4, 6], "roi": [0, 0, -0.25, 0.3, 1, 1, 0.75, 1.4]}),
+])
+def test_export_round_trip_matches_onnxruntime(attrs: dict[str, Any], kw: dict[str, Any]) -> None:
+    """ONNX Runtime on import -> export equals ONNX Runtime on the original."""
+    import nexus as nx
+
+    m = resize_model([1, 1, 5, 5], attrs, **kw)
+    x = R.normal(size=(1, 1, 5, 5)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
+    exported = nx.to_onnx(from_onnx(m))
+    got = ort.InferenceSession(exported.SerializeToString()).run(None, {exported.graph.input[0].name: x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -72,7 +72,9 @@ def _proj(ex: Exporter, n: Node, t: str) -> str:
 
 @register_lowering("onnx", "Cast")
 def _cast(ex: Exporter, n: Node, x: str) -> str:
-    return ex.add("Cast", [x], to=NEXUS_TO_ONNX[n.attrs["to"]])[0]
+    modes = {k: (int(v) if isinstance(v, bool) else v) for k in ("saturate", "round_mode")
+             if (v := n.attrs.get(k)) is not None}  # set only by models that use them (opset 19+)
+    return ex.add("Cast", [x], to=NEXUS_TO_ONNX[n.attrs["to"]], **modes)[0]
 
 
 @register_lowering("onnx", "Rsqrt")
@@ -219,8 +221,13 @@ def _dropout(ex: Exporter, n: Node, x: str) -> str:
 
 @register_lowering("onnx", "Resize")
 def _resize(ex: Exporter, n: Node, x: str, sizes: str) -> str:
-    return ex.add("Resize", [x, "", "", sizes], **_attrs(n, "mode", "coordinate_transformation_mode",
-                                                         "nearest_mode"))[0]
+    attrs = _attrs(n, "mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
+                   "extrapolation_value", "antialias")
+    roi = ex.const(np.array(n.attrs["roi"], np.float32)) if n.attrs.get("roi") is not None else ""
+    scales = n.attrs.get("scales")
+    if scales is not None:  # the coordinates depend on the scales: ONNX then derives the sizes (floor)
+        return ex.add("Resize", [x, roi, ex.const(np.array(scales, np.float32)), ""], **attrs)[0]
+    return ex.add("Resize", [x, roi, "", sizes], **attrs)[0]
 
 
 @register_lowering("onnx", "Reshape")
