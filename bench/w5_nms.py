@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         np.testing.assert_array_equal(sess.run(None, feeds)[0][:, 2], want)
         runs["onnxruntime (1 thread)"] = lambda: sess.run(None, feeds)
     except ImportError as e:
-        print(f"onnxruntime not installed ({e}); pip install 'nexus[onnx]'")
+        print(f"onnxruntime not installed ({e}); pip install 'nexus-ir[onnx]'")
     print(f"W5 NMS: {args.boxes} boxes, {len(want)} kept, iou {iou}, score > {thr}, {args.repeat} runs")
     results = {name: timeit(fn, args.repeat) for name, fn in runs.items()}
     base = statistics.median(results["nexus graph (interpreter)"])

@@ -37,6 +37,10 @@ _EXPORTS: dict[str, str] = {
     "bind_shapes": "nexus.ir.binding",
     "BindingError": "nexus.ir.binding",
     "from_onnx": "nexus.frontend.onnx_import",
+    "from_tf": "nexus.frontend.tf_import",
+    "TfImportError": "nexus.frontend.tf_proto",
+    "from_torch": "nexus.frontend.torch_import",
+    "from_exported": "nexus.frontend.torch_import",
     "to_onnx": "nexus.backends.onnx.export",
     "grad": "nexus.autodiff",
     "value_and_grad": "nexus.autodiff",
@@ -51,8 +55,21 @@ _EXPORTS: dict[str, str] = {
     "constant": "nexus.frontend.dsl", "continue_": "nexus.frontend.dsl", "device": "nexus.frontend.dsl",
     "else_": "nexus.frontend.dsl", "function": "nexus.frontend.dsl", "graph": "nexus.frontend.dsl",
     "if_cond": "nexus.frontend.dsl", "return_": "nexus.frontend.dsl", "then": "nexus.frontend.dsl",
-    "while_loop": "nexus.frontend.dsl",
+    "while_loop": "nexus.frontend.dsl", "machine": "nexus.frontend.dsl",
+    "place": "nexus.passes.placement",
+    # state across calls (docs/state.md)
+    "state": "nexus.frontend.dsl_state", "State": "nexus.frontend.dsl_state",
+    "stream": "nexus.stream", "Stream": "nexus.stream", "load_stream": "nexus.stream",
 }
+
+
+# A public name that is also the name of the submodule defining it (nx.stream, in
+# nexus/stream.py): the first import of that submodule anywhere (`from nexus.stream import
+# Stream`) binds the module over the name, and nx.stream(...) then calls a module.  Such
+# names are bound now; the others stay lazy.
+for _name, _module in _EXPORTS.items():
+    if _module == f"{__name__}.{_name}":
+        globals()[_name] = getattr(importlib.import_module(_module), _name)
 
 
 def _op_names() -> list[str]:

@@ -40,6 +40,11 @@ def i64(v: Any) -> np.ndarray:
 Case = tuple[list[np.ndarray], dict[str, Any]]
 CASES: dict[str, list[Case]] = {
     "Identity": [([f(3)], {})],
+    # comm ops in a world of one rank (tests/test_distributed.py checks them on several)
+    "Memcpy": [([f(3)], {"device": "/CPU:0", "src": "/CPU:1"})],
+    "AllReduce": [([f(2, 3)], {}), ([f(3)], {"op": "mean"})],
+    "AllGather": [([f(2, 3)], {"group": "0", "axis": 1})],
+    "ReduceScatter": [([f(4)], {"group": "0"})],
     "Add": [([f(2, 3), f(3)], {}), ([f(1, 3), f(2, 1)], {})],
     "Sub": [([f(2, 3), f(2, 1)], {})],
     "Mul": [([f(2, 3), f(3)], {})],
@@ -83,6 +88,9 @@ CASES: dict[str, list[Case]] = {
     "Clip": [([f(6) * 2, np.array(-0.5), np.array(0.7)], {})],
     "Where": [([np.array([True, False, True]), f(3), f(2, 1)], {})],
     "CumSum": [([f(2, 4)], {"axis": 1}), ([f(4)], {"exclusive": True, "reverse": True})],
+    # CumProd with a zero inside: the gradient is exact there (no division by x).
+    "CumProd": [([f(2, 4)], {"axis": 1}), ([np.array([0.7, 0.0, -1.3, 2.0])], {})],
+    "Append": [([f(2, 3), f(3)], {}), ([np.zeros((0, 1)), f(3)], {})],
     "Flatten": [([f(2, 3, 2)], {"axis": 2})], "Squeeze": [([f(2, 1, 3)], {"axes": [1]})],
     "Unsqueeze": [([f(2, 3)], {"axes": [0, 3]})],
     "Concat": [([f(2, 3), f(2, 1), f(2, 2)], {"axis": 1})],

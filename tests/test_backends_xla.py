@@ -26,6 +26,10 @@ from nexus.backends.xla.rules_shape import HOST_OPS  # noqa: E402
 _SPLIT = "data-dependent size: to run on the host in a split graph (not implemented yet)"
 UNSUPPORTED = {"BooleanMask": _SPLIT, "NonMaxSuppression": _SPLIT, "NonZero": _SPLIT, "Unique": _SPLIT,
                "TopK": "k is an input, so the size is data-dependent: " + _SPLIT}
+# Data movement and collectives (issue 15) run on the python backend under nexus.distributed;
+# mapping them onto XLA's devices and collectives is future work.
+UNSUPPORTED.update(dict.fromkeys(("Memcpy", "Send", "Recv", "AllReduce", "AllGather", "Broadcast", "ReduceScatter"),
+                                 "placement and collectives: run by the python backend and nexus.distributed"))
 
 
 def test_every_op_the_python_backend_runs_has_an_xla_rule_or_a_reason() -> None:
@@ -214,3 +218,14 @@ def test_tanh_saturates_exactly_as_numpy(dtype: str) -> None:
     sat = np.abs(want) == 1
     np.testing.assert_array_equal(got[sat], want[sat])
     np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "f32" else 1e-14)
+
+
+def test_a_shape_built_from_constants_folds_while_tracing() -> None:
+    # Importers build shape vectors with Concat of constants (several inputs: a list); those
+    # must fold to NumPy values, or Reshape meets a traced shape XLA cannot take.
+    with nx.function("g", x=("f32", (6,))) as f:
+        (x,) = f.args
+        shape = nx.concat(nx.constant(np.array([2], np.int64)), nx.constant(np.array([-1], np.int64)), axis=0)
+        f.returns(nx.reshape(x, shape))
+    x = np.arange(6, dtype=np.float32)
+    np.testing.assert_array_equal(nx.compile(f, backend="xla")(x), x.reshape(2, -1))

@@ -57,6 +57,7 @@ ALIAS_CASES: dict[str, tuple[str, tuple[np.ndarray, ...], Callable[..., Any]]] =
     "argmax": ("nx.argmax(a0, axis=1)", (X,), lambda a: np.argmax(a, axis=1)),
     "argmin": ("nx.argmin(a0, axis=0)", (X,), lambda a: np.argmin(a, axis=0)),
     "cumsum": ("nx.cumsum(a0, axis=1)", (X,), lambda a: np.cumsum(a, axis=1)),
+    "cumprod": ("nx.cumprod(a0, axis=1)", (X,), lambda a: np.cumprod(a, axis=1)),
     "concatenate": ("nx.concatenate(a0, a1, axis=0)", (X, Y), lambda a, b: np.concatenate([a, b], axis=0)),
     "shape": ("nx.shape(a0)", (X,), np.shape),
 }

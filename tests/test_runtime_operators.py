@@ -78,3 +78,21 @@ def test_int_div_truncates_and_is_not_the_slash_operator() -> None:
     exe = nx.compile(one_node("Div", "i64", [(4,), (4,)]))
     np.testing.assert_array_equal(exe(a, b), [int(x / y) for x, y in zip(a.tolist(), b.tolist())])
     assert " / " not in exe.source().split("def ", 1)[1]
+
+
+@pytest.mark.parametrize("op", ["Maximum", "Minimum"])
+@pytest.mark.parametrize("dtype", ["f64", "f32", "i64"])
+def test_scalar_maximum_minimum_keep_numpys_nan_and_signed_zero(op: str, dtype: str) -> None:
+    # The python backend writes these as conditional expressions on scalars: NaN must win
+    # from either side, and of two equal values (0.0, -0.0) NumPy returns the second.
+    ref = {"Maximum": np.maximum, "Minimum": np.minimum}[op]
+    exe = nx.compile(one_node(op, dtype, [(), ()]))
+    assert " if " in exe.source()
+    cast = np.dtype({"f64": np.float64, "f32": np.float32, "i64": np.int64}[dtype]).type
+    values = [0.0, -0.0, 1.5, -2.0, float("nan"), float("inf")] if dtype != "i64" else [0, -3, 7]
+    for a in values:
+        for b in values:
+            got, want = exe(cast(a), cast(b)), ref(cast(a), cast(b))
+            assert np.asarray(got).dtype == np.asarray(want).dtype
+            np.testing.assert_array_equal(got, want)
+            assert np.signbit(got) == np.signbit(want), (a, b)

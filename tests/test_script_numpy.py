@@ -41,14 +41,33 @@ CASES = {
     "full": "np.full((2, 2), 7)", "arange": "np.arange(2, 11, 3)", "array": "np.array([1.0, 2.0, 3.5])",
     "array_vals": "np.array([x[0, 0], x[1, 1]])", "scalar_f32": "x * 2.0 + 1", "ravel": "x.ravel()",
     "f32_scalar": "np.float32(3.0) * x",
+    "roll": "np.roll(x, 1)", "roll_axis": "np.roll(x, -1, axis=1)", "roll_axes": "np.roll(x, (1, 2), axis=(0, 1))",
+    "repeat": "np.repeat(x, 2)", "repeat_axis": "np.repeat(x, 3, axis=0)", "m_repeat": "x.repeat(2, axis=1)",
+    "repeat_list": "np.repeat(x, [1, 0, 2], axis=0)", "pad": "np.pad(x, 1)",
+    "pad_edge": "np.pad(x, ((1, 2), (0, 1)), mode='edge')", "pad_reflect": "np.pad(x, (1, 2), mode='reflect')",
+    "pad_value": "np.pad(x, [(1, 1), (2, 2)], constant_values=5.0)", "cumprod": "np.cumprod(x, axis=1)",
+    "cumprod_flat": "np.cumprod(x)", "m_cumprod": "x.cumprod(axis=0)", "norm": "np.linalg.norm(x)",
+    "norm_axis": "np.linalg.norm(x, axis=1)", "norm_1": "np.linalg.norm(x, ord=1, axis=0, keepdims=True)",
+    "norm_inf": "np.linalg.norm(x, ord=np.inf, axis=1)", "norm_3": "np.linalg.norm(x, 3, axis=1)",
+    "stack_array": "np.stack(x, axis=1)", "concat_array": "np.concatenate(x)",
+    "list_append": "_append_rows(x)",
 }
+
+
+def _append_rows(x):  # type: ignore[no-untyped-def]
+    rows = [x[0]]
+    for t in range(1, x.shape[0]):
+        if x[t, 0] > -0.5:
+            rows.append(x[t] * 2.0)
+    return np.stack(rows), len(rows)
 
 
 def _fn(name: str, expr: str):  # type: ignore[no-untyped-def]
     text = f"def f_{name}(x):\n    return {expr}\n"
-    ns: dict = {"np": np, "nx": nx}
+    ns: dict = {"np": np, "nx": nx, "_append_rows": _append_rows}
     exec(compile(text, f"<case {name}>", "exec"), ns)  # noqa: S102
-    return ns[f"f_{name}"], script_source(text, f"f_{name}", {"np": np, "nx": nx})
+    return ns[f"f_{name}"], script_source(text, f"f_{name}", {"np": np, "nx": nx,
+                                                               "_append_rows": nx.script(_append_rows)})
 
 
 def _same(got, want) -> None:  # type: ignore[no-untyped-def]

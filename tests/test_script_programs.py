@@ -11,41 +11,12 @@ import numpy as np
 import pytest
 
 import nexus as nx
+from nexus.testing.ports import boxes as _boxes
+from nexus.testing.ports import hmm as _hmm
+from nexus.testing.ports import nms, viterbi
 
 
 # --- 1. greedy non-maximum suppression, `keep[n] = i` --------------------------------------
-@nx.script
-def nms(boxes, scores, thresh: float):
-    order = np.argsort(-scores)
-    keep = np.zeros(len(scores), dtype=np.int64)
-    suppressed = np.zeros(len(scores), dtype=np.bool_)
-    n = 0
-    for k in range(len(order)):
-        i = order[k]
-        if suppressed[i]:
-            continue
-        keep[n] = i
-        n += 1
-        for kk in range(k + 1, len(order)):
-            j = order[kk]
-            xx1 = max(boxes[i, 0], boxes[j, 0])
-            yy1 = max(boxes[i, 1], boxes[j, 1])
-            xx2 = min(boxes[i, 2], boxes[j, 2])
-            yy2 = min(boxes[i, 3], boxes[j, 3])
-            inter = max(0.0, xx2 - xx1) * max(0.0, yy2 - yy1)
-            area_i = (boxes[i, 2] - boxes[i, 0]) * (boxes[i, 3] - boxes[i, 1])
-            area_j = (boxes[j, 2] - boxes[j, 0]) * (boxes[j, 3] - boxes[j, 1])
-            if inter / (area_i + area_j - inter) > thresh:
-                suppressed[j] = True
-    return keep[:n]
-
-
-def _boxes(rng, n):  # type: ignore[no-untyped-def]
-    xy = rng.uniform(0, 10, (n, 2))
-    wh = rng.uniform(1, 4, (n, 2))
-    return np.concatenate([xy, xy + wh], axis=1), rng.uniform(0, 1, n)
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_nms(seed: int) -> None:
     boxes, scores = _boxes(np.random.default_rng(seed), 12)
@@ -53,32 +24,6 @@ def test_nms(seed: int) -> None:
 
 
 # --- 2. Viterbi decoder, `dp[t, s] = ...` ---------------------------------------------------
-@nx.script
-def viterbi(log_init, log_trans, log_emit, obs):
-    T = len(obs)
-    S = log_init.shape[0]
-    dp = np.zeros((T, S))
-    bp = np.zeros((T, S), dtype=np.int64)
-    dp[0] = log_init + log_emit[:, obs[0]]
-    for t in range(1, T):
-        for s in range(S):
-            scores = dp[t - 1] + log_trans[:, s]
-            bp[t, s] = np.argmax(scores)
-            dp[t, s] = scores[bp[t, s]] + log_emit[s, obs[t]]
-    path = np.zeros(T, dtype=np.int64)
-    path[T - 1] = np.argmax(dp[T - 1])
-    for t in range(T - 2, -1, -1):
-        path[t] = bp[t + 1, path[t + 1]]
-    return path, np.max(dp[T - 1])
-
-
-def _hmm(rng, S, V, T):  # type: ignore[no-untyped-def]
-    def logp(*shape):  # type: ignore[no-untyped-def]
-        p = rng.uniform(0.1, 1, shape)
-        return np.log(p / p.sum(axis=-1, keepdims=True))
-    return logp(S), logp(S, S), logp(S, V), rng.integers(0, V, T)
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_viterbi(seed: int) -> None:
     args = _hmm(np.random.default_rng(seed), 4, 6, 9)
@@ -271,3 +216,48 @@ def test_seed_rnn_and_gradient() -> None:
     grads = nx.grad(rnn, argnums=(0, 1, 2, 3))(xs, h0, W, U, 7)
     for got, t in zip(grads, ts):
         np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# --- 11. an RNN that appends its outputs to a list and stacks them --------------------------
+@nx.script
+def rnn_outputs(xs, h0, W, U):
+    outs = []
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ xs[t] + U @ h)
+        outs.append(h)
+    return np.stack(outs, axis=1)
+
+
+def test_rnn_that_appends_to_a_list_and_its_gradient() -> None:
+    from nexus.testing.extras import require
+
+    rng = np.random.default_rng(11)
+    W, U = rng.standard_normal((4, 5)), rng.standard_normal((4, 4)) * 0.5
+    for T in (1, 6):  # one signature per length: the loop's list grows to T rows
+        xs, h0 = rng.standard_normal((T, 5)), rng.standard_normal(4)
+        got = rnn_outputs(xs, h0, W, U)
+        np.testing.assert_allclose(got, rnn_outputs.fn(xs, h0, W, U), rtol=1e-12)
+        assert got.shape == (4, T)
+    torch = require("torch", "torch")
+    weights = rng.standard_normal((4, 6))
+    ts = [torch.tensor(a, requires_grad=True) for a in (xs, h0, W, U)]
+    h, outs = ts[1], []
+    for t in range(6):
+        h = torch.tanh(ts[2] @ ts[0][t] + ts[3] @ h)
+        outs.append(h)
+    (torch.stack(outs, 1) * torch.tensor(weights)).sum().backward()
+
+    @nx.script
+    def loss(xs, h0, W, U, weights):
+        return np.sum(rnn_outputs(xs, h0, W, U) * weights)
+
+    grads = nx.grad(loss, argnums=(0, 1, 2, 3))(xs, h0, W, U, weights)
+    for got, t in zip(grads, ts):
+        np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_appending_values_of_another_rank_is_refused() -> None:
+    src = "def f(x):\n    xs = [x]\n    xs.append(x[0])\n    return np.stack(xs)\n"
+    with pytest.raises(nx.ScriptError, match="holds values of type"):
+        nx.script_source(src, "f", {"np": np})(np.ones((2, 3)))

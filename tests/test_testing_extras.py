@@ -66,7 +66,7 @@ def fake_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ca
 def test_missing_third_party_package_skips_outside_ci(outside_ci: None) -> None:
     kind, e = outcome(lambda: require("nexus_test_no_such_package", "onnx"))
     assert kind == "skip"
-    assert "nexus_test_no_such_package" in str(e) and "nexus[onnx]" in str(e)
+    assert "nexus_test_no_such_package" in str(e) and "nexus-ir[onnx]" in str(e)
 
 
 def test_missing_third_party_package_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +118,7 @@ def test_module_level_require_skips_or_fails_that_module(tmp_path: Path, env: di
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"],
                          cwd=tmp_path, env={**child_env, **env}, capture_output=True, text=True, timeout=120)
     out = run.stdout + run.stderr
-    assert "nexus_test_no_such_package is not installed (pip install 'nexus[onnx]')" in out, out
+    assert "nexus_test_no_such_package is not installed (pip install 'nexus-ir[onnx]')" in out, out
     if skipped:
         assert run.returncode == 0 and "1 passed, 1 skipped" in out, out
         assert "SKIPPED [1] " in out and "test_needs_extra.py: nexus_test_no_such_package" in out, out

@@ -64,9 +64,24 @@ _CACHE_KEY = "autodiff.vjp_graph"
 GRADIENT_PIPELINE = "canonicalize,licm,canonicalize"
 
 
+def refuse_state(g: Graph) -> None:
+    """GradError when ``g`` (or a graph it calls) reads or writes state: the derivative
+    through values kept across calls is not defined here (a stream's state is an input
+    of the next call, not of this one)."""
+    for h in (g, *g.callees()):
+        for n in h.nodes():
+            if n.op.kind == "state":
+                where = f" (created at {n.loc})" if n.loc is not None else ""
+                raise GradError(f"cannot differentiate graph @{g.name}: {n.op.name} %{n.name or '?'} of state "
+                                f"{n.attrs.get('name')!r} in ^{n.block.name if n.block else '?'}{where}; autodiff "
+                                "through state ops is not supported (pass the state in as an argument and "
+                                "return the new one to differentiate a step)")
+
+
 def gradient_graph(g: Graph, argnums: Sequence[int], seed: str = "args", optimize: bool = True) -> Graph:
     """The (cached) gradient graph of ``g``, optimised with :data:`GRADIENT_PIPELINE`
     unless ``optimize`` is false; see :func:`nexus.autodiff.graph_mode.vjp_graph`."""
+    refuse_state(g)
     cache: dict[tuple[tuple[int, ...], str, bool], Graph] = g.cached(_CACHE_KEY, lambda _: {})
     key = (tuple(argnums), seed, optimize)
     out = cache.get(key)
@@ -84,6 +99,7 @@ def _vjp_values(f: Any, args: Sequence[Any], argnums: tuple[int, ...], cts: Sequ
     every result with ones."""
     _check_mode(mode)
     g = graph_of(f, args)
+    refuse_state(g)
     if checkpoint is not None:
         if mode != "tape":
             raise ValueError("checkpoint= is implemented for mode='tape' (graph mode stores every iteration)")
@@ -168,7 +184,9 @@ def vjp(f: Any, *args: Any, argnums: int | Sequence[int] | None = None, mode: st
     nums = tuple(range(len(args))) if argnums is None else _argnums(argnums)[0]
     outs, _ = _vjp_values(f, args, (), None, "tape", max_iterations) if mode == "tape" else (None, None)
     if outs is None:
-        res = run(graph_of(f, args), *args, max_iterations=max_iterations)
+        g = graph_of(f, args)
+        refuse_state(g)
+        res = run(g, *args, max_iterations=max_iterations)
         outs = list(res) if isinstance(res, tuple) else [res]
 
     def vjp_fn(*cts: Any) -> tuple[Any, ...]:

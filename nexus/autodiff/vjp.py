@@ -259,4 +259,4 @@ def _gather(e: Emitter, n: Node, ins: Sequence[Any], out: Any, g: Any, wants: Se
 
 
 # The other batches register themselves into VJPS.
-from nexus.autodiff import vjp_extra, vjp_nn  # noqa: E402,F401,I001
+from nexus.autodiff import vjp_comm, vjp_extra, vjp_nn  # noqa: E402,F401,I001

@@ -132,6 +132,18 @@ def _cumsum(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[A
                  reverse=not n.attrs.get("reverse", False))]
 
 
+@defvjp("CumProd")
+def _cumprod(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
+    return [e.op("CumProdGrad", ins[0], g, axis=n.attrs.get("axis", 0))]
+
+
+@defvjp("Append")
+def _append(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
+    # The list's part is g[:-1] (ReshapeLike: an empty list may carry other trailing dims).
+    head = e.op("Slice", g, e.const([0], "i64"), e.const([-1], "i64"), e.const([0], "i64"))
+    return [e.op("ReshapeLike", head, ins[0]), e.op("Gather", g, e.const(-1, "i64"), axis=0)]
+
+
 # --- shapes ------------------------------------------------------------------------------------
 def _reshape_back(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
     return [e.op("ReshapeLike", g, ins[0])] + [None] * (len(ins) - 1)

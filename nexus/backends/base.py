@@ -55,6 +55,32 @@ class MissingLoweringError(NotImplementedError):
                          f"register one with @register_lowering({backend!r}, {node.op.name!r})")
 
 
+class StateOpsUnsupportedError(MissingLoweringError):
+    """A graph with state ops (``nx.state``) compiled on a backend that does not run them."""
+
+    def __init__(self, backend: str, node: Node):
+        self.backend, self.node = backend, node
+        where = f"%{node.name or '?'} in ^{node.block.name if node.block else '?'}"
+        if node.loc is not None:
+            where += f" (created at {node.loc})"
+        runs = ", ".join(sorted(b.name for b in BACKENDS.values() if b.stateful)) or "none"
+        NotImplementedError.__init__(
+            self, f"backend {backend!r} does not run state ops: {node.op.name} {where} of state "
+                  f"{node.attrs.get('name')!r}; run stateful graphs on a backend that does ({runs}), "
+                  "e.g. nx.stream(f, backend='python')")
+
+
+def check_stateful(backend: Backend, g: Graph) -> None:
+    """Refuse ``g`` on ``backend`` when it (or a graph it calls) has state ops the backend
+    cannot run in program order (``Backend.stateful``)."""
+    if backend.stateful:
+        return
+    for h in (g, *g.callees()):
+        for n in h.nodes():
+            if n.op.kind == "state":
+                raise StateOpsUnsupportedError(backend.name, n)
+
+
 class Executable(ABC):
     """A compiled graph: call it with NumPy arrays (or Python numbers)."""
 
@@ -115,6 +141,7 @@ class Backend:
     compile: Callable[..., Executable]
     options: frozenset[str] = frozenset()
     doc: str = ""
+    stateful: bool = False  # runs state ops (nexus.ops.state) in program order
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         unknown = sorted(set(options) - self.options)
@@ -130,11 +157,12 @@ TABLES: dict[str, LoweringTable] = {}
 
 
 def register_backend(name: str, compile: Callable[..., Executable], options: tuple[str, ...] = (),
-                     doc: str = "") -> Backend:
-    """Register a backend; ``options`` names the keyword options its ``compile`` takes."""
+                     doc: str = "", stateful: bool = False) -> Backend:
+    """Register a backend; ``options`` names the keyword options its ``compile`` takes;
+    ``stateful``: it runs state ops, in program order (others refuse graphs with them)."""
     if name in BACKENDS:
         raise ValueError(f"backend {name!r} is registered twice")
-    backend = BACKENDS[name] = Backend(name, compile, frozenset(options), doc)
+    backend = BACKENDS[name] = Backend(name, compile, frozenset(options), doc, stateful)
     return backend
 
 
@@ -178,6 +206,7 @@ class Specialized(Executable):
 
     def __init__(self, fn: Specializable, backend: Backend, options: Mapping[str, Any]):
         self.fn, self.backend, self.options = fn, backend.name, dict(options)
+        self._backend = backend
         self._compile = backend.compile
         self._exes: dict[Graph, Executable] = {}
         self.graph: Graph | None = None  # type: ignore[assignment]  # the last one called
@@ -186,6 +215,7 @@ class Specialized(Executable):
         g, convert = self.fn.specialize(args)
         exe = self._exes.get(g)
         if exe is None:
+            check_stateful(self._backend, g)
             exe = self._exes[g] = self._compile(g, **self.options)
         self.graph = g
         return convert(exe(*args))
@@ -201,11 +231,13 @@ def compile(target: Any, backend: str = "python", **options: Any) -> Executable:
     b = get_backend(backend)
     b.check_options(options)
     if isinstance(target, Graph):
+        check_stateful(b, target)
         return b.compile(target, **options)
     if hasattr(target, "specialize"):
         return Specialized(target, b, options)
     graph = getattr(target, "graph", None)
     if isinstance(graph, Graph):
+        check_stateful(b, graph)
         return b.compile(graph, **options)
     raise TypeError(f"nx.compile takes a Graph, a DSL function or an @nx.script function, "
                     f"not {type(target).__name__}")

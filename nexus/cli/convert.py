@@ -1,5 +1,7 @@
 """``nexus convert``: ONNX <-> Nexus (``model.onnx -o model.nx`` imports, ``model.nx -o
-model.onnx`` exports); the direction follows the file extensions."""
+model.onnx`` exports); the direction follows the file extensions.  A TensorFlow GraphDef
+(``graph.pb`` / ``graph.pbtxt``) imports to ``.nx``, its tensors named by ``--inputs`` and
+``--outputs``."""
 
 from __future__ import annotations
 
@@ -22,12 +24,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", metavar="FILE", help="model.onnx or model.nx")
     p.add_argument("-o", "--output", metavar="OUT", required=True, help="model.nx or model.onnx")
+    _add_tf_options(p)
     p.set_defaults(func=cmd_convert)
     return p
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
     src, dst = str(args.file), str(args.output)
+    if src.endswith(TF_SUFFIXES):
+        return _convert_tf(args, src, dst)
+    if src.endswith(".pt2"):
+        return _convert_pt2(src, dst)
     if src.endswith(".onnx") and not dst.endswith(".onnx"):
         from nexus.frontend.onnx_import import from_onnx
         from nexus.io import save
@@ -47,3 +54,43 @@ def cmd_convert(args: argparse.Namespace) -> int:
             f.write(model.SerializeToString())
         return 0
     raise ConvertError(f"cannot tell the direction from {src!r} -> {dst!r}: one side must end in .onnx")
+
+
+# --- TensorFlow GraphDef (.pb / .pbtxt) -> .nx ------------------------------------------------
+TF_SUFFIXES = (".pb", ".pbtxt")
+
+
+def _add_tf_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inputs", metavar="NAMES", default=None,
+                   help="TensorFlow GraphDef only: the input tensors, comma-separated (x:0,h:0); "
+                        "default: the Placeholders in GraphDef order")
+    p.add_argument("--outputs", metavar="NAMES", default=None,
+                   help="TensorFlow GraphDef only: the output tensors, comma-separated; "
+                        "default: output 0 of every node nothing consumes")
+    p.epilog = (p.epilog or "") + "\n  nexus convert graph.pb -o g.nx --inputs input:0 --outputs output:0"
+
+
+def _convert_tf(args: argparse.Namespace, src: str, dst: str) -> int:
+    """Import a TensorFlow GraphDef (binary .pb or text .pbtxt) and save it as .nx."""
+    from nexus.frontend.tf_import import from_tf
+    from nexus.io import save
+
+    if dst.endswith((".onnx", *TF_SUFFIXES)):
+        raise ConvertError(f"a TensorFlow GraphDef converts to a Nexus graph (.nx), not to {dst!r}")
+
+    def names(text: str | None) -> list[str] | None:
+        return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
+
+    save(from_tf(src, names(args.inputs), names(args.outputs)), dst)
+    return 0
+
+
+def _convert_pt2(src: str, dst: str) -> int:
+    """A ``torch.export.save`` file -> a Nexus graph (parameters become named constants)."""
+    from nexus.frontend.torch_pt2 import from_pt2
+    from nexus.io import save
+
+    if dst.endswith((".onnx", ".pt2")):
+        raise ConvertError(f"{src!r} -> {dst!r}: a .pt2 file converts to a Nexus file (.nx)")
+    save(from_pt2(src).graph, dst)
+    return 0

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus import __version__
 from nexus.cli.values import InputError, parse_inputs
 from nexus.ir.graph import Graph
 from nexus.ir.parser import ParseError
@@ -110,6 +111,12 @@ def format_value(value: Any) -> str:
     return np.array2string(arr, separator=", ", threshold=200)
 
 
+def version_text() -> str:
+    """What ``nexus --version`` prints: the version of the package that is imported (the one
+    place it is set is ``nexus.__version__``; the distribution's metadata is read from it)."""
+    return f"nexus {__version__} (distribution nexus-ir, Python {sys.version.split()[0]})"
+
+
 # --- the parser ----------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -121,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  nexus viz model.nx -o model.svg     draw it (needs Graphviz's dot)\n"
                "  nexus run model.nx --input x=[1,2]  run it with the reference interpreter\n"
                "run 'nexus COMMAND --help' for each command's options.")
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="print the version of Nexus (distribution nexus-ir) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 

@@ -71,7 +71,7 @@ from nexus.ir.types import TensorType, Type, parse_dim
 
 __all__ = [
     "DSLError", "Value", "break_", "constant", "continue_", "device", "else_", "function", "graph", "if_cond",
-    "return_", "then", "while_loop",
+    "machine", "return_", "then", "while_loop",
 ]
 
 TypeSpec = Any  # "f32" | np.float32 | TensorType | (dtype, shape)
@@ -340,7 +340,9 @@ class else_(_Branch):  # noqa: N801
 
 class device:  # noqa: N801
     """``with nx.device("/GPU:0"):`` places the data nodes built inside (their ``device``
-    and, if given, ``machine`` attributes); nests, the innermost winning."""
+    and, if given, ``machine`` attributes); nests, the innermost winning.  The placement
+    pass (``nexus.passes.placement``) then runs each node there and inserts a Memcpy
+    where a value crosses devices (seed 001, section 4.2; docs/devices.md)."""
 
     def __init__(self, name: str, machine: str | None = None):
         self.placement = {"device": name} if machine is None else {"device": name, "machine": machine}
@@ -356,6 +358,15 @@ class device:  # noqa: N801
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         assert self._builder is not None
         self._builder.placement = self._saved
+
+
+class machine(device):  # noqa: N801
+    """``with nx.machine("host1"):`` places the data nodes built inside on a machine (a rank
+    of ``nexus.distributed``); a value crossing machines goes by Send/Recv."""
+
+    def __init__(self, name: str):
+        super().__init__("")
+        self.placement = {"machine": name}
 
 
 def break_() -> NoReturn:

@@ -20,12 +20,12 @@ unnamed dims fresh ones; initializers become constants.  Every error is an
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from nexus.frontend.importing import BlockBuilder, ident
 from nexus.frontend.onnx_data import OnnxImportError, load_model, nexus_dtype, tensor_to_array
 from nexus.ir.cons import SSABuilder
 from nexus.ir.graph import Graph, known_value
@@ -63,7 +63,7 @@ class _Scope:
         self.id, self.names, self.label = sid, set[str](), label
 
 
-class Importer:
+class Importer(BlockBuilder):
     """One import: the graph being built, the SSA builder over ONNX names, the scopes."""
 
     def __init__(self, model: Any, base_dir: str | None, *, name: str | None = None,
@@ -81,7 +81,7 @@ class Importer:
         inits = {t.name for t in gp.initializer} | {t.name for t in gp.sparse_initializer}
         self.inputs = [vi for vi in gp.input if vi.name not in inits and vi.name not in self.constants]
         types = [self.value_type(vi, f"graph input {vi.name!r}") for vi in self.inputs]
-        self.g = Graph(_ident(gp.name or "onnx"), types, [_ident(vi.name) for vi in self.inputs])
+        self.g = Graph(ident(gp.name or "onnx"), types, [ident(vi.name) for vi in self.inputs])
         self.ssa: SSABuilder[Key] = SSABuilder(self.g)
         self.block: Block = self.g.start_block
 
@@ -184,7 +184,7 @@ class Importer:
     def emit(self, op: str, inputs: Sequence[Node], attrs: Mapping[str, Any] | None = None, *,
              type: Type | None = None, name: str | None = None) -> Node:
         nd = self.node
-        nm = name if name is not None else (_ident(nd.output[0]) if nd is not None and nd.output
+        nm = name if name is not None else (ident(nd.output[0]) if nd is not None and nd.output
                                              and nd.output[0] else None)
         if attrs:  # None stands for "the op's default" (an absent ONNX attribute)
             attrs = {k: v for k, v in attrs.items() if v is not None}
@@ -227,35 +227,12 @@ class Importer:
             if d.HasField("dim_value"):
                 dims.append(int(d.dim_value))
             elif d.HasField("dim_param") and d.dim_param:
-                dims.append(sym(_ident(d.dim_param)))
+                dims.append(sym(ident(d.dim_param)))
             else:
                 dims.append(fresh_dim())
         return TensorType(dtype, tuple(dims))
 
     # --- control flow ------------------------------------------------------------------------
-    def new_block(self, label: str, preds: Sequence[Node], seal: bool = True) -> Block:
-        b = self.g.new_block(label, preds)
-        if seal:
-            self.ssa.seal(b)
-        return b
-
-    def branch(self, cond: Node) -> tuple[Node, Node]:
-        """End the current block in a Cond on ``cond``: (false exit, true exit)."""
-        c = self.emit("Cond", [self.scalar_bool(cond)], name="")
-        return self.emit("Proj", [c], {"num": 0}, name=""), self.emit("Proj", [c], {"num": 1}, name="")
-
-    def jump(self) -> Node:
-        return self.emit("Jmp", [], name="")
-
-    def scalar_bool(self, v: Node) -> Node:
-        t = v.type
-        assert isinstance(t, TensorType)
-        if t.dtype != "bool":
-            v = self.emit("Cast", [v], {"to": "bool"}, name="")
-        if t.shape != ():
-            v = self.emit("Reshape", [v, self.const(np.array([], np.int64))], name="")
-        return v
-
     def subgraph(self, gp: Any, label: str, formals: Sequence[Node | None]) -> list[Node]:
         """Import subgraph ``gp`` in the current block (which may change: nested control
         flow), its inputs bound to ``formals``; returns its outputs' values."""
@@ -328,11 +305,6 @@ def _opset(model: Any) -> int:
             return int(imp.version)
     return 1
 
-
-def _ident(name: str) -> str:
-    """An ONNX name as a Nexus value name (the text form's identifiers)."""
-    s = re.sub(r"[^A-Za-z0-9_.]", "_", name)
-    return s if s and not s[0].isdigit() else "v" + s
 
 
 def _input_name(nd: Any, node: Node | None, imp: Importer) -> str:

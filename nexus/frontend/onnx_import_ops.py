@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nexus.frontend.importing import Registry
 from nexus.frontend.onnx_control import convert_if, convert_loop, convert_scan
 from nexus.frontend.onnx_data import OnnxImportError, nexus_dtype, tensor_to_array
 from nexus.frontend.onnx_functions import function_body
@@ -26,18 +27,10 @@ if TYPE_CHECKING:
 
 Ins = list["Node | None"]
 Converter = Callable[["Importer", Ins, dict[str, Any]], Sequence["Node | None"]]
-CONVERTERS: dict[str, Converter] = {}
+_REGISTRY: Registry[Converter] = Registry()
+CONVERTERS = _REGISTRY.table
+converts = _REGISTRY.converts
 INT64_MAX = np.iinfo(np.int64).max
-
-
-def converts(*ops: str) -> Callable[[Converter], Converter]:
-    def add(fn: Converter) -> Converter:
-        for op in ops:
-            assert op not in CONVERTERS, op
-            CONVERTERS[op] = fn
-        return fn
-
-    return add
 
 
 # Attributes whose value is a subgraph are imported by the control-flow converters.

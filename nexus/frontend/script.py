@@ -32,12 +32,18 @@ NumPy as model code uses it, with NumPy's defaults and keywords: creation (``zer
 ``ones``, ``full``, ``empty``, ``*_like``, ``arange``, ``linspace``, ``eye``, ``array`` of
 literals), shapes (``reshape`` with -1, ``transpose``/``.T``, ``swapaxes``, ``moveaxis``,
 ``squeeze``, ``expand_dims``, ``stack``, ``concatenate``, ``split``, ``broadcast_to``,
-``flip``, ``tile``, ``where``, ``take``, ``take_along_axis``, ``x[:, None]``, ``x[mask]``),
-math (``clip``, ``isnan``, ``log1p``, ``power``, ``logical_*`` ... beside the ufuncs),
-reductions with ``axis``/``keepdims`` (``sum``, ``mean``, ``var``, ``std``, ``max``,
-``prod``, ``any``, ``all``, ``argmax``, ``cumsum``, ``sort``, ``argsort``), ``einsum``,
-``outer``, the matching array methods, ``.shape``/``.ndim``/``.size``/``.dtype``, list
-literals as arguments, and ``return (x,)``.
+``flip``, ``roll``, ``tile``, ``repeat``, ``pad`` (constant, edge, reflect), ``where``,
+``take``, ``take_along_axis``, ``x[:, None]``, ``x[mask]``), math (``clip``, ``isnan``,
+``log1p``, ``power``, ``logical_*`` ... beside the ufuncs), reductions with
+``axis``/``keepdims`` (``sum``, ``mean``, ``var``, ``std``, ``max``, ``prod``, ``any``,
+``all``, ``argmax``, ``cumsum``, ``cumprod``, ``sort``, ``argsort``), ``einsum``, ``outer``,
+``linalg.norm`` (vector norms, and the Frobenius norm), the matching array methods,
+``.shape``/``.ndim``/``.size``/``.dtype``, list literals as arguments, and ``return (x,)``.
+**Lists** (``xs = []``, ``xs = [a, b]``, ``xs.append(v)``, also inside loops) hold values of
+one dtype and rank and are kept as their stacked tensor ``[len, *shape]``: ``np.stack(xs)``,
+``np.concatenate(xs)``, ``len(xs)``, ``xs[i]`` and ``for v in xs`` read it as NumPy reads an
+array (so a script returning ``xs`` returns that tensor, not a Python list), and another name
+bound to the list does not see later appends.
 Module globals and closure variables that are numbers or arrays become constants.
 Anything else fails at decoration or first call with a :class:`ScriptError` quoting the
 line, with a caret at the column and what to write instead.
@@ -76,6 +82,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.frontend.dsl_state import State
 from nexus.frontend.script_build import build_graph
 from nexus.frontend.script_errors import ScriptError, error_at
 from nexus.frontend.script_source import (
@@ -149,6 +156,7 @@ class ScriptFunction:
         self._building: set[Hashable] = set()
         self._last: Graph | None = None
         self._closure = dict(zip(fn.__code__.co_freevars, [c.cell_contents for c in fn.__closure__ or ()]))
+        self._closure.update(_state_params(fn, fdef, self.parsed))
 
     def __repr__(self) -> str:
         return f"<nx.script {self.fn.__name__}: {len(self._graphs)} graphs>"
@@ -364,6 +372,21 @@ class ScriptFunction:
 
 _PY_KEYS = {bool: ("bool", 0), int: ("i64", 0), float: ("f64", 0)}
 _SYMBOLS: dict[str, Any] = {}
+
+
+def _state_params(fn: types.FunctionType, fdef: ast.FunctionDef, parsed: ParsedFunction) -> dict[str, State]:
+    """The states declared as keyword-only parameters (``*, h=nx.state(...)``): the body
+    sees them as it sees a module-level State."""
+    out: dict[str, State] = {}
+    defaults = fn.__kwdefaults__ or {}
+    for a in fdef.args.kwonlyargs:
+        value = defaults.get(a.arg)
+        if not isinstance(value, State):
+            raise error_at(parsed.src, a, f"keyword-only parameter `{a.arg}` must declare a state "
+                                          f"(its default is {type(value).__name__}, not nx.state(...))",
+                           "use plain positional parameters for tensors")
+        out[a.arg] = value
+    return out
 
 
 def _dim_symbol(name: str) -> Any:

@@ -22,11 +22,11 @@ from nexus.frontend.script_calls import CallLowering
 from nexus.frontend.script_errors import ScriptError, SourceText
 from nexus.frontend.script_expr import Edge, Loop, Scope, Static, TupleVal, Val, _dtype
 from nexus.frontend.script_source import ParsedFunction
-from nexus.frontend.script_ssa import MergeTypeError, ScriptSSA
+from nexus.frontend.script_ssa import LoopTypeRetry, MergeTypeError, ScriptSSA
 from nexus.frontend.script_types import is_int, is_number
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
-from nexus.ir.types import TensorType, Type
+from nexus.ir.types import TensorType, Type, numpy_dtype
 
 CalleeBuilder = Callable[[Any, Sequence[Type], ast.AST], Graph]
 
@@ -35,6 +35,7 @@ class Lowering(CallLowering):
     """Lowers the statements of a function (and of inlined helpers) into ``g``."""
 
     def __init__(self, g: Graph, ssa: ScriptSSA, scope: Scope, build_callee: CalleeBuilder):
+        self.lists: dict[str, Hashable] = {}  # list variables -> where they were made (retry key)
         super().__init__(g, ssa, scope)
         self.inline_stack = []
         self.inline_count = 0
@@ -67,17 +68,90 @@ class Lowering(CallLowering):
     def stmt_Pass(self, node: ast.Pass) -> None:
         pass
 
+    def stmt_With(self, node: ast.With) -> None:
+        """``with nx.device("/GPU:0"):`` / ``with nx.machine("host1"):`` place the ops of
+        the body (seed 001, section 4.2), nesting like the DSL's; no other context manager."""
+        saved = self.placement
+        placement = dict(saved)
+        for item in node.items:
+            placement.update(self.placement_of(item))
+        self.placement = placement
+        try:
+            self.body(node.body)
+        finally:
+            self.placement = saved
+
+    def placement_of(self, item: ast.withitem) -> dict[str, str]:
+        hint = "only `with nx.device(\"/CPU:0\")` and `with nx.machine(\"host1\")` are supported in a script"
+        call = item.context_expr
+        if item.optional_vars is not None or not isinstance(call, ast.Call) or call.keywords and any(
+                k.arg != "machine" for k in call.keywords):
+            raise self.error(item.context_expr, "this `with` statement is not supported", hint)
+        fn = self.expr(call.func)
+        kind = getattr(getattr(fn, "value", None), "name", None) if isinstance(fn, Static) else None
+        if kind is None and isinstance(fn, Static):
+            kind = {"device": "device", "machine": "machine"}.get(getattr(fn.value, "__name__", ""))
+        if kind not in ("device", "machine") or len(call.args) != 1:
+            raise self.error(item.context_expr, "this `with` statement is not supported", hint)
+        values = [self.expr(call.args[0]), *(self.expr(k.value) for k in call.keywords)]
+        if not all(isinstance(v, Static) and isinstance(v.value, str) for v in values):
+            raise self.error(item.context_expr, f"nx.{kind}(...) takes a string known when the script is built", hint)
+        out = {kind: values[0].value}  # type: ignore[union-attr]
+        if len(values) > 1:
+            out["machine"] = values[1].value  # type: ignore[union-attr]
+        return out
+
     def stmt_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant):
             return  # a docstring or a bare constant does nothing
+        call = node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append" \
+                and isinstance(call.func.value, ast.Name) and call.func.value.id in self.lists:
+            if len(call.args) != 1 or call.keywords:
+                raise self.error(call, "`list.append` takes one value")
+            self.list_append(call.func.value, self.expr(call.args[0]), call)
+            return
         self.expr(node.value)
+
+    # --- lists: a list variable holds its stacked tensor [n, *shape] ---------------------------
+    def list_new(self, target: ast.Name, literal: ast.List) -> None:
+        """``name = [a, b, ...]``: an empty list, then one Append per item.  The element type
+        comes from the first append; until a build has seen it (a retry, as for loop
+        variables whose type changes) the empty list is a placeholder."""
+        site = ("list", self.loop_key(literal))
+        self.lists[target.id] = site
+        hint = self.ssa.hints.get(site)
+        if isinstance(hint, TensorType) and hint.shape is not None:
+            empty = np.zeros((0, *(d if isinstance(d, int) else 0 for d in hint.shape)), numpy_dtype(hint.dtype))
+        else:
+            empty = np.zeros((0,), np.float64)
+        node = self.g.add("Constant", [], self.cur, {"value": empty}, loc=self._loc)
+        self.ssa.set_value(self.var(target.id), self.cur, node)
+        for item in literal.elts:
+            self.list_append(target, self.expr(item), item)
+
+    def list_append(self, target: ast.Name, value: Val, node: ast.AST) -> None:
+        lst = self.as_node(self.load(target.id, target))
+        x = self.as_node(value)
+        lt, xt = lst.type, x.type
+        assert isinstance(lt, TensorType) and isinstance(xt, TensorType)
+        if lt.dtype != xt.dtype or lt.shape is None or xt.shape is None or len(lt.shape) != len(xt.shape) + 1:
+            site = self.lists[target.id]
+            if site not in self.ssa.hints:
+                raise LoopTypeRetry(site, xt)  # build again with the element type known
+            raise self.error(node, f"`{target.id}` holds values of type {self.ssa.hints[site]}; this one is {xt}",
+                             "a list in a script holds values of one dtype and rank (it is their stacked tensor)")
+        new = self.emit("Append", [lst, x])
+        new.name = target.id
+        self.ssa.set_value(self.var(target.id), self.cur, new)
 
     def stmt_Assign(self, node: ast.Assign) -> None:
         if isinstance(node.value, ast.List) and any(isinstance(t, ast.Name) for t in node.targets):
-            raise self.error(node.value, "list literals are not supported as values of variables "
-                                         "(Python lists are mutable)",
-                             "pass the list straight to a function (np.stack([a, b]), np.array([1.0, x])), "
-                             "or store np.array([...])")
+            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+                raise self.error(node.value, "a list can be stored in one variable (`xs = []`), not several",
+                                 "assign it to one name")
+            self.list_new(node.targets[0], node.value)
+            return
         value = self.expr(node.value)
         for target in node.targets:
             self.assign(target, value)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.frontend.dsl_state import StateMethod, script_state_call
 from nexus.frontend.names import FUNCTION_KINDS, public_ops
 from nexus.frontend.script_expr import Edge, ExprLowering, NexusOp, Scope, Static, TupleVal, Val, _dtype
 from nexus.frontend.script_numpy import NumpySurface
@@ -21,6 +22,7 @@ from nexus.frontend.script_types import is_int, is_number, py_dtype, weak_dtype_
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import REGISTRY, get_op
 from nexus.ir.types import DTYPES, TensorType, TupleType, dtype_of, numpy_dtype
+from nexus.ops.state import effect_deps, has_state
 
 # Ops that need float inputs: ints are converted to f64 first (as math and NumPy do).
 FLOAT_OPS = frozenset({"Exp", "Log", "Tanh", "Sigmoid", "Sin", "Cos", "Sqrt", "Rsqrt", "Erf", "Softmax",
@@ -79,6 +81,8 @@ class CallLowering(NumpySurface, ExprLowering):
             return surface
         if isinstance(obj, NexusOp):
             return self.call_op(obj.name, node, f"nx.{obj.name}")
+        if isinstance(obj, StateMethod):
+            return script_state_call(self, obj, node)
         if getattr(obj, "__nexus_script__", False):
             return self.call_script(obj, node)
         if obj in _MATH if _hashable(obj) else False:
@@ -305,7 +309,10 @@ class CallLowering(NumpySurface, ExprLowering):
             raise self.error(node, "keyword arguments to a script call are not supported", "pass them by position")
         args = [self.as_node(a) for a in self.positional(node)]
         callee = self.script_builder(fn, [a.type for a in args], node)
+        deps = effect_deps(self.cur) if has_state(callee) else []
         out = self.emit("Call", args, {"callee": callee})
+        for d in deps:  # a callee with state: in order with this block's state ops
+            out.add_dep(d)
         t = out.type
         if isinstance(t, TupleType):
             if not t.elems:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.frontend.dsl_state import State, StateMethod
 from nexus.frontend.script_errors import ScriptError, SourceText, error_at, matmul_mismatch
 from nexus.frontend.script_source import ParsedFunction
 from nexus.frontend.script_ssa import MergeTypeError, ScriptSSA, generalize_all
@@ -119,6 +120,8 @@ class ExprLowering:
         self._src: SourceText | None = None
         self._loc_memo: SourceLoc | None = None  # _loc of _node, made when first asked for
         self._consts: dict[tuple[str, bytes], Node] = {}
+        # `with nx.device(...)` / `with nx.machine(...)`: attrs stamped on the data nodes made
+        self.placement: dict[str, str] = {}
 
     # --- errors and locations ------------------------------------------------------------
     def error(self, node: ast.AST | None, msg: str, hint: str = "") -> ScriptError:
@@ -152,6 +155,8 @@ class ExprLowering:
 
     def emit(self, op: str, inputs: list[Node], attrs: dict[str, Any] | None = None, *,
              type: Type | None = None, name: str | None = None, block: Block | None = None) -> Node:
+        if self.placement and op != "Constant" and get_op(op).kind == "data":
+            attrs = {**self.placement, **(attrs or {})}
         try:
             return self.g.add(op, inputs, block or self.cur, attrs, type=type, name=name, loc=self._loc)
         except OpTypeError as e:
@@ -241,7 +246,7 @@ class ExprLowering:
                 raise self.error(node, f"global `{name}` has dtype {np.asarray(value).dtype}, which Nexus "
                                        "does not have", "convert it to float32/float64/int64") from None
             return Static(value)
-        if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)) \
+        if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type, State)) \
                 or callable(value):
             return Static(value)
         raise self.error(node, f"global `{name}` is a {type(value).__name__}; scripts can use numbers, arrays, "
@@ -293,6 +298,8 @@ class ExprLowering:
                     raise self.error(node, f"module `{obj.__name__}` has no attribute `{node.attr}`")
                 attr = getattr(obj, node.attr)
                 return self.outer_value(f"{obj.__name__}.{node.attr}", attr, node)
+            if isinstance(obj, State) and node.attr in ("read", "assign"):
+                return Static(StateMethod(obj, node.attr))
             raise self.error(node, f"attribute `.{node.attr}` of {_describe(obj)} is not supported",
                              "compute the value outside the script and pass it in")
         if isinstance(base, Node):
@@ -726,7 +733,8 @@ class ExprLowering:
 # Array methods a script may call (handled by nexus.frontend.script_numpy).
 TENSOR_METHODS = frozenset({
     "sum", "mean", "max", "min", "prod", "any", "all", "var", "std", "argmax", "argmin", "cumsum", "argsort",
-    "reshape", "astype", "copy", "ravel", "flatten", "swapaxes", "transpose", "squeeze", "clip", "take"})
+    "reshape", "astype", "copy", "ravel", "flatten", "swapaxes", "transpose", "squeeze", "clip", "take", "repeat",
+    "cumprod"})
 
 
 class TensorMethod:

@@ -242,8 +242,8 @@ class NumpySurface(NumpyCalls):
         return x, len(t.shape)
 
     def _static(self, v: Val, node: ast.AST, what: str) -> Any:
-        if isinstance(v, TupleVal) and all(isinstance(i, Static) for i in v.items):
-            return tuple(i.value for i in v.items)  # type: ignore[union-attr]
+        if isinstance(v, TupleVal):  # nested tuples too: np.pad's ((1, 2), (0, 1))
+            return tuple(self._static(i, node, what) for i in v.items)
         if not isinstance(v, Static):
             raise self.error(node, f"{what} must be known when the graph is built", "pass a constant")
         return v.value
@@ -332,7 +332,9 @@ class NumpySurface(NumpyCalls):
         keep = bool(kw.pop("keepdims", False))
         self._no_more(node, kw, args, 2)
         if axis is None:
-            return self.emit(op, [self._flat(x)], {"axis": 0, "keepdims": False})
+            flat = x if isinstance(x.type, TensorType) and x.type.shape is not None and len(x.type.shape) == 1 \
+                else self._flat(x)
+            return self.emit(op, [flat], {"axis": 0, "keepdims": False})
         return self.emit(op, [x], {"axis": int(axis), "keepdims": keep})
 
     def npx_argmax(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
@@ -435,6 +437,12 @@ class NumpySurface(NumpyCalls):
 
     def npx_stack(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
         axis = self._axis(kw, args, 1, node, 0)
+        if not isinstance(args[0], TupleVal):  # an array (or a list variable) is the list of its rows
+            rows, rank = self._rank(args[0], node)
+            to = int(axis) % rank
+            if to == 0:
+                return self.emit("Identity", [rows])
+            return self.npx_moveaxis(node, [rows, Static(0), Static(to)], {})
         nodes = self.unify(self._items(args[0], node), arith=False)
         r = len(nodes[0].type.shape) if isinstance(nodes[0].type, TensorType) and nodes[0].type.shape is not None \
             else None
@@ -443,6 +451,20 @@ class NumpySurface(NumpyCalls):
 
     def npx_concatenate(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
         axis = self._axis(kw, args, 1, node, 0)
+        if not isinstance(args[0], TupleVal):  # rows of an array (or a list variable) joined along `axis`
+            x, r = self._rank(args[0], node)
+            if axis is None:
+                return self._flat(x)
+            if r < 2:
+                raise self.error(node, "zero-dimensional arrays cannot be concatenated")
+            a = int(axis) % (r - 1)
+            moved = self.as_node(self.npx_moveaxis(node, [x, Static(0), Static(a)], {}))
+            shape = self.emit("ShapeOf", [moved])
+            parts = [self.emit("Slice", [shape, *(self.const(np.array([v], np.int64), "i64") for v in (0, a, 0))]),
+                     self.const(np.array([-1], np.int64), "i64"),
+                     self.emit("Slice", [shape, *(self.const(np.array([v], np.int64), "i64")
+                                                  for v in (a + 2, INT64_BIG_, 0))])]
+            return self.emit("Reshape", [moved, self.emit("Concat", parts, {"axis": 0})])
         nodes = self.unify(self._items(args[0], node), arith=False)
         if axis is None:
             return self.emit("Concat", [self._flat(n) for n in nodes], {"axis": 0})
@@ -499,6 +521,110 @@ class NumpySurface(NumpyCalls):
             x = self.emit("Unsqueeze", [x], {"axes": (0,)})
             r += 1
         return self.emit("Tile", [x, self.const(np.array(reps, np.int64), "i64")])
+
+    def npx_roll(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+        x, r = self._rank(args[0], node)
+        shift = args[1] if len(args) > 1 else Static(kw.pop("shift", None))
+        axis = self._axis(kw, args, 2, node)
+        self._no_more(node, kw, args, 3)
+        if axis is None:  # NumPy rolls the flattened array and restores the shape
+            flat = self.emit("Roll", [self._flat(x), self.as_node(shift, "i64")], {"axes": (0,)})
+            return self.emit("Reshape", [flat, self.emit("ShapeOf", [x])])
+        axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+        if isinstance(shift, TupleVal) or (isinstance(shift, Static) and isinstance(shift.value, (tuple, list))):
+            items = list(shift.items) if isinstance(shift, TupleVal) else [Static(v) for v in shift.value]  # type: ignore[union-attr]
+            one = self.const(np.array([1], np.int64), "i64")
+            s = self.emit("Concat", [self.emit("Reshape", [self.as_node(i, "i64"), one]) for i in items], {"axis": 0})
+            if len(items) != len(axes):  # NumPy broadcasts one shift to many axes and the converse
+                raise self.error(node, f"`np.roll`: {len(items)} shifts for {len(axes)} axes")
+        else:
+            s = self.as_node(shift, "i64")
+            if len(axes) > 1:
+                s = self.emit("Expand", [self.emit("Reshape", [s, self.const(np.array([1], np.int64), "i64")]),
+                                         self.const(np.array([len(axes)], np.int64), "i64")])
+        return self.emit("Roll", [x, s], {"axes": tuple(int(a) % r for a in axes)})
+
+    def npx_repeat(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+        x, r = self._rank(args[0], node)
+        reps = self._static(args[1] if len(args) > 1 else Static(kw.pop("repeats", None)), node, "the repeats")
+        axis = self._axis(kw, args, 2, node)
+        self._no_more(node, kw, args, 3)
+        if axis is None:
+            x, r, axis = self._flat(x), 1, 0
+        a = int(axis) % max(r, 1)
+        if not isinstance(reps, int):  # one count per element: a gather with the indices known now
+            counts = np.asarray(reps, np.int64)
+            if counts.ndim != 1 or (counts < 0).any():
+                raise self.error(node, "`np.repeat`: repeats must be a non-negative int or a list of them")
+            idx = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+            return self.emit("Gather", [x, self.const(idx, "i64")], {"axis": a})
+        if reps < 0:
+            raise self.error(node, "`np.repeat`: repeats must be non-negative")
+        # x[..., i, ...] -> [..., i, k, ...] (k < reps) -> merged: each entry `reps` times in a row
+        t = self.emit("Unsqueeze", [x], {"axes": (a + 1,)})
+        tiles = [1] * (r + 1)
+        tiles[a + 1] = reps
+        t = self.emit("Tile", [t, self.const(np.array(tiles, np.int64), "i64")])
+        shape = self.emit("ShapeOf", [x])
+        dims = [self.emit("Slice", [shape, *(self.const(np.array([v], np.int64), "i64") for v in (lo, hi, 0))])
+                for lo, hi in ((0, a), (a, a + 1), (a + 1, INT64_BIG_))]
+        dims[1] = self.emit("Mul", [dims[1], self.const(np.array([reps], np.int64), "i64")])
+        return self.emit("Reshape", [t, self.emit("Concat", dims, {"axis": 0})])
+
+    def npx_pad(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+        x, r = self._rank(args[0], node)
+        width = self._static(args[1] if len(args) > 1 else Static(kw.pop("pad_width", None)), node, "the pad width")
+        mode = str(self._static(args[2], node, "the mode")) if len(args) > 2 else kw.pop("mode", "constant")
+        value = kw.pop("constant_values", 0)
+        self._no_more(node, kw, args, 3)
+        modes = {"constant": "constant", "edge": "edge", "reflect": "reflect"}
+        if mode not in modes:
+            raise self.error(node, f"`np.pad` mode {mode!r} is not supported", "use constant, edge or reflect")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise self.error(node, "`np.pad`: constant_values must be one number here")
+        try:
+            w = np.broadcast_to(np.asarray(width, np.int64), (r, 2))
+        except ValueError:
+            raise self.error(node, f"`np.pad`: pad width {width!r} does not fit an array of rank {r}") from None
+        pads = np.concatenate([w[:, 0], w[:, 1]])
+        return self.emit("Pad", [x, self.const(pads, "i64")], {"mode": modes[mode], "value": float(value)})
+
+    def npx_cumprod(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+        x, _ = self._t(args[0])
+        axis = self._axis(kw, args, 1, node)
+        self._no_more(node, kw, args, 2)
+        if _dtype(x) == "bool":
+            x = self.cast(x, "i64")
+        if axis is None:
+            return self.emit("CumProd", [self._flat(x)], {"axis": 0})
+        return self.emit("CumProd", [x], {"axis": int(axis)})
+
+    def npx_norm(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+        x, r = self._rank(args[0], node)
+        ord_ = self._static(args[1], node, "ord") if len(args) > 1 else kw.pop("ord", None)
+        axis = self._axis(kw, args, 2, node)
+        keep = bool(kw.pop("keepdims", False))
+        self._no_more(node, kw, args, 3)
+        if not _dtype(x).startswith("f"):
+            x = self.cast(x, "f64")
+        n_axes = r if axis is None else len(axis) if isinstance(axis, (tuple, list)) else 1
+        if ord_ in (None, "fro") or (ord_ == 2 and n_axes == 1):  # the 2-norm of the entries
+            s = self._reduce("ReduceSum", node, [self.emit("Mul", [x, x])], {"axis": axis, "keepdims": keep})
+            return self.emit("Sqrt", [s])
+        if n_axes != 1:
+            raise self.error(node, f"`np.linalg.norm` with ord={ord_!r} over {n_axes} axes (a matrix norm) "
+                                   "is not supported", "use ord=None ('fro') or give one axis")
+        a = self.emit("Abs", [x])
+        if ord_ in (float("inf"), -float("inf")):
+            return self._reduce("ReduceMax" if ord_ > 0 else "ReduceMin", node, [a], {"axis": axis, "keepdims": keep})
+        if ord_ == 1:
+            return self._reduce("ReduceSum", node, [a], {"axis": axis, "keepdims": keep})
+        if isinstance(ord_, (int, float)) and ord_ > 0:
+            p = self.static_const(float(ord_), _dtype(x))
+            s = self._reduce("ReduceSum", node, [self.emit("Pow", [a, p])], {"axis": axis, "keepdims": keep})
+            return self.emit("Pow", [s, self.static_const(1.0 / float(ord_), _dtype(x))])
+        raise self.error(node, f"`np.linalg.norm` with ord={ord_!r} is not supported",
+                         "use ord None, 1, 2, p > 0 or inf")
 
     def npx_take(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
         x, _ = self._t(args[0])
@@ -651,6 +777,7 @@ _SURFACE: dict[Any, str] = {
     np.square: "square", np.logical_and: "logical_and", np.logical_or: "logical_or",
     np.logical_xor: "logical_xor", np.logical_not: "logical_not", np.einsum: "einsum", np.outer: "outer",
     np.linspace: "linspace", np.eye: "eye", np.identity: "identity", np.ravel: "ravel", np.copy: "copy",
+    np.roll: "roll", np.repeat: "repeat", np.pad: "pad", np.cumprod: "cumprod", np.linalg.norm: "norm",
 }
 # Array methods -> the function they call with the array first.
 _METHODS: dict[str, str] = {
@@ -658,6 +785,6 @@ _METHODS: dict[str, str] = {
     "var": "var", "std": "std", "argmax": "argmax", "argmin": "argmin", "cumsum": "cumsum",
     "argsort": "argsort", "reshape": "reshape", "astype": "astype", "copy": "copy", "ravel": "ravel",
     "flatten": "ravel", "swapaxes": "swapaxes", "transpose": "transpose", "squeeze": "squeeze",
-    "clip": "clip", "take": "take",
+    "clip": "clip", "take": "take", "repeat": "repeat", "cumprod": "cumprod",
 }
 assert set(_METHODS) == TENSOR_METHODS, "script_expr.TENSOR_METHODS names the methods handled here"

@@ -136,8 +136,6 @@ def assigned_names(fdef: ast.FunctionDef) -> set[str]:
 _UNSUPPORTED: dict[type, tuple[str, str]] = {
     ast.Try: ("`try` statements are not supported",
               "check conditions with `if` or `assert cond, \"message\"` instead of catching exceptions"),
-    ast.With: ("`with` statements are not supported",
-               "call the code without the context manager (placement: use the DSL's `with nx.device(...)`)"),
     ast.AsyncWith: ("`async with` is not supported", "write synchronous code"),
     ast.AsyncFor: ("`async for` is not supported", "use `for i in range(n)`"),
     ast.Await: ("`await` is not supported", "write synchronous code"),
@@ -179,10 +177,14 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
         raise error_at(src, args.vararg, "`*args` parameters are not supported", "list the parameters one by one")
     if args.kwarg is not None:
         raise error_at(src, args.kwarg, "`**kwargs` parameters are not supported", "list the parameters one by one")
-    if args.kwonlyargs or args.posonlyargs:
-        first = (args.kwonlyargs or args.posonlyargs)[0]
+    # Keyword-only parameters with defaults declare states (`*, h=nx.state(...)`);
+    # ScriptFunction checks that the defaults are states.
+    no_default = [a for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    if no_default or args.posonlyargs:
+        first = (no_default or args.posonlyargs)[0]
         raise error_at(src, first, "keyword-only and positional-only parameters are not supported",
-                       "use plain positional parameters")
+                       "use plain positional parameters (a keyword-only one may declare a state: "
+                       "`*, h=nx.state(\"h\", np.zeros(4))`)")
     if args.defaults:
         raise error_at(src, args.defaults[0], "default parameter values are not supported",
                        "pass every argument at the call")
@@ -199,6 +201,10 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
         entry = _UNSUPPORTED.get(cls)
         if entry is not None:
             found.append((getattr(node, "lineno", 0), getattr(node, "col_offset", 0), node, *entry))
+        elif cls is ast.With and not all(_is_placement(item) for item in node.items):  # type: ignore[attr-defined]
+            found.append((node.lineno, node.col_offset, node,  # type: ignore[attr-defined]
+                          "`with` statements are not supported, except placement",
+                          "only `with nx.device(\"/CPU:0\")` and `with nx.machine(\"host1\")` are supported"))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -211,6 +217,16 @@ def check_supported(fdef: ast.FunctionDef, src: SourceText) -> set[str]:
         _, _, where, msg, hint = found[0]
         raise error_at(src, where, msg, hint)
     return assigned
+
+
+def _is_placement(item: ast.withitem) -> bool:
+    """``nx.device(...)`` / ``nx.machine(...)`` (or a bare ``device(...)``), bound to nothing."""
+    call = item.context_expr
+    if item.optional_vars is not None or not isinstance(call, ast.Call):
+        return False
+    fn = call.func
+    name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+    return name in ("device", "machine")
 
 
 # Fields that hold only singletons without children (expression contexts, operators).

@@ -10,6 +10,7 @@ from nexus.ops import (  # noqa: F401
     activation,
     adjoint,
     adjoint_nn,
+    comm,
     debug,
     dynamic,
     index,
@@ -20,7 +21,8 @@ from nexus.ops import (  # noqa: F401
     reduce,
     shape,
     stack,
+    state,
 )
 
 # The op families users write programs with, in the order the docs list them.
-FAMILIES = ("math", "activation", "reduce", "linalg", "shape", "index", "nn", "dynamic", "random")
+FAMILIES = ("math", "activation", "reduce", "linalg", "shape", "index", "nn", "dynamic", "random", "comm")

@@ -186,3 +186,30 @@ define("TileGrad", FAMILY, ("grad", "x"), _like1_rule, _tile_grad,
 define("ConcatGrad", FAMILY, ("grad", "inputs"), _concat_grad_rule, _concat_grad, variadic=True,
                   attrs={"axis": Attr("int", doc="Concat's axis"), "index": Attr("int", doc="which input")},
                   doc="The slice of `grad` that Concat took from input `index` (adjoint of Concat).", may_fail=True)
+
+
+def _cumprod_grad_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, g = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    if x.shape is not None:
+        normalize_axis(op, attrs["axis"], len(x.shape))
+    return TensorType(g.dtype, x.shape)
+
+
+def _cumprod_grad(x: Any, g: Any, axis: int = 0) -> Any:
+    """The VJP of y = cumprod(x) along ``axis``, exact where x has zeros:
+    dx_i = prod(x[:i]) * s_i with s_i = g_i + x_{i+1} * s_{i+1} (so no division by x)."""
+    x, g = np.moveaxis(np.asarray(x), axis, 0), np.moveaxis(np.asarray(g), axis, 0)
+    n = x.shape[0]
+    s = np.empty(np.broadcast_shapes(x.shape, g.shape), dtype=g.dtype)
+    if n:
+        s[n - 1] = g[n - 1]
+        for i in range(n - 2, -1, -1):
+            s[i] = g[i] + x[i + 1] * s[i + 1]
+        before = np.concatenate([np.ones_like(x[:1]), np.cumprod(x[:-1], axis=0, dtype=x.dtype)])
+        s = before * s
+    return np.ascontiguousarray(np.moveaxis(s, 0, axis))
+
+
+define("CumProdGrad", FAMILY, ("x", "g"), _cumprod_grad_rule, _cumprod_grad,
+       attrs={"axis": Attr("int", 0, "the axis of the running product")},
+       doc="VJP of CumProd: the cotangent of x given x and the cotangent g of cumprod(x) (exact at zeros)")

@@ -35,6 +35,8 @@ PROBE_ATTRS: dict[str, dict[str, Any]] = {
     "Split": {"num_outputs": 1},
     "Constant": {"value": np.zeros((), np.float32)},
     "Roll": {"axes": (0,)},
+    "Send": {"peer": 1},
+    "Recv": {"peer": 1},
 }
 DEFAULT_PATH = Path("docs/ops.md")
 _DTYPE_ORDER = list(DTYPES)

@@ -332,7 +332,9 @@ def setitem_owned(data: Any, value: Any, *idx: Any, kinds: str) -> Any:
     variable, view, argument of the caller or constant holds it (else it copies)."""
     if (type(data) is np.ndarray and sys.getrefcount(data) <= _OWNED_REFS and data.base is None
             and data.flags.writeable and data.flags.owndata):
-        data[idx[0] if kinds == "i" else index_tuple(kinds, idx)] = value
+        # Only "i" kinds: the inputs are the index as they are (a 0-d int array indexes as its int
+        # would, for a write); slices need index_tuple.
+        data[idx[0] if kinds == "i" else idx if kinds.count("i") == len(kinds) else index_tuple(kinds, idx)] = value
         return data
     return _setitem(data, value, *idx, kinds=kinds)
 

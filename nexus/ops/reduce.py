@@ -92,8 +92,12 @@ def _arg_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequenc
 
 
 def _arg_kernel(fn: Any) -> Any:
+    method = fn.__name__  # "argmax" / "argmin", the ndarray method (no fromnumeric dispatch)
+
     def run(x: Any, axis: int = 0, keepdims: bool = False, select_last_index: bool = False) -> Any:
         arr = np.asarray(x)
+        if not select_last_index and not keepdims and arr.ndim == 1:  # the common case, kept fast
+            return np.int64(getattr(arr, method)())
         if select_last_index:
             # The last extremum is the first one of the reversed axis.
             n = arr.shape[axis]
@@ -151,3 +155,13 @@ define("CumSum", FAMILY, ("x",), _cumsum_rule, _cumsum, differentiable=True, ali
            "reverse": Attr("bool", False, "sum from the end"),
        },
        doc="running sum along `axis` (ONNX CumSum)")
+
+
+def _cumprod(x: Any, axis: int = 0) -> Any:
+    arr = np.asarray(x)
+    return np.cumprod(arr, axis=axis, dtype=arr.dtype)  # dtype= keeps small ints small
+
+
+define("CumProd", FAMILY, ("x",), _cumsum_rule, _cumprod, differentiable=True, aliases=("cumprod",),
+       attrs={"axis": Attr("int", 0, "the axis multiplied along")},
+       doc="running product along `axis` (np.cumprod)")

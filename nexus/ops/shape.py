@@ -75,7 +75,9 @@ def _prod(dims: Any) -> Any:
 
 
 def _reshape(x: Any, shape: Any) -> Any:
-    return np.reshape(x, tuple(int(d) for d in shape))
+    # tolist() gives Python ints ten times faster than a generator of int() (a hot kernel).
+    dims = shape.tolist() if type(shape) is np.ndarray else [int(d) for d in shape]
+    return np.asarray(x).reshape(dims)
 
 
 define("Reshape", FAMILY, ("data", "shape"), _reshape_rule, _reshape, differentiable=True,
@@ -119,6 +121,34 @@ def _gather(x: Any, idx: Any, axis: int = 0) -> Any:
 define("Gather", FAMILY, ("data", "indices"), _gather_rule, _gather,
        attrs={"axis": Attr("int", 0, "the axis indexed")}, differentiable=True,
        doc="Picks entries along `axis` (negative indices count from the end): `x[t]`.", may_fail=True)
+
+
+# --- Append: a Python list built by ``append`` in a script, held as its stacked tensor ----
+def _append_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    lst, x = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    check_same_dtype(op, [lst, x])
+    if x.shape is None or lst.shape is None:
+        return TensorType(x.dtype, None)
+    if len(lst.shape) != len(x.shape) + 1:
+        raise OpTypeError(f"{op}: the list (input 0) must have rank {len(x.shape) + 1} to take a value of "
+                          f"rank {len(x.shape)}, got {lst}")
+    n = lst.shape[0]
+    return TensorType(x.dtype, (_sum([n, 1]), *x.shape))
+
+
+def _append(lst: Any, x: Any) -> Any:
+    x = np.asarray(x)
+    if np.shape(lst)[0] == 0:  # an empty list has no element shape: the first value gives it
+        return x[None].copy()
+    if np.shape(lst)[1:] != x.shape:
+        raise ValueError(f"Append: a value of shape {x.shape} joins a list of values of shape {np.shape(lst)[1:]}")
+    return np.concatenate([lst, x[None]])
+
+
+define("Append", FAMILY, ("list", "value"), _append_rule, _append, differentiable=True, may_fail=True,
+       doc="A Python list extended by `value`, the list held as its stacked tensor [n, *shape]: "
+           "`np.stack(lst + [value])`; an empty list ([0, ...], any trailing dims) takes its element shape from "
+           "`value`.")
 
 
 # --- rank changes ------------------------------------------------------------------------

@@ -55,6 +55,7 @@ PASSES: dict[str, str] = {
     "shapes": "nexus.passes.shapeinfer:InferShapes",
     "shapechecks": "nexus.passes.shapechecks:InsertShapeChecks",
     "canonicalize": "nexus.passes.canonicalize:Canonicalize",
+    "place": "nexus.passes.placement:Place",
 }
 
 DEFAULT_PIPELINE = "inline,canonicalize,licm,canonicalize"

@@ -38,7 +38,7 @@ def expected_missing() -> frozenset[str]:
 
 def require(module: str, extra: str) -> ModuleType:
     """Import the optional third-party ``module`` (installed by ``pip install
-    'nexus[extra]'``) or skip the test, or the whole module when called at module level;
+    'nexus-ir[extra]'``) or skip the test, or the whole module when called at module level;
     under CI fail instead, unless ``extra`` is in ``NEXUS_EXPECT_MISSING``.  An
     ImportError raised by Nexus's own code propagates."""
     try:
@@ -46,7 +46,7 @@ def require(module: str, extra: str) -> ModuleType:
     except ImportError as e:
         if _is_nexus(module) or _is_nexus(e.name) or _raised_in_nexus(e.__traceback__):
             raise
-        msg = f"{module} is not installed (pip install 'nexus[{extra}]'): {e}"
+        msg = f"{module} is not installed (pip install 'nexus-ir[{extra}]'): {e}"
         caller = sys._getframe(1).f_code
         if caller.co_name == "<module>":
             # pytest reports a module's skip at the line that raised it (here), and `-rs`

@@ -6,7 +6,8 @@ Programs have nested ``if``/``elif``/``else``, ``while`` and ``for`` loops (boun
 semantics on ints), chained comparisons, conditional expressions, tuple assignment,
 ``+=``, inlined helpers with several returns, bitwise operators on ints (and bools), over
 ints, floats and small float arrays, with subscript assignments into them (``w[i] = ...``,
-slices, masks, int arrays, ``+=``) and NumPy calls (flip, cumsum, clip, sort, where...).
+slices, masks, int arrays, ``+=``) and NumPy calls (flip, cumsum, clip, sort, where, roll, pad,
+repeat, cumprod, linalg.norm...).
 The generator tracks which variables are definitely
 assigned and keeps every variable at one type, so each program is valid Python that a
 script must accept.  Values stay small (loop-carried ints are wrapped with ``%``, left
@@ -351,7 +352,10 @@ class Gen:
             self.lines.append(f"{ind}{target} {op} {self.wrap(FLOAT, value, loops > 0)}")
         if r.random() < 0.5:
             fn = r.choice(["np.flip({})", "np.cumsum({})", "np.clip({}, -1.0, 1.0)", "np.sort({})",
-                           "np.maximum({}, 0.0)", "{}.reshape(-1)", "np.where({0} > 0, {0}, 0.0)"])
+                           "np.maximum({}, 0.0)", "{}.reshape(-1)", "np.where({0} > 0, {0}, 0.0)",
+                           "np.roll({}, 1)", "np.roll({}, -2)", "np.pad({}, (1, 0))[:-1]",
+                           "np.pad({}, (0, 2), mode='edge')[:-2]", "np.repeat({}, 2)[::2]",
+                           "np.cumprod(np.clip({}, -1.0, 1.0))", "{0} / (1.0 + np.linalg.norm({0}))"])
             self.lines.append(f"{ind}{name} = {self.wrap(ARR, fn.format(name), loops > 0)}")
 
     def pick_or_new(self, env: Env, t: str) -> str:

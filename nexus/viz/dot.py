@@ -67,6 +67,25 @@ _STYLE = {
 }
 
 
+# Placed nodes (seed 001, section 4.2) are filled by device kind; the label names the device
+# (and machine).  Unplaced nodes keep their kind's colour.
+DEVICE_FILLS = {"CPU": "#ffe066", "TORCH": "#b197fc", "GPU": "#74c0fc"}
+TRANSFER_FILL = "#f783ac"  # Memcpy, Send, Recv: data moving between devices or machines
+TRANSFER_OPS = frozenset({"Memcpy", "Send", "Recv"})
+
+
+def device_style(n: Node) -> tuple[str, str]:
+    """(label suffix, extra DOT attributes) for a node's placement; ("", "") unplaced."""
+    attrs = n.attrs or {}
+    device, machine = attrs.get("device"), attrs.get("machine")
+    if not device and not machine and n.op.name not in TRANSFER_OPS:
+        return "", ""
+    where = "@" + "".join(p for p in (str(machine) if machine else "", str(device) if device else "") if p)
+    kind = str(device).lstrip("/").split(":")[0].upper() if device else ""
+    fill = TRANSFER_FILL if n.op.name in TRANSFER_OPS else DEVICE_FILLS.get(kind)
+    return "\n" + where, f', fillcolor="{fill}"' if fill else ""
+
+
 def _q(text: str) -> str:
     """A DOT string literal (labels use \\n for line breaks)."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
@@ -110,7 +129,9 @@ def to_dot(g: Graph, *, types: bool = True) -> str:
         members = node_order(b)
         for n in members:
             ids[n] = f"n{len(ids)}"
-            lines.append(f"    {ids[n]} [label={_q(_label(n, values[n], types))}, {_STYLE[node_kind(n)]}];")
+            suffix, style = device_style(n)
+            label = _q(_label(n, values[n], types) + suffix)
+            lines.append(f"    {ids[n]} [label={label}, {_STYLE[node_kind(n)]}{style}];")
         lines += _terminator_last(b, members, ids)
         if members:
             anchors[b] = ids[members[0]]

@@ -27,6 +27,7 @@ from typing import Any
 
 from nexus.backends.base import MissingLoweringError, lowering_table
 from nexus.backends.python.cost import is_heavy
+from nexus.backends.python.devices import constant_on, kernel_for
 from nexus.backends.python.lowering import BACKEND
 from nexus.backends.python.plan import BlockPlan, Edge, Plan, value_inputs
 from nexus.backends.python.pool import blas_threads
@@ -74,6 +75,8 @@ class _Gen:
         for i, c in enumerate(plan.consts):
             self.names[c] = f"k{i}"
             self.ns[f"_K{i}"] = _const_value(c)
+            if c.attrs.get("device"):  # a constant materialised on its device once
+                self.ns[f"_K{i}"] = constant_on(self.ns[f"_K{i}"], c.attrs["device"])
         start = plan.graph.start_block
         self.prologue = plan.in_edges.get(start, 0) == 0
 
@@ -92,6 +95,8 @@ class _Gen:
         if n.op.name == "Call":
             run_call = self.ns["_call"]
             self.ns[key] = functools.partial(run_call, n.attrs["callee"])
+        elif n.attrs.get("device") and (placed := kernel_for(n)) is not None:
+            self.ns[key] = placed  # a node placed on a torch device, or a Memcpy
         elif n.op.kernel is None:
             raise MissingLoweringError(BACKEND, n)
         else:
@@ -194,7 +199,7 @@ class _Gen:
         args = [self.var(v) for v in n.inputs]
         if n in self.inplace:
             return f"{self.var(n)} = _setitem_owned({', '.join(args)}, kinds={n.attrs['kinds']!r})  # {_label(n)}"
-        rule = _RULES.get(n.op.name)
+        rule = _RULES.get(n.op.name) if not _placed(n) else None
         expr = rule(n, args) if rule is not None else None
         if expr is None:
             if n.op.name == "Call":
@@ -320,6 +325,13 @@ def _label(n: Node) -> str:
     text = f"{n.op.name} %{n.name or '?'}"
     # A comment ends at a line break and the source may hold no NUL: escape the unprintable.
     return text if not n.name or n.name.isprintable() else ascii(text)[1:-1]
+
+
+def _placed(n: Node) -> bool:
+    """Whether ``n`` runs a device's kernel (its Python operator may mean something else
+    on that device's arrays) instead of the ordinary NumPy path."""
+    device = n.attrs.get("device") if n.attrs else None
+    return bool(device) and (n.op.name == "Memcpy" or not str(device).upper().lstrip("/").startswith("CPU"))
 
 
 def _const_value(c: Node) -> Any:

@@ -25,6 +25,7 @@ from nexus.backends.python.plan import PlanError, make_plan
 from nexus.backends.python.pool import cores, get_pool
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
+from nexus.passes.placement import Place, PlacementError, needs_placement
 
 
 # --- helpers the generated code calls ---------------------------------------------------
@@ -61,6 +62,14 @@ class Prepared:
 
     def __init__(self, g: Graph):
         self.graph = g
+        try:
+            if needs_placement(g):
+                # Values cross devices without a Memcpy: run a placed copy (the caller's
+                # graph stays as written; nx.place(g) shows the copies).
+                g = g.clone()[0]
+                Place().apply(g)
+        except PlacementError as e:
+            raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
         try:
             self.plan = make_plan(g)
         except PlanError as e:

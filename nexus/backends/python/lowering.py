@@ -71,6 +71,21 @@ def _gather(node: Node, args: list[str]) -> str | None:
     return None
 
 
+@register_lowering(BACKEND, "Maximum", "Minimum")
+def _max_min(node: Node, args: list[str]) -> str | None:
+    """Two scalars of one dtype: a conditional expression (~0.1 us) instead of the ufunc call
+    (~1 us; NMS does six per inner step).  NumPy's semantics, kept exactly: a NaN operand
+    gives NaN, and of two equal values (0.0 and -0.0) the second is the result."""
+    a, b = node.input(0).type, node.input(1).type
+    if not (isinstance(a, TensorType) and isinstance(b, TensorType) and a.shape == () == b.shape
+            and a.dtype == b.dtype and numpy_dtype(a.dtype).kind in "iuf"):
+        return None
+    x, y = args
+    cmp = ">" if node.op.name == "Maximum" else "<"
+    nan = f" or {x} != {x}" if numpy_dtype(a.dtype).kind == "f" else ""
+    return f"{x} if {x} {cmp} {y}{nan} else {y}"
+
+
 # A stack is a cons cell ``(top, rest)`` (see nexus.ops.stack): building and taking apart
 # a tuple inline costs what a list append/pop does, a kernel call several times that.
 @register_lowering(BACKEND, "StackPush")

@@ -121,6 +121,36 @@ def _reduce(tr: Trace, node: Node, x: Any) -> Any:
     return out.astype(out_dtype(node))
 
 
+@register_lowering(BACKEND, "CumProd")
+def _cumprod(tr: Trace, node: Node, x: Any) -> Any:
+    x = jnp.asarray(x)
+    return jnp.cumprod(x, axis=int(node.attrs["axis"]), dtype=x.dtype)
+
+
+@register_lowering(BACKEND, "CumProdGrad")
+def _cumprod_grad(tr: Trace, node: Node, x: Any, g: Any) -> Any:
+    # dx_i = prod(x[:i]) * s_i, s_i = g_i + x_{i+1} s_{i+1}: a reverse scan (exact at zeros).
+    axis = int(node.attrs["axis"])
+    xs, gs = jnp.moveaxis(jnp.asarray(x), axis, 0), jnp.moveaxis(jnp.asarray(g), axis, 0)
+    if xs.shape[0] == 0:
+        return jnp.moveaxis(gs, 0, axis)
+    nxt = jnp.concatenate([xs[1:], jnp.zeros_like(xs[:1])])
+
+    def step(s: Any, xg: tuple[Any, Any]) -> tuple[Any, Any]:
+        s = xg[1] + xg[0] * s
+        return s, s
+
+    _, s = lax.scan(step, jnp.zeros_like(gs[0]), (nxt, gs), reverse=True)
+    before = jnp.concatenate([jnp.ones_like(xs[:1]), jnp.cumprod(xs[:-1], axis=0, dtype=xs.dtype)])
+    return jnp.moveaxis(before * s, 0, axis)
+
+
+@register_lowering(BACKEND, "Append")
+def _append(tr: Trace, node: Node, lst: Any, x: Any) -> Any:
+    x = jnp.asarray(x)[None]
+    return x if jnp.shape(lst)[0] == 0 else jnp.concatenate([jnp.asarray(lst), x])  # shapes are static here
+
+
 @register_lowering(BACKEND, "ArgMax", "ArgMin")
 def _arg(tr: Trace, node: Node, x: Any) -> Any:
     fn = jnp.argmax if node.op.name == "ArgMax" else jnp.argmin

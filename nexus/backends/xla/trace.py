@@ -49,8 +49,8 @@ class XlaLoweringError(NexusRuntimeError):
 
 
 def is_static(v: Any) -> bool:
-    """Whether ``v`` is known while tracing (NumPy values and tuples of them)."""
-    if isinstance(v, tuple):
+    """Whether ``v`` is known while tracing (NumPy values, and tuples or lists of them)."""
+    if isinstance(v, (tuple, list)):
         return all(is_static(e) for e in v)
     return isinstance(v, (np.ndarray, np.generic))
 
