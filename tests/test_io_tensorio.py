@@ -121,7 +121,7 @@ BROKEN = {
     "not json": (struct.pack("<Q", 8) + b"{nope!!}", "not JSON"),
     "not utf8": (struct.pack("<Q", 8) + b'{"\xff":1}  ', "not UTF-8"),
     "dup key": (struct.pack("<Q", 16) + b'{"a":1,"a":2}   ', "appears twice"),
-    "bad dtype": (_file({"a": _t("BF16", [1], 0, 2)}, b"\0\0"), "dtype 'BF16'"),
+    "bad dtype": (_file({"a": _t("C64", [1], 0, 8)}, b"\0" * 8), "dtype 'C64'"),
     "bad keys": (_file({"a": {"dtype": "F32", "shape": [1]}}, b"\0" * 4), "exactly the keys"),
     "neg shape": (_file({"a": _t("F32", [-1], 0, 4)}, b"\0" * 4), "non-negative"),
     "float shape": (_file({"a": _t("F32", [1.0], 0, 4)}, b"\0" * 4), "non-negative"),

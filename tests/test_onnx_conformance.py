@@ -19,9 +19,9 @@ from nexus.testing import onnx_conformance as conf  # noqa: E402
 
 CASES = conf.node_cases()
 CORE = [c for c in CASES if conf.is_core(c)]
-# Measured: 605 of 800 core-set cases pass; most failures are dtypes Nexus lacks (uint16..64,
-# bfloat16, float8, int4) and Resize cubic/antialias.  A floor against regressions.
-CORE_FLOOR = 600
+# Measured: 795 of 800 core-set cases pass; the rest are string tensors (Equal), sequence and
+# optional values (Identity) and Scan-8.  A floor against regressions.
+CORE_FLOOR = 795
 
 
 def test_core_set_pass_rate() -> None:
@@ -52,12 +52,14 @@ def test_import_export_roundtrip_matches_onnxruntime(case: conf.Case) -> None:
 
     try:
         g = nx.from_onnx(case.model)
-    except OnnxImportError as e:  # dtypes Nexus lacks (bfloat16), Scan-8
+    except OnnxImportError as e:  # Scan-8
         pytest.xfail(f"not importable: {e}")
     exported = nx.to_onnx(g)
     names = [i.name for i in case.model.graph.input if i.name not in {t.name for t in case.model.graph.initializer}]
     for inputs, _ in case.data_sets:
         feeds = dict(zip(names, [np.asarray(_normalize_tensor(x)) for x in inputs]))
+        if any(v.dtype.kind == "V" for v in feeds.values()):
+            pytest.skip("ONNX Runtime takes no bfloat16/float8 arrays from NumPy (ml_dtypes)")
         want = ort.InferenceSession(case.model.SerializeToString()).run(None, feeds)
         got = ort.InferenceSession(exported.SerializeToString()).run(None, {i.name: feeds[n] for i, n in
                                                                               zip(exported.graph.input, names)})

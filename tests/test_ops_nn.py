@@ -91,6 +91,19 @@ def test_max_pool2d(k: int, stride: int, pad: int, dil: int, ceil: bool, dtype: 
     close(got, F.max_pool2d(t(x), k, stride, pad, dil, ceil_mode=ceil), dtype)
 
 
+@pytest.mark.parametrize("k,stride,pad,dil,ceil", [(2, 2, 0, 1, False), (3, 2, 1, 1, True), (3, 1, 1, 2, False),
+                                                   (2, 3, 1, 1, True)])
+def test_max_pool_indices(k: int, stride: int, pad: int, dil: int, ceil: bool) -> None:
+    x = rand((2, 3, 8, 7), np.float64)
+    got = apply_op("MaxPoolIndices", x, kernel_shape=(k, k), strides=(stride, stride), pads=(pad,) * 4,
+                   dilations=(dil, dil), ceil_mode=ceil)
+    _, idx = F.max_pool2d(t(x), k, stride, pad, dil, ceil_mode=ceil, return_indices=True)
+    # PyTorch counts within each (n, c) plane; ONNX over the whole tensor.
+    plane = np.arange(2 * 3).reshape(2, 3, 1, 1) * (8 * 7)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, idx.numpy() + plane)
+
+
 def test_max_pool1d() -> None:
     x = rand((2, 3, 10))
     close(apply_op("MaxPool", x, kernel_shape=(3,), strides=(2,)), F.max_pool1d(t(x), 3, 2), np.float32)

@@ -25,6 +25,14 @@ VJPS["Rsqrt"] = unary(lambda e, x, y, g: e.op("Mul", e.op("Mul", g, _c(e, -0.5, 
 VJPS["Reciprocal"] = unary(lambda e, x, y, g: e.op("Neg", e.op("Mul", g, e.op("Mul", y, y))))
 VJPS["Sin"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op("Cos", x)))
 VJPS["Cos"] = unary(lambda e, x, y, g: e.op("Neg", e.op("Mul", g, e.op("Sin", x))))
+# The inverse trigonometric and hyperbolic functions: d/dx of each, times g.
+VJPS["Asin"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op("Rsqrt", e.op("Sub", _c(e, 1.0, x), e.op("Mul", x, x)))))
+VJPS["Acos"] = unary(lambda e, x, y, g: e.op("Neg", e.op("Mul", g, e.op("Rsqrt", e.op("Sub", _c(e, 1.0, x),
+                                                                                      e.op("Mul", x, x))))))
+VJPS["Atan"] = unary(lambda e, x, y, g: e.op("Div", g, e.op("Add", _c(e, 1.0, x), e.op("Mul", x, x))))
+VJPS["Asinh"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op("Rsqrt", e.op("Add", e.op("Mul", x, x), _c(e, 1.0, x)))))
+VJPS["Acosh"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op("Rsqrt", e.op("Sub", e.op("Mul", x, x), _c(e, 1.0, x)))))
+VJPS["Atanh"] = unary(lambda e, x, y, g: e.op("Div", g, e.op("Sub", _c(e, 1.0, x), e.op("Mul", x, x))))
 VJPS["Erf"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op(
     "Mul", _c(e, 2 / math.sqrt(math.pi), x), e.op("Exp", e.op("Neg", e.op("Mul", x, x))))))
 VJPS["Softplus"] = unary(lambda e, x, y, g: e.op("Mul", g, e.op("Sigmoid", x)))

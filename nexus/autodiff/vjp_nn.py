@@ -8,6 +8,7 @@ from typing import Any
 from nexus.autodiff.emit import Emitter
 from nexus.autodiff.vjp import MissingVJPError, defvjp, unbroadcast
 from nexus.ir.node import Node
+from nexus.ops.nn import RESIZE_ATTRS
 
 Ins = Sequence[Any]
 W = Sequence[bool]
@@ -61,7 +62,7 @@ def _max_pool(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list
 
 @defvjp("AveragePool")
 def _avg_pool(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
-    a = _pick(n, "kernel_shape", "strides", "pads", "ceil_mode", "count_include_pad")
+    a = _pick(n, "kernel_shape", "strides", "pads", "ceil_mode", "count_include_pad", "dilations")
     return [e.op("AveragePoolGrad", g, ins[0], **a)]
 
 
@@ -78,7 +79,7 @@ def _dropout(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[
 
 @defvjp("Resize")
 def _resize(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
-    a = _pick(n, "mode", "coordinate_transformation_mode", "nearest_mode")
+    a = _pick(n, *RESIZE_ATTRS)
     return [e.op("ResizeGrad", g, ins[0], ins[1], **a), None]
 
 

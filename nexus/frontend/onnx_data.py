@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from nexus.ir.types import DTYPES, numpy_dtype
+from nexus.ir.types import ALL_DTYPE_NAMES, is_dtype, numpy_dtype
 
 
 class OnnxImportError(ValueError):
@@ -31,13 +31,13 @@ class ExternalDataError(OnnxImportError):
 
 
 # ONNX TensorProto.DataType -> Nexus dtype (those Nexus has).
-ONNX_DTYPES: dict[int, str] = {1: "f32", 2: "u8", 3: "i8", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
-                               10: "f16", 11: "f64"}
+ONNX_DTYPES: dict[int, str] = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
+                               10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16", 17: "f8e4m3fn",
+                               18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 21: "u4", 22: "i4", 23: "f4e2m1fn",
+                               24: "f8e8m0fnu", 25: "u2", 26: "i2"}
 NEXUS_TO_ONNX: dict[str, int] = {v: k for k, v in ONNX_DTYPES.items()}
-_ONNX_NAMES = {0: "undefined", 4: "uint16", 8: "string", 12: "uint32", 13: "uint64", 14: "complex64",
-               15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
-               20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1"}
-assert set(ONNX_DTYPES.values()) <= set(DTYPES)
+_ONNX_NAMES = {0: "undefined", 8: "string", 14: "complex64", 15: "complex128", 27: "float6e2m3", 28: "float6e3m2"}
+assert all(is_dtype(d) for d in ONNX_DTYPES.values())
 
 
 def nexus_dtype(elem_type: int, what: str) -> str:
@@ -46,7 +46,7 @@ def nexus_dtype(elem_type: int, what: str) -> str:
     if dt is None:
         name = _ONNX_NAMES.get(elem_type, f"type {elem_type}")
         raise OnnxImportError(f"{what}: ONNX element type {name} has no Nexus dtype "
-                              f"(Nexus has {', '.join(sorted(DTYPES))})")
+                              f"(Nexus has {', '.join(ALL_DTYPE_NAMES)})")
     return dt
 
 
@@ -85,7 +85,7 @@ def tensor_to_array(t: Any, base_dir: str | None, what: str) -> np.ndarray:
     dtype = nexus_dtype(t.data_type, what)
     if t.data_location == TensorProto.EXTERNAL:
         raw = read_external(t, base_dir, what)
-        arr = np.frombuffer(raw, dtype=numpy_dtype(dtype).newbyteorder("<")).astype(numpy_dtype(dtype))
+        arr = _from_external(raw, t, dtype, what)
         count = int(np.prod(t.dims)) if len(t.dims) else 1
         if arr.size != count:
             raise ExternalDataError(f"{what}: external data holds {arr.size} elements, dims {list(t.dims)} "
@@ -93,9 +93,29 @@ def tensor_to_array(t: Any, base_dir: str | None, what: str) -> np.ndarray:
         return arr.reshape(tuple(t.dims))
     try:
         arr = numpy_helper.to_array(t)
+        return np.array(arr, dtype=numpy_dtype(dtype), order="C")
     except Exception as e:  # noqa: BLE001  (a corrupt tensor: onnx raises several kinds)
         raise OnnxImportError(f"{what}: cannot read tensor: {e}") from None
-    return np.array(arr, dtype=numpy_dtype(dtype), order="C")
+
+
+def _from_external(raw: bytes, t: Any, dtype: str, what: str) -> np.ndarray:
+    """The elements of external data: little-endian, one per element, except the 4- and
+    2-bit types, which ONNX packs two (four) to a byte, low bits first."""
+    try:
+        dt = numpy_dtype(dtype)
+    except ValueError as e:
+        raise OnnxImportError(f"{what}: {e}") from None
+    bits = {"i4": 4, "u4": 4, "f4e2m1fn": 4, "i2": 2, "u2": 2}.get(dtype)
+    if bits is None:
+        return np.frombuffer(raw, dtype=dt.newbyteorder("<") if dt.kind != "V" else dt).astype(dt)
+    count = int(np.prod(t.dims)) if len(t.dims) else 1
+    packed = np.frombuffer(raw, dtype=np.uint8)
+    per = 8 // bits
+    codes = ((packed[:, None] >> (np.arange(per, dtype=np.uint8) * bits)) & ((1 << bits) - 1)).reshape(-1)
+    if codes.size < count or codes.size - count >= per:
+        raise ExternalDataError(f"{what}: external data holds {len(raw)} bytes, dims {list(t.dims)} need "
+                                f"{-(-count // per)}")
+    return codes[:count].astype(np.uint8).view(dt)
 
 
 def read_external(t: Any, base_dir: str | None, what: str) -> bytes:

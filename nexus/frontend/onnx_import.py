@@ -197,7 +197,11 @@ class Importer(BlockBuilder):
         return self.g.add("Constant", [], self.block, {"value": np.array(arr, order="C")})
 
     def value_of(self, node: Node | None) -> np.ndarray | None:
-        return None if node is None else known_value(node)
+        """The value of ``node`` if it is known at import time: a constant, or a small pure
+        computation over constants and static shapes (``Range(0, Size(Shape(x)))`` as the
+        axes of a ReduceMean, say), evaluated with the ops' reference kernels.  The graph
+        is left as it is; only the importer's decisions use the value."""
+        return None if node is None else _evaluate(node, {}, 0)
 
     def need_value(self, node: Node | None, what: str) -> np.ndarray:
         """The build-time value of input ``node``, which Nexus needs as an attribute."""
@@ -248,6 +252,51 @@ class Importer(BlockBuilder):
             self.where = where
         self.pop(scope)
         return outs
+
+
+_MAX_EVAL_DEPTH = 64  # a chain of shape arithmetic is short; a long one is data, not shapes
+_MAX_EVAL_SIZE = 1 << 16  # elements: values the importer needs (axes, pads, sizes) are small
+
+
+def _evaluate(node: Node, memo: dict[Node, Any], depth: int) -> Any:
+    """The import-time value of ``node`` (see Importer.value_of), or None."""
+    v = known_value(node)
+    if v is not None or depth > _MAX_EVAL_DEPTH:
+        return v
+    if node in memo:
+        return memo[node]
+    memo[node] = None
+    op = node.op
+    t = node.type
+    if op.name == "ShapeOf":
+        src = node.inputs[0].type
+        if isinstance(src, TensorType) and src.is_static:
+            memo[node] = np.array(src.shape, np.int64)
+        return memo[node]
+    if not op.pure or op.kernel is None or op.name in ("Start", "Proj", "Phi") or not isinstance(t, TensorType) \
+            or t.shape is None or (not t.is_static and op.name != "Range") \
+            or (t.is_static and int(np.prod(t.shape)) > _MAX_EVAL_SIZE) \
+            or any(isinstance(a, Graph) for a in node.attrs.values()):
+        return None
+    args = []
+    for x in node.inputs:
+        a = _evaluate(x, memo, depth + 1)
+        if a is None:
+            return None
+        args.append(a)
+    if op.name == "Range":  # its size is data: count before the kernel allocates
+        start, limit, delta = (float(np.asarray(a).reshape(-1)[0]) if np.size(a) == 1 else np.nan for a in args)
+        if not (np.isfinite(start) and np.isfinite(limit) and np.isfinite(delta)) or delta == 0 \
+                or (limit - start) / delta > _MAX_EVAL_SIZE:
+            return None
+    attrs = {k: a for k, a in node.attrs.items() if k not in ("device", "machine")}
+    try:
+        with np.errstate(all="ignore"):
+            out = np.asarray(op.kernel(*args, **attrs))
+    except Exception:  # noqa: BLE001  (the value stays unknown; running the graph reports the error)
+        return None
+    memo[node] = out
+    return out
 
 
 def _opset(model: Any) -> int:

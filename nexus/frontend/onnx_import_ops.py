@@ -18,8 +18,9 @@ import numpy as np
 from nexus.frontend.importing import Registry
 from nexus.frontend.onnx_control import convert_if, convert_loop, convert_scan
 from nexus.frontend.onnx_data import OnnxImportError, nexus_dtype, tensor_to_array
+from nexus.frontend.onnx_functions import function_body
 from nexus.ir.node import Node
-from nexus.ir.types import FLOAT_DTYPES, TensorType, numpy_dtype
+from nexus.ir.types import FLOAT_DTYPES, NARROW_DTYPES, TensorType, int_range, numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.onnx_import import Importer
@@ -38,20 +39,53 @@ _GRAPH_ATTRS = 5  # AttributeProto.GRAPH
 
 def convert_node(imp: Importer, nd: Any) -> None:
     """Import ONNX node ``nd`` at the importer's current block."""
-    if nd.domain not in ("", "ai.onnx"):
-        raise OnnxImportError(f"op domain {nd.domain!r} is not supported (only the default ONNX domain)")
-    fn = CONVERTERS.get(nd.op_type)
+    fn = CONVERTERS.get(nd.op_type) if nd.domain in ("", "ai.onnx") else None
     if fn is None:
-        raise OnnxImportError(f"ONNX op {nd.op_type} has no Nexus import rule")
+        body = function_body(imp, nd)
+        if body is None and nd.domain not in ("", "ai.onnx"):
+            raise OnnxImportError(f"op domain {nd.domain!r} is not supported (only the default ONNX domain, and "
+                                  f"ops of others that ONNX defines by a function)")
+        if body is None:
+            raise OnnxImportError(f"ONNX op {nd.op_type} has no Nexus import rule (nor a function body in ONNX)")
+        opset, where = imp.opset, imp.where
+        imp.opset, imp.where = body.opset, f"{where}: in its function body, "
+        try:
+            imp.nodes(body)
+        finally:
+            imp.opset, imp.where = opset, where
+        return
     attrs = read_attrs(imp, nd)
     ins: Ins = [imp.read(n) if n else None for n in nd.input]
-    outs = list(fn(imp, ins, attrs))
+    narrow = {_t(v).dtype for v in ins if v is not None and _t(v).dtype in NARROW_DTYPES}
+    if narrow and nd.op_type not in _CARRY_NARROW:
+        outs = _widened(imp, fn, ins, attrs, narrow)
+    else:
+        outs = list(fn(imp, ins, attrs))
     for i, name in enumerate(nd.output):
         if not name:
             continue
         if i >= len(outs) or outs[i] is None:
             raise OnnxImportError(f"output {i} ({name!r}) of {nd.op_type} is not supported by the importer")
         imp.define(name, outs[i])  # type: ignore[arg-type]
+
+
+# Ops that take the narrow dtypes (bf16, float8, int4...) as they are: conversions, and
+# control flow, whose bodies are imported op by op.  Any other op on a narrow dtype runs
+# in the wider dtype that holds each of its values exactly (below).
+_CARRY_NARROW = frozenset({"Cast", "CastLike", "Identity", "Constant", "If", "Loop", "Scan", "QuantizeLinear",
+                           "DequantizeLinear"})
+_WIDE = {"i4": "i8", "i2": "i8", "u4": "u8", "u2": "u8"}  # the floats widen to f32
+
+
+def _widened(imp: Importer, fn: Converter, ins: Ins, attrs: dict[str, Any], narrow: set[str]) -> list[Node | None]:
+    """An op on narrow dtypes, computed in f32 (i8/u8 for the narrow ints) and rounded
+    back once: f32 holds every bf16/float8/float4 value exactly, and one rounding of the
+    exact-in-f32 result is what ONNX Runtime and the reference do for these types."""
+    wide = {d: _WIDE.get(d, "f32") for d in narrow}
+    args = [None if v is None else _cast(imp, v, wide.get(_t(v).dtype, _t(v).dtype)) for v in ins]
+    back = {w: d for d, w in wide.items()} if len(set(wide.values())) == len(wide) else {}
+    outs = list(fn(imp, args, attrs))
+    return [o if o is None or _t(o).dtype not in back else _cast(imp, o, back[_t(o).dtype]) for o in outs]
 
 
 def read_attrs(imp: Importer, nd: Any) -> dict[str, Any]:
@@ -161,7 +195,8 @@ for _onnx, _nexus in {
     "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Abs": "Abs", "Neg": "Neg", "Exp": "Exp", "Log": "Log",
     "Sqrt": "Sqrt", "Reciprocal": "Reciprocal", "Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
     "Erf": "Erf", "Floor": "Floor", "Ceil": "Ceil", "Round": "Round", "Sign": "Sign", "Sin": "Sin",
-    "Cos": "Cos", "Where": "Where", "Equal": "Equal", "Greater": "Greater", "Less": "Less",
+    "Cos": "Cos", "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Asinh": "Asinh", "Acosh": "Acosh",
+    "Atanh": "Atanh", "Where": "Where", "Equal": "Equal", "Greater": "Greater", "Less": "Less",
     "GreaterOrEqual": "GreaterEqual", "LessOrEqual": "LessEqual", "Not": "Not", "And": "And", "Or": "Or",
     "Xor": "Xor", "MatMul": "MatMul", "Identity": "Identity", "PRelu": "PRelu", "Expand": "Expand",
     "Tile": "Tile", "GatherND": "GatherND", "GlobalAveragePool": "GlobalAveragePool",
@@ -464,10 +499,13 @@ def _conv_t(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]
         want = list(attrs["output_shape"])[-n:] if attrs.get("output_shape") is not None else \
             [d * s for d, s in zip(spatial, strides)]
         pads_b, pads_e = [], []
-        for d, k, s, dl, op_, o in zip(spatial, kernel, strides, dil, outpad, want):
+        for i, (d, k, s, dl, op_, o) in enumerate(zip(spatial, kernel, strides, dil, outpad, want)):
             if not isinstance(d, int):
                 raise OnnxImportError("ConvTranspose with output_shape or auto_pad needs static spatial dims")
             total = s * (d - 1) + op_ + ((k - 1) * dl + 1) - o
+            if total < 0:  # the output_shape asks for more than the strides make: zeros at the end
+                outpad[i] -= total
+                total = 0
             lower = mode == "SAME_LOWER" or (attrs.get("output_shape") is None and False)
             b = total - total // 2 if lower else total // 2
             pads_b.append(b)
@@ -492,16 +530,39 @@ def _pool(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
                          "pads": _auto_pads(attrs, x, kernel, strides, dil),
                          "ceil_mode": bool(attrs.get("ceil_mode", 0))}
     if imp.node.op_type == "MaxPool":
-        if attrs.get("storage_order", 0):
-            raise OnnxImportError("MaxPool storage_order=1 is not supported")
         a["dilations"] = tuple(dil)
+        small = _t(x).dtype in ("i8", "u8")  # f32 holds every 8-bit int, and a max is exact
+        src = _cast(imp, x, "f32") if small else x
+        y = imp.emit("MaxPool", [src], a)
+        indices = None
         if len(imp.node.output) > 1 and imp.node.output[1]:
-            raise OnnxImportError("MaxPool's Indices output is not supported")
-        return [imp.emit("MaxPool", [x], a)]
+            indices = imp.emit("MaxPoolIndices", [src], {**a, "storage_order": int(attrs.get("storage_order", 0))})
+        return [_cast(imp, y, _t(x).dtype) if small else y, indices]
     if any(d != 1 for d in dil):
-        raise OnnxImportError("AveragePool with dilations is not supported")
+        a["dilations"] = tuple(dil)
     a["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
     return [imp.emit("AveragePool", [x], a)]
+
+
+@converts("LpPool")
+def _lppool(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """(sum over the window of |x|^p)^(1/p): an AveragePool counting the zero padding,
+    times the window size."""
+    x = _req(ins[0], "X")
+    if attrs.get("ceil_mode", 0):
+        raise OnnxImportError("LpPool with ceil_mode is not supported (its overhang would be counted)")
+    kernel = list(attrs["kernel_shape"])
+    n = len(kernel)
+    strides = list(attrs.get("strides") or [1] * n)
+    dil = list(attrs.get("dilations") or [1] * n)
+    p = float(attrs.get("p", 2))
+    a: dict[str, Any] = {"kernel_shape": tuple(kernel), "strides": tuple(strides),
+                         "pads": _auto_pads(attrs, x, kernel, strides, dil), "count_include_pad": True}
+    if any(d != 1 for d in dil):
+        a["dilations"] = tuple(dil)
+    powered = imp.emit("Pow", [imp.emit("Abs", [x]), _like(imp, p, x)])
+    total = imp.emit("Mul", [imp.emit("AveragePool", [powered], a), _like(imp, float(np.prod(kernel)), x)])
+    return [imp.emit("Pow", [total, _like(imp, 1.0 / p, x)])]
 
 
 @converts("GlobalMaxPool")
@@ -512,10 +573,26 @@ def _gmax(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 
 @converts("BatchNormalization")
 def _bn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    if attrs.get("training_mode", 0):
-        raise OnnxImportError("BatchNormalization in training mode is not supported (inference only)")
     args = [_req(v, str(i)) for i, v in enumerate(ins[:5])]
-    return [imp.emit("BatchNormalization", args, {"epsilon": float(attrs.get("epsilon", 1e-5))})]
+    eps = {"epsilon": float(attrs.get("epsilon", 1e-5))}
+    if not attrs.get("training_mode", 0):
+        return [imp.emit("BatchNormalization", args, eps)]
+    # Training: normalise with the batch's statistics (mean and population variance over
+    # every axis but the channels) and update the running ones with the momentum.
+    x, _, _, mean, var = args
+    axes = tuple(i for i in range(_rank(x)) if i != 1)
+    m = imp.emit("ReduceMean", [x], {"axes": axes, "keepdims": True})
+    d = imp.emit("Sub", [x, m])
+    v = imp.emit("ReduceMean", [imp.emit("Mul", [d, d])], {"axes": axes, "keepdims": False})
+    m = imp.emit("ReduceMean", [x], {"axes": axes, "keepdims": False})
+    y = imp.emit("BatchNormalization", [*args[:3], m, v], eps)
+    mom = float(attrs.get("momentum", 0.9))
+
+    def running(old: Node, batch: Node) -> Node:
+        return imp.emit("Add", [imp.emit("Mul", [old, _like(imp, mom, old)]),
+                                imp.emit("Mul", [_cast(imp, batch, _t(old).dtype), _like(imp, 1 - mom, old)])])
+
+    return [y, running(mean, m), running(var, v)]
 
 
 @converts("InstanceNormalization")
@@ -638,49 +715,128 @@ def _lrn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 def _dropout(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "data")
     if len(ins) > 2 and ins[2] is not None:
-        mode = imp.value_of(ins[2])
-        if mode is None or bool(np.asarray(mode)):
-            raise OnnxImportError("Dropout in training mode is not supported (inference only)")
+        mode = imp.need_value(ins[2], "Dropout's training_mode")
+        if bool(np.asarray(mode)):
+            return _dropout_training(imp, x, ins[1] if len(ins) > 1 else None, attrs)
     y = imp.emit("Identity", [x])
     mask = imp.emit("ConstantOfShape", [imp.emit("ShapeOf", [x])], {"value": np.array([True])})
     return [y, mask]
 
 
+def _dropout_training(imp: Importer, x: Node, ratio: Node | None, attrs: dict[str, Any]) -> list[Node | None]:
+    """Training-mode Dropout: keep = uniform(0, 1) >= ratio, y = x * keep / (1 - ratio).
+    The draw is NumPy's legacy stream seeded with the node's seed (0 when it has none), as
+    ONNX's reference implementation draws, so a seeded model gives the reference's mask."""
+    dt = _t(x).dtype
+    r = _cast(imp, ratio, "f64") if ratio is not None else imp.const(np.array(0.5, np.float64))
+    seed = imp.const(np.array(int(attrs.get("seed", 0)), np.int64))
+    shape = _t(x).shape
+    dims = imp.const(np.array(shape, np.int64)) if shape is not None and all(isinstance(d, int) for d in shape) \
+        else imp.emit("ShapeOf", [x])  # static dims keep the mask's type static (XLA needs it)
+    u = imp.emit("RandomUniform", [dims, seed], {"dtype": "f64", "generator": "mt19937"})
+    keep = imp.emit("GreaterEqual", [u, r])
+    scale = imp.emit("Div", [imp.const(np.array(1.0, np.float64)), imp.emit("Sub", [imp.const(np.array(1.0)), r])])
+    y = imp.emit("Mul", [imp.emit("Mul", [x, _cast(imp, keep, dt)]), _cast(imp, scale, dt)])
+    return [y, keep]
+
+
 @converts("Resize", "Upsample")
 def _resize(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "X")
-    mode = attrs.get("mode", "nearest")
-    if mode not in ("nearest", "linear"):
-        raise OnnxImportError(f"Resize mode {mode!r} is not supported (nearest, linear)")
-    if attrs.get("antialias", 0) or attrs.get("axes") is not None:
-        raise OnnxImportError("Resize with antialias or axes is not supported")
-    if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise OnnxImportError("Resize keep_aspect_ratio_policy other than stretch is not supported")
-    ctm = attrs.get("coordinate_transformation_mode", "half_pixel" if imp.node.op_type == "Resize" else "asymmetric")
-    if imp.node.op_type == "Upsample" or imp.opset < 11:
+    upsample = imp.node.op_type == "Upsample"
+    mode = _text(attrs.get("mode", "nearest"))
+    if mode not in ("nearest", "linear", "cubic"):
+        raise OnnxImportError(f"Resize mode {mode!r} is not supported (nearest, linear, cubic)")
+    ctm = _text(attrs.get("coordinate_transformation_mode", "half_pixel"))
+    if upsample or imp.opset < 11:
         ctm = "asymmetric"
-    sizes_in = ins[3] if len(ins) > 3 else None
-    scales_in = ins[1] if imp.node.op_type == "Upsample" else (ins[2] if len(ins) > 2 else None)
+    shape = _t(x).shape
+    rank = len(shape) if shape is not None else None
+    axes = attrs.get("axes")
+    if axes is not None:
+        if rank is None:
+            raise OnnxImportError("Resize with axes needs the input's rank")
+        axes = [int(a) + rank if int(a) < 0 else int(a) for a in axes]
+    sizes_in = None if upsample else (ins[3] if len(ins) > 3 else None)
+    scales_in = ins[1] if upsample else (ins[2] if len(ins) > 2 else None)
+    sv = imp.value_of(scales_in) if scales_in is not None else None
+    if upsample and "scales" in attrs:  # Upsample-7: an attribute
+        sv = np.asarray(attrs["scales"], np.float32)
+        scales_in = imp.const(sv)
+    if sv is not None and np.asarray(sv).size == 0:
+        scales_in, sv = None, None  # an empty scales input stands for "not given"
+    # Upsample took floor(x / scale) as the nearest index (the reference, ONNX Runtime).
+    nearest = "floor" if upsample else _text(attrs.get("nearest_mode", "round_prefer_floor"))
+    spec: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": ctm, "nearest_mode": nearest}
+    if mode == "cubic" and "cubic_coeff_a" in attrs:
+        spec["cubic_coeff_a"] = float(attrs["cubic_coeff_a"])
+    if mode != "nearest":
+        spec.update({k: True for k in ("exclude_outside", "antialias") if attrs.get(k, 0)})
+    if ctm == "tf_crop_and_resize" and "extrapolation_value" in attrs:
+        spec["extrapolation_value"] = float(attrs["extrapolation_value"])
+    if ctm == "tf_crop_and_resize":
+        roi = np.asarray(imp.need_value(_req(ins[1] if len(ins) > 1 else None, "roi"), "Resize's roi"), np.float64)
+        spec["roi"] = _full_roi(roi.reshape(-1), axes, rank)
+    static = shape is not None and all(isinstance(d, int) for d in shape)
+    policy = _text(attrs.get("keep_aspect_ratio_policy", "stretch"))
     if sizes_in is not None:
-        sizes = _i64_vec(imp, sizes_in)
+        if axes is None and policy == "stretch":
+            return [imp.emit("Resize", [x, _i64_vec(imp, sizes_in)], spec)]
+        if not static:
+            raise OnnxImportError("Resize with axes or keep_aspect_ratio_policy needs the input's static shape")
+        want = [int(v) for v in np.asarray(imp.need_value(sizes_in, "Resize's sizes")).reshape(-1)]
+        used = axes if axes is not None else list(range(len(shape)))  # type: ignore[arg-type]
+        scales = [1.0] * len(shape)  # type: ignore[arg-type]
+        sizes = list(shape)  # type: ignore[arg-type]
+        for a, w in zip(used, want):
+            scales[a], sizes[a] = w / shape[a], w  # type: ignore[index,operator]
+        if policy != "stretch":
+            if policy not in ("not_larger", "not_smaller"):
+                raise OnnxImportError(f"Resize keep_aspect_ratio_policy {policy!r} is not supported")
+            pick = min if policy == "not_larger" else max
+            s = pick(scales[a] for a in used)
+            for a in used:
+                scales[a], sizes[a] = s, int(s * shape[a] + 0.5)  # type: ignore[index,operator]
+            spec["scales"] = tuple(float(v) for v in scales)
+        return [imp.emit("Resize", [x, imp.const(np.array(sizes, np.int64))], spec)]
+    scales_node = _req(scales_in, "scales")
+    if sv is None and (axes is not None or mode != "nearest" or ctm != "asymmetric"):
+        sv = imp.need_value(scales_node, "Resize's scales")  # the coordinates depend on them
+    if sv is None:
+        dims = imp.emit("Cast", [imp.emit("ShapeOf", [x])], {"to": "f32"})
+        f = imp.emit("Mul", [dims, _cast(imp, scales_node, "f32")])
+        sizes_node = imp.emit("Cast", [imp.emit("Floor", [f])], {"to": "i64"})
+        return [imp.emit("Resize", [x, sizes_node], spec)]
+    given = [float(v) for v in np.asarray(sv, np.float64).reshape(-1)]
+    if rank is None:
+        raise OnnxImportError("Resize with scales needs the input's rank")
+    full = [1.0] * rank
+    for a, v in zip(axes if axes is not None else range(rank), given):
+        full[a] = v
+    spec["scales"] = tuple(full)
+    if static:
+        sizes_node = imp.const(np.floor(np.array(shape, np.float64) * np.array(full)).astype(np.int64))
     else:
-        scales = _req(scales_in, "scales")
-        shape = _t(x).shape
-        sv = imp.value_of(scales)
-        if sv is not None and shape is not None and all(isinstance(d, int) for d in shape):
-            sizes = imp.const(np.floor(np.array(shape, np.float64) * np.asarray(sv, np.float64)).astype(np.int64))
-        else:
-            dims = imp.emit("Cast", [imp.emit("ShapeOf", [x])], {"to": "f32"})
-            f = imp.emit("Mul", [dims, _cast(imp, scales, "f32")])
-            sizes = imp.emit("Cast", [imp.emit("Floor", [f])], {"to": "i64"})
-        if ctm != "align_corners" and sv is not None and mode == "linear" and shape is not None:
-            sz = imp.value_of(sizes)
-            if sz is not None and not np.allclose(np.asarray(sz) / np.maximum(np.array(shape, np.float64), 1), sv):
-                raise OnnxImportError("Resize with scales that do not divide the sizes exactly is not supported")
-    nm = attrs.get("nearest_mode", "round_prefer_floor")
-    if ctm == "tf_crop_and_resize" or ctm == "half_pixel_symmetric":
-        raise OnnxImportError(f"Resize coordinate_transformation_mode {ctm!r} is not supported")
-    return [imp.emit("Resize", [x, sizes], {"mode": mode, "coordinate_transformation_mode": ctm, "nearest_mode": nm})]
+        dims = imp.emit("Cast", [imp.emit("ShapeOf", [x])], {"to": "f64"})
+        f = imp.emit("Mul", [dims, imp.const(np.array(full, np.float64))])
+        sizes_node = imp.emit("Cast", [imp.emit("Floor", [f])], {"to": "i64"})
+    return [imp.emit("Resize", [x, sizes_node], spec)]
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _full_roi(roi: np.ndarray, axes: list[int] | None, rank: int | None) -> tuple[float, ...]:
+    """Resize's roi (starts then ends of the given axes) for every axis."""
+    if axes is None:
+        return tuple(float(v) for v in roi)
+    if rank is None or roi.size != 2 * len(axes):
+        raise OnnxImportError(f"Resize's roi has {roi.size} entries; axes {axes} need {2 * len(axes)}")
+    full = [0.0] * rank + [1.0] * rank
+    for i, a in enumerate(axes):
+        full[a], full[rank + a] = float(roi[i]), float(roi[len(axes) + i])
+    return tuple(full)
 
 
 # --- shapes --------------------------------------------------------------------------------
@@ -848,20 +1004,32 @@ def _range(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 @converts("Cast")
 def _cast_op(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     to = nexus_dtype(int(attrs["to"]), "Cast's 'to'")
-    return [imp.emit("Cast", [_req(ins[0], "input")], {"to": to})]
+    return [imp.emit("Cast", [_req(ins[0], "input")], {"to": to, **_cast_modes(attrs)})]
+
+
+def _cast_modes(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Cast's float8 attributes (opset 19/23), where the model gives them."""
+    out: dict[str, Any] = {}
+    if "saturate" in attrs:
+        out["saturate"] = bool(attrs["saturate"])
+    if "round_mode" in attrs:
+        mode = attrs["round_mode"]
+        out["round_mode"] = mode.decode() if isinstance(mode, bytes) else str(mode)
+    return out
 
 
 @converts("CastLike")
 def _castlike(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    return [imp.emit("Cast", [_req(ins[0], "input")], {"to": _t(_req(ins[1], "target_type")).dtype})]
+    return [imp.emit("Cast", [_req(ins[0], "input")], {"to": _t(_req(ins[1], "target_type")).dtype,
+                                                       **_cast_modes(attrs)})]
 
 
 @converts("Pad")
 def _pad(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "data")
     mode = attrs.get("mode", "constant")
-    if mode not in ("constant", "reflect", "edge"):
-        raise OnnxImportError(f"Pad mode {mode!r} is not supported (constant, reflect, edge)")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise OnnxImportError(f"Pad mode {mode!r} is not supported (constant, reflect, edge, wrap)")
     value = 0.0
     if len(ins) > 1:
         pads = _i64_vec(imp, _req(ins[1], "pads"))
@@ -905,7 +1073,134 @@ def _trilu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 @converts("OneHot")
 def _onehot(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     idx, depth, values = _req(ins[0], "indices"), _req(ins[1], "depth"), _req(ins[2], "values")
+    if _t(idx).dtype in FLOAT_DTYPES:  # ONNX takes float indices too: their integer part
+        idx = _cast(imp, idx, "i64")
     return [imp.emit("OneHot", [idx, _i64_scalar(imp, depth), values], {"axis": int(attrs.get("axis", -1))})]
+
+
+# --- quantization ------------------------------------------------------------------------------
+def _qparam(imp: Importer, v: Node, x: Node, axis: int, block: int) -> Node:
+    """A scale or zero point shaped to broadcast against ``x``: a scalar as it is, a vector
+    along ``axis``, a blocked one repeated ``block`` times along it."""
+    r, vr = _rank(x), _rank(v)
+    axis = axis + r if axis < 0 else axis
+    if vr == 0:
+        return v
+    if block > 0:
+        n = (_t(x).shape or ())[axis]
+        if not isinstance(n, int):
+            raise OnnxImportError("blocked quantization needs the quantized axis's static size")
+        return imp.emit("Gather", [v, imp.const(np.arange(n, dtype=np.int64) // block)], {"axis": axis})
+    shape = [1] * r
+    shape[axis] = -1
+    return imp.emit("Reshape", [v, imp.const(np.array(shape, np.int64))])
+
+
+_QFLOATS = frozenset({"f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f4e2m1fn"})
+
+
+@converts("QuantizeLinear")
+def _quantize(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """y = saturate(round(x / scale) + zero_point), as the reference computes it: the
+    division in x's dtype, rounding half to even, clamped to the integer type's range;
+    to float8, the quotient cast with Cast's saturation."""
+    x, scale = _req(ins[0], "x"), _req(ins[1], "y_scale")
+    zp = ins[2] if len(ins) > 2 else None
+    axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0))
+    out = _t(zp).dtype if zp is not None else (
+        nexus_dtype(int(attrs["output_dtype"]), "QuantizeLinear's output_dtype") if attrs.get("output_dtype")
+        else "u8")
+    wide = _t(x).dtype if _t(x).dtype in ("f16", "f32", "f64") else "f32"
+    q = imp.emit("Div", [_cast(imp, x, wide), _cast(imp, _qparam(imp, scale, x, axis, block), wide)])
+    if out in _QFLOATS:
+        if zp is not None and out == "f4e2m1fn":
+            q = imp.emit("Add", [q, _cast(imp, _qparam(imp, zp, x, axis, block), wide)])
+        extra = {"saturate": bool(attrs.get("saturate", 1))} if out != "f4e2m1fn" else {}
+        return [imp.emit("Cast", [q], {"to": out, **extra})]
+    q = _cast(imp, imp.emit("Round", [q]), "f64")  # f64 holds every sum below exactly
+    if zp is not None:
+        q = imp.emit("Add", [q, _cast(imp, _qparam(imp, zp, x, axis, block), "f64")])
+    lo, hi = int_range(out)
+    q = imp.emit("Clip", [q, imp.const(np.array(lo, np.float64)), imp.const(np.array(hi, np.float64))])
+    return [_cast(imp, q, out)]
+
+
+@converts("DequantizeLinear")
+def _dequantize(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """y = (x - zero_point) * scale, in f32, as the reference computes it."""
+    x, scale = _req(ins[0], "x"), _req(ins[1], "x_scale")
+    zp = ins[2] if len(ins) > 2 else None
+    axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0))
+    out = nexus_dtype(int(attrs["output_dtype"]), "DequantizeLinear's output_dtype") if attrs.get("output_dtype") \
+        else _t(scale).dtype
+    dx = _cast(imp, x, "f32")
+    if zp is not None and _t(x).dtype not in _QFLOATS:  # a float8 zero point is 0
+        dx = imp.emit("Sub", [dx, _cast(imp, _qparam(imp, zp, x, axis, block), "f32")])
+    y = imp.emit("Mul", [dx, _cast(imp, _qparam(imp, scale, x, axis, block), "f32")])
+    return [_cast(imp, y, out)]
+
+
+@converts("QLinearMatMul")
+def _qlinear_matmul(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """(a - a_zp) @ (b - b_zp) in i32, requantized by a_scale * b_scale / y_scale (f64)."""
+    a, a_s, a_zp, b, b_s, b_zp, y_s = (_req(v, n) for v, n in zip(
+        ins, ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale")))
+    y_zp = ins[7] if len(ins) > 7 else None
+
+    def centred(v: Node, zp: Node) -> Node:
+        return imp.emit("Sub", [_cast(imp, v, "i32"), _cast(imp, zp, "i32")])
+
+    c = imp.emit("MatMul", [centred(a, a_zp), centred(b, b_zp)])
+    factor = imp.emit("Div", [imp.emit("Mul", [a_s, _cast(imp, b_s, _t(a_s).dtype)]), _cast(imp, y_s, _t(a_s).dtype)])
+    d = imp.emit("Mul", [_cast(imp, c, "f64"), _cast(imp, factor, "f64")])
+    out = _t(y_zp).dtype if y_zp is not None else _t(a).dtype
+    if y_zp is not None:
+        d = imp.emit("Add", [d, _cast(imp, y_zp, "f64")])
+    lo, hi = int_range(out)
+    d = imp.emit("Clip", [imp.emit("Round", [d]), imp.const(np.array(lo, np.float64)),
+                          imp.const(np.array(hi, np.float64))])
+    return [_cast(imp, d, out)]
+
+
+@converts("Hardmax")
+def _hardmax(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """1 at the first maximum along ``axis``, 0 elsewhere: OneHot of the ArgMax.  Before
+    opset 13 the input is taken as a matrix, flattened at ``axis`` (as Softmax was)."""
+    x = _req(ins[0], "input")
+    r = _rank(x)
+    axis = int(attrs.get("axis", -1 if imp.opset >= 13 else 1))
+    axis = axis + r if axis < 0 else axis
+    src = x if imp.opset >= 13 else imp.emit("Flatten", [x], {"axis": axis})
+    a = axis if imp.opset >= 13 else 1
+    idx = imp.emit("ArgMax", [src], {"axis": a, "keepdims": False})
+    depth = imp.emit("DimSize", [src], {"axis": a})
+    values = imp.const(np.array([0, 1], numpy_dtype(_t(x).dtype)))
+    y = imp.emit("OneHot", [idx, depth, values], {"axis": a})
+    return [y if imp.opset >= 13 else imp.emit("Reshape", [y, imp.emit("ShapeOf", [x])])]
+
+
+@converts("LpNormalization")
+def _lpnorm(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "input")
+    axis, p = int(attrs.get("axis", -1)), int(attrs.get("p", 2))
+    if p not in (1, 2):
+        raise OnnxImportError(f"LpNormalization p must be 1 or 2, got {p}")
+    mag = imp.emit("Abs", [x]) if p == 1 else imp.emit("Mul", [x, x])
+    norm = imp.emit("ReduceSum", [mag], {"axes": (axis,), "keepdims": True})
+    norm = norm if p == 1 else imp.emit("Sqrt", [norm])
+    # A zero vector stays zero (ONNX Runtime and the reference), not 0/0 = NaN.
+    safe = imp.emit("Where", [imp.emit("Equal", [norm, _like(imp, 0, norm)]), _like(imp, 1, norm), norm])
+    return [imp.emit("Div", [x, safe])]
+
+
+@converts("EyeLike")
+def _eyelike(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "input")
+    shape = _t(x).shape
+    if shape is None or len(shape) != 2 or not all(isinstance(d, int) for d in shape):
+        raise OnnxImportError(f"EyeLike needs a 2-D input of static shape, got {_t(x)}")
+    dt = nexus_dtype(int(attrs["dtype"]), "EyeLike's dtype") if "dtype" in attrs else _t(x).dtype
+    return [imp.const(np.eye(shape[0], shape[1], int(attrs.get("k", 0)), dtype=numpy_dtype(dt)))]
 
 
 # --- data-dependent sizes ------------------------------------------------------------------

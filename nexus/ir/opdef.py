@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from nexus.ir.types import DTYPES, Type, X
+from nexus.ir.types import ALL_DTYPE_NAMES, Type, X, is_dtype
 
 OP_KINDS = ("data", "control", "phi", "comm", "state", "meta")
 # When the Python operator of an op (OpDef.operator) has the kernel's meaning on integers.
@@ -265,8 +265,8 @@ def check_attr(op: str, name: str, kind: str, value: Any) -> Any:
             raise bad("a string")
         return value
     if kind == "dtype":
-        if value not in DTYPES:
-            raise bad(f"a dtype ({', '.join(DTYPES)})")
+        if not isinstance(value, str) or not is_dtype(value):
+            raise bad(f"a dtype ({', '.join(ALL_DTYPE_NAMES)})")
         return value
     if kind in ("ints", "floats", "dims"):
         if not isinstance(value, (tuple, list)):

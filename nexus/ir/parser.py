@@ -22,7 +22,20 @@ from nexus.ir.graph import Graph
 from nexus.ir.limits import MAX_NESTING, number_too_long
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import UNIVERSAL_ATTRS, OpTypeError, check_attr, get_op
-from nexus.ir.types import DTYPES, STACK, DimSyntaxError, TensorType, TupleType, Type, X, numpy_dtype, parse_dim
+from nexus.ir.types import (
+    ALL_DTYPE_NAMES,
+    STACK,
+    DimSyntaxError,
+    TensorType,
+    TupleType,
+    Type,
+    X,
+    dtype_kind,
+    int_range,
+    is_dtype,
+    numpy_dtype,
+    parse_dim,
+)
 
 
 class ParseError(ValueError):
@@ -205,8 +218,8 @@ class _Cursor:
             return X
         if word == "stack":
             return STACK
-        if word not in DTYPES:
-            raise self.error(f"unknown type {word!r} (dtypes: {', '.join(DTYPES)}; or X, stack)", start)
+        if not is_dtype(word):
+            raise self.error(f"unknown type {word!r} (dtypes: {', '.join(ALL_DTYPE_NAMES)}; or X, stack)", start)
         if not self.peek("["):
             return TensorType(word, ())
         self.expect("[")
@@ -311,16 +324,16 @@ class _Cursor:
         count = math.prod(shape)  # exact: np.prod would wrap around on huge shapes
         if len(items) != count:
             raise self.error(f"{t} holds {count} values, found {len(items)}", start)
-        dt = numpy_dtype(t.dtype)
         try:
+            dt = numpy_dtype(t.dtype)
             if t.dtype == "bool":
                 if any(s not in ("true", "false") for s in items):
                     raise ValueError("bool tensors hold true or false")
                 flat = np.array([s == "true" for s in items], dtype=dt)
-            elif dt.kind in "iu":
+            elif dtype_kind(t.dtype) in "iu":
                 ints = [int(s) for s in items]
-                info = np.iinfo(dt)
-                if any(not info.min <= v <= info.max for v in ints):
+                lo, hi = int_range(t.dtype)
+                if any(not lo <= v <= hi for v in ints):
                     raise ValueError(f"a value is out of range for {t.dtype}")
                 flat = np.array(ints, dtype=dt)
             else:

@@ -32,6 +32,7 @@ import numpy as np
 from nexus.ir.analysis import block_order, node_order
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
+from nexus.ir.tensorio import storable
 from nexus.ir.types import TensorType, dtype_of, format_dim
 
 INLINE_LIMIT = 16  # tensors with more elements go to the payload when one is given
@@ -112,7 +113,8 @@ def format_scalar(x: Any) -> str:
 
 def format_tensor(a: np.ndarray, payload: dict[str, np.ndarray] | None, key: str) -> str:
     t = TensorType(dtype_of(a.dtype), a.shape)
-    if payload is not None and a.size > INLINE_LIMIT:
+    # Dtypes safetensors lacks (int4, float8 e4m3fnuz...) stay inline.
+    if payload is not None and a.size > INLINE_LIMIT and storable(a.dtype):
         if key in payload and payload[key] is not a:  # "g.a" + "b" vs "g" + "a.b": keep both
             k = 2
             while f"{key}#{k}" in payload:

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.limits import LimitError, load_json
+from nexus.ir.types import dtype_of, numpy_dtype
 
-# safetensors dtype names -> little-endian NumPy dtypes.  BF16 and the F8 types have no
-# NumPy dtype, so they are refused with a clear message rather than misread.
+# safetensors dtype names -> little-endian NumPy dtypes.
 ST_DTYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype("?"),
     "U8": np.dtype("u1"),
@@ -42,6 +42,10 @@ ST_DTYPES: dict[str, np.dtype] = {
     "F64": np.dtype("<f8"),
 }
 _ST_BY_KIND = {(d.kind, d.itemsize): name for name, d in ST_DTYPES.items()}
+# safetensors names of narrow dtypes NumPy lacks -> their Nexus dtypes, whose NumPy values
+# come from ml_dtypes (imported only when a file holds one; see nexus.ir.types).
+ST_NARROW: dict[str, str] = {"BF16": "bf16", "F8_E4M3": "f8e4m3fn", "F8_E5M2": "f8e5m2"}
+_ST_BY_NARROW = {v: k for k, v in ST_NARROW.items()}
 
 MAX_HEADER = 100_000_000  # the reference implementation's limit
 _METADATA = "__metadata__"
@@ -64,8 +68,8 @@ def save_file(tensors: Mapping[str, np.ndarray], path: str | os.PathLike[str],
     head, arrays = _layout(tensors, metadata)
     with open(path, "wb") as f:
         f.write(head)
-        for a in arrays:  # straight from the arrays' memory, no intermediate copy
-            f.write(a.data)
+        for a in arrays:  # straight from the arrays' memory, no intermediate copy (as bytes: the
+            f.write(a.reshape(-1).view(np.uint8).data)  # ml_dtypes types have no buffer format)
 
 
 def _layout(tensors: Mapping[str, np.ndarray],
@@ -84,7 +88,7 @@ def _layout(tensors: Mapping[str, np.ndarray],
             raise ValueError(f"bad tensor name {name!r}")
         arr = np.asarray(tensors[name])
         st = _st_dtype(arr.dtype, name)
-        data = np.ascontiguousarray(arr, dtype=ST_DTYPES[st])
+        data = np.ascontiguousarray(arr, dtype=ST_DTYPES[st] if st in ST_DTYPES else arr.dtype)
         header[name] = {"dtype": st, "shape": list(arr.shape), "data_offsets": [offset, offset + data.nbytes]}
         arrays.append(data)
         offset += data.nbytes
@@ -93,8 +97,22 @@ def _layout(tensors: Mapping[str, np.ndarray],
     return struct.pack("<Q", len(text)) + text, arrays
 
 
+def storable(dt: np.dtype) -> bool:
+    """Whether safetensors has a dtype for arrays of ``dt`` (not the 4- and 2-bit types)."""
+    try:
+        _st_dtype(dt, "")
+    except TypeError:
+        return False
+    return True
+
+
 def _st_dtype(dt: np.dtype, name: str) -> str:
     st = _ST_BY_KIND.get((dt.kind, dt.itemsize))
+    if st is None and dt.kind in "Vf":  # the ml_dtypes types (float8_e5m2 reports 'f')
+        try:
+            st = _ST_BY_NARROW.get(dtype_of(dt))
+        except ValueError:
+            st = None
     if st is None:
         raise TypeError(f"tensor {name!r}: dtype {dt} cannot be stored in safetensors")
     return st
@@ -255,7 +273,7 @@ def _tensors(header: dict[str, Entry], body: Any, source: str) -> dict[str, np.n
         if dt.kind == "b" and arr.size and np.frombuffer(view[begin:end], dtype=np.uint8).max() > 1:
             raise LoadError(f"{source}: not a valid safetensors file: tensor {_quote(name)}: "
                             "BOOL bytes must be 0 or 1")
-        out[name] = arr.astype(dt.newbyteorder("="), copy=True)
+        out[name] = arr.astype(dt.newbyteorder("=") if dt.kind != "V" else dt, copy=True)
     return out
 
 
@@ -272,10 +290,16 @@ def _entry(name: str, spec: Any, bad: Any) -> tuple[np.dtype, tuple[int, ...], i
     if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
         raise bad(f"{what} must have exactly the keys dtype, shape and data_offsets")
     st = spec["dtype"]
-    if not isinstance(st, str) or st not in ST_DTYPES:
-        known = ", ".join(ST_DTYPES)
+    if not isinstance(st, str) or (st not in ST_DTYPES and st not in ST_NARROW):
+        known = ", ".join([*ST_DTYPES, *ST_NARROW])
         raise bad(f"{what} has dtype {_quote(st)}; this reader supports {known}")
-    dt = ST_DTYPES[st]
+    if st in ST_NARROW:
+        try:
+            dt = numpy_dtype(ST_NARROW[st])
+        except ValueError as e:
+            raise bad(f"{what}: {e}") from None
+    else:
+        dt = ST_DTYPES[st]
     shape = spec["shape"]
     if not isinstance(shape, list) or not all(_is_uint(d) for d in shape):
         raise bad(f"{what}: shape must be a list of non-negative integers, got {_quote(shape)}")

@@ -27,20 +27,89 @@ DTYPES: dict[str, np.dtype] = {
     "i32": np.dtype(np.int32),
     "i64": np.dtype(np.int64),
     "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16),
+    "u32": np.dtype(np.uint32),
+    "u64": np.dtype(np.uint64),
     "f16": np.dtype(np.float16),
     "f32": np.dtype(np.float32),
     "f64": np.dtype(np.float64),
 }
+# Narrow dtypes NumPy lacks (bfloat16, the float8/float4 formats, 4- and 2-bit ints), as
+# ONNX, safetensors and XLA use them: Nexus name -> the ``ml_dtypes`` type that holds them
+# in NumPy.  They are part of the type system always; ``ml_dtypes`` is imported only when
+# a value of one is made or read (``numpy_dtype``), so core Nexus needs only NumPy.  They
+# are storage types: Cast converts to and from them, data movement (Reshape, Concat...)
+# carries them, and arithmetic runs in a wider dtype (the ONNX importer casts around it).
+NARROW_DTYPES: dict[str, str] = {
+    "bf16": "bfloat16",
+    "f8e4m3fn": "float8_e4m3fn",
+    "f8e4m3fnuz": "float8_e4m3fnuz",
+    "f8e5m2": "float8_e5m2",
+    "f8e5m2fnuz": "float8_e5m2fnuz",
+    "f8e8m0fnu": "float8_e8m0fnu",
+    "f4e2m1fn": "float4_e2m1fn",
+    "i4": "int4",
+    "u4": "uint4",
+    "i2": "int2",
+    "u2": "uint2",
+}
 _BY_NUMPY = {v: k for k, v in DTYPES.items()}
+_BY_NARROW_NAME = {v: k for k, v in NARROW_DTYPES.items()}
+_NARROW_KINDS = {"bf16": "f", "i4": "i", "i2": "i", "u4": "u", "u2": "u"}  # the rest are floats
+ALL_DTYPE_NAMES: tuple[str, ...] = (*DTYPES, *NARROW_DTYPES)
 FLOAT_DTYPES = frozenset({"f16", "f32", "f64"})
-INT_DTYPES = frozenset({"i8", "i16", "i32", "i64", "u8"})
+INT_DTYPES = frozenset({"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"})
+UNSIGNED_DTYPES = frozenset({"u8", "u16", "u32", "u64"})
+NARROW_FLOAT_DTYPES = frozenset(n for n in NARROW_DTYPES if _NARROW_KINDS.get(n, "f") == "f")
+
+
+def is_dtype(name: str) -> bool:
+    """Whether ``name`` is a Nexus dtype (native or narrow); imports nothing."""
+    return name in DTYPES or name in NARROW_DTYPES
+
+
+def dtype_kind(dtype: str) -> str:
+    """NumPy's kind letter of a Nexus dtype, narrow ones included ('b', 'i', 'u', 'f'):
+    ``ml_dtypes`` types report 'V' to NumPy, so code that branches on the kind asks here."""
+    d = DTYPES.get(dtype)
+    if d is not None:
+        return str(d.kind)
+    if dtype in NARROW_DTYPES:
+        return _NARROW_KINDS.get(dtype, "f")
+    raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(ALL_DTYPE_NAMES)}")
+
+
+def _ml_dtypes() -> object:
+    try:
+        import ml_dtypes  # noqa: PLC0415  (optional: only narrow dtypes need it)
+    except ImportError:
+        return None
+    return ml_dtypes
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
     try:
         return DTYPES[dtype]
     except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}") from None
+        pass
+    name = NARROW_DTYPES.get(dtype)
+    if name is None:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(ALL_DTYPE_NAMES)}")
+    mod = _ml_dtypes()
+    kind = getattr(mod, name, None)
+    if kind is None:
+        raise ValueError(f"dtype {dtype} needs the ml_dtypes package (0.5 or later) for its NumPy values "
+                         f"(pip install ml_dtypes, or nexus[onnx])")
+    return np.dtype(kind)  # type: ignore[no-any-return]
+
+
+def int_range(dtype: str) -> tuple[int, int]:
+    """The least and greatest value of an integer dtype, narrow ones included."""
+    bits = {"i4": 4, "u4": 4, "i2": 2, "u2": 2}.get(dtype)
+    if bits is not None:
+        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dtype[0] == "i" else (0, (1 << bits) - 1)
+    info = np.iinfo(numpy_dtype(dtype))
+    return int(info.min), int(info.max)
 
 
 def dtype_of(np_dtype: object) -> str:
@@ -49,7 +118,11 @@ def dtype_of(np_dtype: object) -> str:
     try:
         return _BY_NUMPY[d]
     except KeyError:
-        raise ValueError(f"NumPy dtype {d} has no Nexus dtype") from None
+        pass
+    narrow = _BY_NARROW_NAME.get(d.name)  # ml_dtypes types report kind 'V' (float8_e5m2: 'f')
+    if narrow is not None and numpy_dtype(narrow) == d:
+        return narrow
+    raise ValueError(f"NumPy dtype {d} has no Nexus dtype")
 
 
 def sym(name: str) -> sympy.Symbol:
@@ -102,7 +175,8 @@ class TensorType(Type):
     shape: tuple[Dim, ...] | None = ()
 
     def __post_init__(self) -> None:
-        numpy_dtype(self.dtype)
+        if not is_dtype(self.dtype):
+            raise ValueError(f"unknown dtype {self.dtype!r}; known: {', '.join(ALL_DTYPE_NAMES)}")
         if self.shape is not None:
             object.__setattr__(self, "shape", tuple(simplify_dim(d) for d in self.shape))
 

@@ -8,10 +8,21 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.opdef import Attr, DimEq, Inferred, OpDef, OpTypeError, SizeOutput, register
-from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, Type, broadcast_shapes, dims_may_differ
+from nexus.ir.types import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    NARROW_DTYPES,
+    TensorType,
+    Type,
+    broadcast_shapes,
+    dims_may_differ,
+)
 
 NUMERIC = FLOAT_DTYPES | INT_DTYPES
 ALL_DTYPES = NUMERIC | {"bool"}
+# Every dtype, the narrow storage dtypes included: what Cast converts between and what
+# ops that only move data (Identity, Reshape, Concat...) may carry.
+ANY_DTYPES = ALL_DTYPES | frozenset(NARROW_DTYPES)
 
 
 def tensor(op: str, t: Type, i: int) -> TensorType:

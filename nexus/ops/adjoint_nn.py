@@ -13,6 +13,7 @@ import numpy as np
 
 from nexus.ir.opdef import Attr
 from nexus.ir.types import TensorType, Type
+from nexus.ops import _resize as _rs
 from nexus.ops import nn
 from nexus.ops._rules import define, tensor
 from nexus.ops.adjoint import FAMILY, _like1_rule
@@ -100,12 +101,12 @@ def _max_pool_grad(g: Any, x: Any, kernel_shape: Sequence[int], strides: Any = N
 
 
 def _avg_pool_grad(g: Any, x: Any, kernel_shape: Sequence[int], strides: Any = None, pads: Any = None,
-                   ceil_mode: bool = False, count_include_pad: bool = False) -> Any:
+                   ceil_mode: bool = False, count_include_pad: bool = False, dilations: Any = None) -> Any:
     xa, ga = np.asarray(x), np.asarray(g)
     n = xa.ndim - 2
-    src = _index_windows(xa, kernel_shape, strides, pads, None, ceil_mode)
+    src = _index_windows(xa, kernel_shape, strides, pads, dilations, ceil_mode)
     inside = np.ones((1, 1) + xa.shape[2:], np.float64)
-    count = nn._pool_windows(inside, 1.0 if count_include_pad else 0.0, kernel_shape, strides, pads, None,
+    count = nn._pool_windows(inside, 1.0 if count_include_pad else 0.0, kernel_shape, strides, pads, dilations,
                              ceil_mode, overhang_fill=0.0)
     count = np.maximum(count.sum(axis=tuple(range(-n, 0))), 1)
     share = np.broadcast_to((ga / count)[..., None], src.shape)
@@ -115,35 +116,10 @@ def _avg_pool_grad(g: Any, x: Any, kernel_shape: Sequence[int], strides: Any = N
     return out.reshape(xa.shape)
 
 
-def _resize_grad(g: Any, x: Any, sizes: Any, mode: str = "nearest", coordinate_transformation_mode: str = "half_pixel",
-                 nearest_mode: str = "round_prefer_floor") -> Any:
-    """Adjoint of Resize: the per-axis gathers (and linear blends) added back."""
-    xa = np.asarray(x)
-    ga = np.asarray(g)
-    shapes = [xa.shape]
-    steps = []
-    for axis, size in enumerate(int(v) for v in sizes):
-        inp = shapes[-1][axis]
-        skip = size == inp and coordinate_transformation_mode != "align_corners" and mode == "nearest"
-        steps.append((axis, size, inp, skip))
-        shapes.append(shapes[-1][:axis] + (size,) + shapes[-1][axis + 1:])
-    for (axis, size, inp, skip), before in zip(reversed(steps), reversed(shapes[:-1])):
-        if skip:
-            continue
-        src = nn._source_coords(size, inp, coordinate_transformation_mode)
-        out = np.zeros(before, dtype=ga.dtype)
-        moved_out, moved_g = np.moveaxis(out, axis, 0), np.moveaxis(ga, axis, 0)
-        if mode == "nearest":
-            np.add.at(moved_out, nn._nearest_index(src, nearest_mode, inp), moved_g)
-        else:
-            src = np.clip(src, 0, inp - 1)
-            lo = np.floor(src).astype(np.int64)
-            hi = np.minimum(lo + 1, inp - 1)
-            frac = (src - lo).astype(ga.dtype).reshape((-1,) + (1,) * (ga.ndim - 1))
-            np.add.at(moved_out, lo, moved_g * (1 - frac))
-            np.add.at(moved_out, hi, moved_g * frac)
-        ga = out
-    return ga
+def _resize_grad(g: Any, x: Any, sizes: Any, **attrs: Any) -> Any:
+    """Adjoint of Resize: each axis's gather-and-weigh, transposed."""
+    xa, ga = np.asarray(x), np.asarray(g)
+    return _rs.adjoint(ga, xa.shape, _rs.plan(xa.shape, [int(v) for v in sizes], nn.resize_spec(attrs)))
 
 
 def _boolean_mask_grad(g: Any, x: Any, mask: Any) -> Any:
@@ -170,13 +146,12 @@ define("MaxPoolGrad", FAMILY, ("grad", "x"), _like1_rule, _max_pool_grad,
                   attrs={**_POOL, "dilations": Attr("ints", None, "as the forward op")},
                   doc="Adjoint of MaxPool: each window's cotangent goes to its (first) maximum.", may_fail=True)
 define("AveragePoolGrad", FAMILY, ("grad", "x"), _like1_rule, _avg_pool_grad,
-                  attrs={**_POOL, "count_include_pad": Attr("bool", False, "as the forward op")},
+                  attrs={**_POOL, "count_include_pad": Attr("bool", False, "as the forward op"),
+                         "dilations": Attr("ints", None, "as the forward op")},
                   doc="Adjoint of AveragePool: each window's cotangent shared over its elements.", may_fail=True)
 define("ResizeGrad", FAMILY, ("grad", "x", "sizes"), _like1_rule, _resize_grad,
-                  attrs={"mode": Attr("str", "nearest", ""),
-                         "coordinate_transformation_mode": Attr("str", "half_pixel", ""),
-                         "nearest_mode": Attr("str", "round_prefer_floor", "")},
-                  doc="Adjoint of Resize (nearest and linear).", may_fail=True)
+                  attrs={k: Attr(a.kind, a.default, "as the forward op") for k, a in nn.RESIZE_ATTRS.items()},
+                  doc="Adjoint of Resize.", may_fail=True)
 define("BooleanMaskGrad", FAMILY, ("grad", "x", "mask"), _like1_rule, _boolean_mask_grad,
                   doc="Zeros shaped like x with grad written where the mask is true.", may_fail=True)
 

@@ -28,6 +28,7 @@ PROBE_ATTRS: dict[str, dict[str, Any]] = {
     "Unsqueeze": {"axes": (0,)},
     "Concat": {"axis": 0},
     "MaxPool": {"kernel_shape": (1,)},
+    "MaxPoolIndices": {"kernel_shape": (1,)},
     "AveragePool": {"kernel_shape": (1,)},
     "DimSize": {"axis": 0},
     "Cast": {"to": "f32"},

@@ -10,13 +10,22 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.opdef import Attr, OpTypeError
-from nexus.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, Type, dtype_of, numpy_dtype
-from nexus.ops._rules import ALL_DTYPES, NUMERIC, broadcast, check_dtype, define, tensor, unary_rule
+from nexus.ir.types import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    NARROW_FLOAT_DTYPES,
+    UNSIGNED_DTYPES,
+    TensorType,
+    Type,
+    dtype_of,
+    numpy_dtype,
+)
+from nexus.ops._rules import ANY_DTYPES, NUMERIC, broadcast, check_dtype, define, tensor, unary_rule
 from nexus.ops._special import erf
 
 FAMILY = "math"
 FLOATS = frozenset(FLOAT_DTYPES)
-SIGNED = frozenset(FLOAT_DTYPES | (INT_DTYPES - {"u8"}))
+SIGNED = frozenset(FLOAT_DTYPES | (INT_DTYPES - UNSIGNED_DTYPES))
 BOOL = frozenset({"bool"})
 
 
@@ -147,6 +156,12 @@ _UNARY: list[tuple[str, Callable[..., Any], frozenset[str], bool, str]] = [
     ("Sin", np.sin, FLOATS, True, "sine"),
     ("Cos", np.cos, FLOATS, True, "cosine"),
     ("Erf", erf, FLOATS, True, "the error function"),
+    ("Asin", np.arcsin, FLOATS, True, "arcsine (NaN outside [-1, 1])"),
+    ("Acos", np.arccos, FLOATS, True, "arccosine (NaN outside [-1, 1])"),
+    ("Atan", np.arctan, FLOATS, True, "arctangent"),
+    ("Asinh", np.arcsinh, FLOATS, True, "inverse hyperbolic sine"),
+    ("Acosh", np.arccosh, FLOATS, True, "inverse hyperbolic cosine (NaN below 1)"),
+    ("Atanh", np.arctanh, FLOATS, True, "inverse hyperbolic tangent (NaN outside [-1, 1])"),
     # Piecewise-constant functions: their derivative is zero where it exists, so they
     # are not marked differentiable (autodiff treats them as constants).
     ("Floor", np.floor, FLOATS, False, "round toward -inf"),
@@ -268,13 +283,63 @@ define("RightShift", FAMILY, ("a", "b"), _binary(INTS), _right_shift, may_fail_o
 # --- casts ---------------------------------------------------------------------------------
 def _cast_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
     t = tensor(op, ins[0], 0)
-    check_dtype(op, t, ALL_DTYPES)
+    check_dtype(op, t, ANY_DTYPES)
+    if attrs.get("round_mode") not in (None, "up", "down", "nearest"):
+        raise OpTypeError(f"{op}: round_mode must be up, down or nearest, not {attrs['round_mode']!r}")
     return t.with_dtype(attrs["to"])
 
 
-def _cast(x: Any, to: str) -> Any:
+def _cast(x: Any, to: str, saturate: bool = True, round_mode: str = "up") -> Any:
+    if to in NARROW_FLOAT_DTYPES and to not in ("bf16", "f4e2m1fn"):
+        y = _to_float8(np.asarray(x), to, saturate, round_mode)
+        return y[()] if np.ndim(x) == 0 else y
     return np.asarray(x).astype(numpy_dtype(to))[()] if np.ndim(x) == 0 else x.astype(numpy_dtype(to))
 
 
-define("Cast", FAMILY, ("x",), _cast_rule, _cast, attrs={"to": Attr("dtype", doc="target dtype")},
+def _to_float8(x: np.ndarray, to: str, saturate: bool, round_mode: str) -> np.ndarray:
+    """Float8 conversion as ONNX defines it: saturating (the default) clamps finite and
+    infinite values to the largest finite one (NaN stays NaN); without it, what is out of
+    range becomes inf or NaN, as the format has them.  E8M0 holds only powers of two
+    (see _to_e8m0)."""
+    dt = numpy_dtype(to)
+    xf = x.astype(np.float64)  # exact for every source dtype, so the one rounding is the last cast
+    if to == "f8e8m0fnu":
+        return _to_e8m0(x, saturate, round_mode).view(dt)
+    if saturate:
+        big = float(_finfo_max(to))
+        xf = np.where(np.isnan(xf), xf, np.clip(xf, -big, big))
+    return xf.astype(dt)
+
+
+def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """The E8M0 codes of ``x`` as ONNX computes them: from the float32 bits, the biased
+    exponent (the sign ignored, as the format has none), one up when the mantissa asks
+    for it (up: any fraction; nearest: at least half, ties away unless subnormal; down:
+    never), not past the largest when saturating; NaN and inf become NaN (code 255)."""
+    bits = x.astype(np.float32).view(np.uint32)
+    exp = ((bits >> 23) & 0xFF).astype(np.uint16)
+    frac = bits & 0x7FFFFF
+    if round_mode == "up":
+        inc = frac > 0
+    elif round_mode == "nearest":
+        inc = ((frac & 0x400000) > 0) & (((frac & 0x3FFFFF) > 0) | (exp > 0))
+    else:
+        inc = np.zeros(exp.shape, bool)
+    if saturate:
+        inc &= exp != 0xFE
+    return np.where(exp == 0xFF, 0xFF, exp + inc).astype(np.uint8)
+
+
+def _finfo_max(to: str) -> float:
+    import ml_dtypes  # noqa: PLC0415  (present: numpy_dtype(to) needed it already)
+
+    return float(ml_dtypes.finfo(numpy_dtype(to)).max)
+
+
+define("Cast", FAMILY, ("x",), _cast_rule, _cast,
+       attrs={"to": Attr("dtype", doc="target dtype"),
+              "saturate": Attr("bool", None, "float8 targets: clamp out-of-range values (and inf) to the largest "
+                                          "finite value (the default); false: they become inf or NaN"),
+              "round_mode": Attr("str", None, "f8e8m0fnu targets: round up (the default), down or nearest to a "
+                                        "power of two")},
        differentiable=True, doc="Converts to another dtype (floats to ints truncate toward zero).")

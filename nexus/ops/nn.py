@@ -19,6 +19,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from nexus.ir.opdef import Attr, Inferred, OpTypeError
 from nexus.ir.types import FLOAT_DTYPES, TensorType, Type, simplify_dim
+from nexus.ops import _resize as _rs
 from nexus.ops._rules import (
     assume_equal,
     assuming,
@@ -258,17 +259,17 @@ def _max_pool(x: Any, kernel_shape: Sequence[int], strides: Any = None, pads: An
 
 
 def _avg_pool(x: Any, kernel_shape: Sequence[int], strides: Any = None, pads: Any = None,
-              ceil_mode: bool = False, count_include_pad: bool = False) -> np.ndarray:
+              ceil_mode: bool = False, count_include_pad: bool = False, dilations: Any = None) -> np.ndarray:
     xa = _wide(x)
     n = xa.ndim - 2
     axes = tuple(range(-n, 0))
-    win = _pool_windows(xa, 0.0, kernel_shape, strides, pads, None, ceil_mode)
+    win = _pool_windows(xa, 0.0, kernel_shape, strides, pads, dilations, ceil_mode)
     total = win.sum(axis=axes)
     # Divisor: the window's elements inside the input, plus (count_include_pad) those in
     # the explicit padding; the ceil-mode overhang never counts (as PyTorch and ORT).
     inside = np.ones((1, 1) + xa.shape[2:], xa.dtype)
-    count = _pool_windows(inside, 1.0 if count_include_pad else 0.0, kernel_shape, strides, pads, None, ceil_mode,
-                          overhang_fill=0.0)
+    count = _pool_windows(inside, 1.0 if count_include_pad else 0.0, kernel_shape, strides, pads, dilations,
+                          ceil_mode, overhang_fill=0.0)
     out = total / np.maximum(count.sum(axis=axes), 1)
     return np.ascontiguousarray(out.astype(np.asarray(x).dtype))
 
@@ -282,8 +283,42 @@ _POOL_ATTRS = {
 define("MaxPool", FAMILY, ("x",), _pool_rule, _max_pool, differentiable=True,
        attrs={**_POOL_ATTRS, "dilations": Attr("ints", None, "window dilation (default 1)")},
        doc="Maximum over sliding windows of x [N, C, *spatial] (padding never wins), as ONNX MaxPool.")
+def _argmax_pool_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
+    if attrs.get("storage_order", 0) not in (0, 1):
+        raise OpTypeError(f"{op}: storage_order must be 0 (row-major) or 1 (column-major), "
+                          f"got {attrs['storage_order']}")
+    t = _pool_rule(op, ins, attrs, values)
+    assert isinstance(t, TensorType)
+    return t.with_dtype("i64")
+
+
+def _max_pool_indices(x: Any, kernel_shape: Sequence[int], strides: Any = None, pads: Any = None,
+                      dilations: Any = None, ceil_mode: bool = False, storage_order: int = 0) -> np.ndarray:
+    """Where each window's (first) maximum is, as a flat index into x, as ONNX MaxPool's
+    Indices output: row-major, or with the spatial dims column-major (storage_order 1)."""
+    xa = _wide(x)
+    n = xa.ndim - 2
+    win = _pool_windows(xa, -np.inf, kernel_shape, strides, pads, dilations, ceil_mode)
+    spatial = xa.shape[2:]
+    if storage_order:  # numbered with the spatial dims reversed, then put back in place
+        flat = np.arange(xa.size, dtype=np.int64).reshape(xa.shape[:2] + spatial[::-1])
+        flat = flat.transpose((0, 1) + tuple(range(1 + n, 1, -1)))
+    else:
+        flat = np.arange(xa.size, dtype=np.int64).reshape(xa.shape)
+    where = _pool_windows(flat, -1, kernel_shape, strides, pads, dilations, ceil_mode)
+    lead = win.shape[: 2 + n]
+    best = win.reshape(lead + (-1,)).argmax(axis=-1)[..., None]
+    return np.ascontiguousarray(np.take_along_axis(where.reshape(lead + (-1,)), best, axis=-1)[..., 0])
+
+
+define("MaxPoolIndices", FAMILY, ("x",), _argmax_pool_rule, _max_pool_indices,
+       attrs={**_POOL_ATTRS, "dilations": Attr("ints", None, "window dilation (default 1)"),
+              "storage_order": Attr("int", 0, "0: row-major indices; 1: the spatial dims column-major")},
+       doc="The flat index (i64) into x of each MaxPool window's first maximum (padding never wins), as ONNX "
+           "MaxPool's Indices output.")
 define("AveragePool", FAMILY, ("x",), _pool_rule, _avg_pool, differentiable=True,
-       attrs={**_POOL_ATTRS, "count_include_pad": Attr("bool", False, "count padded elements in the divisor")},
+       attrs={**_POOL_ATTRS, "count_include_pad": Attr("bool", False, "count padded elements in the divisor"),
+              "dilations": Attr("ints", None, "window dilation (default 1)")},
        doc="Mean over sliding windows of x [N, C, *spatial], as ONNX AveragePool.")
 
 
@@ -394,23 +429,28 @@ define("Dropout", FAMILY, ("x",), _dropout_rule, lambda x, ratio=0.5: x, differe
 
 
 # --- Resize ------------------------------------------------------------------------------
-_COORD = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
-_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
-
-
 def _resize_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
     x, s = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
     check_dtype(op, x, FLOATS)
     check_int_vector(op, s, "sizes")
-    for key, allowed in (("mode", ("nearest", "linear")), ("coordinate_transformation_mode", _COORD),
-                         ("nearest_mode", _NEAREST)):
+    for key, allowed in (("mode", _rs.MODES), ("coordinate_transformation_mode", _rs.COORD_MODES),
+                         ("nearest_mode", _rs.NEAREST_MODES)):
         if attrs[key] not in allowed:
             raise OpTypeError(f"{op}: {key} must be one of {', '.join(allowed)}, got {attrs[key]!r}")
+    if attrs.get("antialias") and attrs["mode"] == "nearest":
+        raise OpTypeError(f"{op}: antialias applies to linear and cubic, not nearest")
     if x.shape is None:
         return x
+    rank = len(x.shape)
     n = s.shape[0] if s.shape is not None else None
-    if isinstance(n, int) and n != len(x.shape):
-        raise OpTypeError(f"{op}: sizes has {n} entries, x has rank {len(x.shape)}")
+    if isinstance(n, int) and n != rank:
+        raise OpTypeError(f"{op}: sizes has {n} entries, x has rank {rank}")
+    for key, want in (("scales", rank), ("roi", 2 * rank)):
+        got = attrs.get(key)
+        if got is not None and len(got) != want:
+            raise OpTypeError(f"{op}: {key} has {len(got)} entries, x of rank {rank} needs {want}")
+    if attrs.get("scales") is not None and any(not v > 0 for v in attrs["scales"]):
+        raise OpTypeError(f"{op}: scales must be positive, got {list(attrs['scales'])}")
     sizes = dims_value(values[1])
     if sizes is None:
         from nexus.ir.types import fresh_dim
@@ -419,56 +459,36 @@ def _resize_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values:
     return x.with_shape(tuple(sizes))
 
 
-def _source_coords(out: int, inp: int, mode: str) -> np.ndarray:
-    o = np.arange(out, dtype=np.float64)
-    scale = out / inp
-    if mode == "asymmetric":
-        return o / scale
-    if mode == "align_corners":
-        return o * (inp - 1) / (out - 1) if out > 1 else np.zeros(out)
-    if mode == "pytorch_half_pixel" and out == 1:
-        return np.zeros(out)
-    return (o + 0.5) / scale - 0.5
+def resize_spec(attrs: Mapping[str, Any]) -> _rs.ResizeSpec:
+    """The attributes of a Resize (or ResizeGrad) call as a ResizeSpec."""
+    values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()}
+    return _rs.ResizeSpec(**values)
 
 
-def _nearest_index(src: np.ndarray, mode: str, inp: int) -> np.ndarray:
-    if mode == "floor":
-        idx = np.floor(src)
-    elif mode == "ceil":
-        idx = np.ceil(src)
-    elif mode == "round_prefer_ceil":
-        idx = np.floor(src + 0.5)
-    else:
-        idx = np.ceil(src - 0.5)
-    return np.clip(idx, 0, inp - 1).astype(np.int64)
+def _resize(x: Any, sizes: Any, **attrs: Any) -> np.ndarray:
+    spec = resize_spec(attrs)
+    xa = np.asarray(x)
+    plans = _rs.plan(xa.shape, [int(v) for v in sizes], spec)
+    out = _rs.apply(_wide(xa), plans, spec.extrapolation_value)
+    return np.ascontiguousarray(out.astype(xa.dtype))
 
 
-def _resize(x: Any, sizes: Any, mode: str = "nearest", coordinate_transformation_mode: str = "half_pixel",
-            nearest_mode: str = "round_prefer_floor") -> np.ndarray:
-    out = _wide(x)
-    for axis, size in enumerate(int(v) for v in sizes):
-        inp = out.shape[axis]
-        if size == inp and coordinate_transformation_mode != "align_corners" and mode == "nearest":
-            continue
-        src = _source_coords(size, inp, coordinate_transformation_mode)
-        if mode == "nearest":
-            out = np.take(out, _nearest_index(src, nearest_mode, inp), axis=axis)
-            continue
-        src = np.clip(src, 0, inp - 1)
-        lo = np.floor(src).astype(np.int64)
-        hi = np.minimum(lo + 1, inp - 1)
-        frac = (src - lo).astype(out.dtype)
-        shape = [1] * out.ndim
-        shape[axis] = size
-        frac = frac.reshape(shape)
-        out = np.take(out, lo, axis=axis) * (1 - frac) + np.take(out, hi, axis=axis) * frac
-    return np.ascontiguousarray(out.astype(np.asarray(x).dtype))
+RESIZE_ATTRS = {
+    "mode": Attr("str", "nearest", "nearest, linear (n-linear over the resized axes) or cubic"),
+    "coordinate_transformation_mode": Attr("str", "half_pixel", "how an output index maps to an input coordinate: "
+                                           + ", ".join(_rs.COORD_MODES)),
+    "nearest_mode": Attr("str", "round_prefer_floor", ", ".join(_rs.NEAREST_MODES)),
+    "scales": Attr("floats", None, "the scale per axis the coordinates use (ONNX's scales input); default "
+                   "sizes / input shape"),
+    "roi": Attr("floats", None, "tf_crop_and_resize: starts then ends per axis, as fractions of the input"),
+    # None (absent) stands for the ONNX default, so graphs that do not use these print as before.
+    "cubic_coeff_a": Attr("float", None, "cubic: the kernel's a (default -0.75; -0.5 is TensorFlow's)"),
+    "exclude_outside": Attr("bool", None, "give the taps outside the input weight 0 and renormalise"),
+    "extrapolation_value": Attr("float", None, "tf_crop_and_resize: the value where the coordinate is "
+                                "outside (default 0)"),
+    "antialias": Attr("bool", None, "linear/cubic: widen the filter by 1/scale when downsampling"),
+}
 
-
-define("Resize", FAMILY, ("x", "sizes"), _resize_rule, _resize, differentiable=True,
-       attrs={
-           "mode": Attr("str", "nearest", "nearest or linear (n-linear over the resized axes)"),
-           "coordinate_transformation_mode": Attr("str", "half_pixel", ", ".join(_COORD)),
-           "nearest_mode": Attr("str", "round_prefer_floor", ", ".join(_NEAREST)),
-       },
-       doc="Resizes x to `sizes` (one entry per axis, a 1-D int tensor), as ONNX Resize with sizes.", may_fail=True)
+define("Resize", FAMILY, ("x", "sizes"), _resize_rule, _resize, differentiable=True, attrs=RESIZE_ATTRS,
+       doc="Resizes x to `sizes` (one entry per axis, a 1-D int tensor), as ONNX Resize (opset 19) "
+           "with sizes; its scales and roi inputs are attributes.", may_fail=True)

@@ -23,17 +23,26 @@ def _rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequen
     check_int_scalar(op, seed, "the seed")
     if attrs["dtype"] not in FLOAT_DTYPES:
         raise OpTypeError(f"{op}: dtype must be a float type, got {attrs['dtype']}")
+    if attrs.get("generator") not in (None, *_GENERATORS):
+        raise OpTypeError(f"{op}: generator must be one of {', '.join(_GENERATORS)}, got {attrs['generator']!r}")
     dims = dims_value(values[0])
     return TensorType(attrs["dtype"], tuple(dims) if dims is not None else fresh_shape(vector_len(shape)))
+
+
+_GENERATORS = ("pcg64", "mt19937")
 
 
 def _generator(seed: Any) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(int(seed) & (2**64 - 1)))
 
 
-def _uniform(shape: Any, seed: Any, dtype: str = "f32", low: float = 0.0, high: float = 1.0) -> np.ndarray:
+def _uniform(shape: Any, seed: Any, dtype: str = "f32", low: float = 0.0, high: float = 1.0,
+             generator: str = "pcg64") -> np.ndarray:
     dims = tuple(int(d) for d in shape)
-    out = _generator(seed).uniform(low, high, size=dims)
+    if generator == "mt19937":  # NumPy's legacy stream: np.random.seed(s); np.random.uniform(...)
+        out = np.random.RandomState(int(seed) & (2**32 - 1)).uniform(low, high, size=dims)
+    else:
+        out = _generator(seed).uniform(low, high, size=dims)
     # Rounding to a narrower dtype may reach `high`; keep the interval half-open.
     out = out.astype(numpy_dtype(dtype))
     return np.where(out >= np.asarray(high, out.dtype), np.nextafter(np.asarray(high, out.dtype), -np.inf), out)
@@ -49,6 +58,8 @@ define("RandomUniform", FAMILY, ("shape", "seed"), _rule, _uniform, pure=False,
            "dtype": Attr("dtype", "f32", "a float dtype"),
            "low": Attr("float", 0.0, "lower bound (included)"),
            "high": Attr("float", 1.0, "upper bound (excluded)"),
+           "generator": Attr("str", None, "pcg64 (the default): NumPy's default Generator; mt19937: NumPy's legacy "
+                             "RandomState (np.random.seed), the stream ONNX's reference Dropout draws from"),
        },
        doc="Uniform samples in [low, high) of the shape held in `shape`; the same seed gives the same tensor.",
        may_fail=True)

@@ -43,17 +43,32 @@ def _rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[An
 
 def _kernel(fn: Any) -> Any:
     def run(x: Any, axes: tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
-        out = fn(x, axis=axes, keepdims=keepdims)
+        if fn in _IDENTITY and np.size(x) == 0:
+            # An empty set has no maximum: it reduces to the identity (-inf, or the least
+            # int), as ONNX defines it, so that max(A u B) = max(max A, max B) still holds.
+            out = fn(x, axis=axes, keepdims=keepdims, initial=_IDENTITY[fn](np.asarray(x).dtype))
+        else:
+            out = fn(x, axis=axes, keepdims=keepdims)
         return out.astype(x.dtype, copy=False) if fn is not np.mean else out
 
     return run
 
 
+def _extreme(dtype: np.dtype, high: bool) -> Any:
+    if dtype.kind == "f":
+        return np.inf if high else -np.inf
+    info = np.iinfo(dtype)
+    return info.max if high else info.min
+
+
+_IDENTITY = {np.max: lambda d: _extreme(d, False), np.min: lambda d: _extreme(d, True)}
+
+
 for _name, _fn, _doc in [
     ("ReduceSum", np.sum, "sum over axes"),
     ("ReduceMean", np.mean, "mean over axes (integer inputs give f64)"),
-    ("ReduceMax", np.max, "maximum over axes"),
-    ("ReduceMin", np.min, "minimum over axes"),
+    ("ReduceMax", np.max, "maximum over axes (over none: -inf, or the least value of an int dtype)"),
+    ("ReduceMin", np.min, "minimum over axes (over none: inf, or the greatest value of an int dtype)"),
     ("ReduceProd", np.prod, "product over axes"),
 ]:
     define(_name, FAMILY, ("x",), _rule, _kernel(_fn), attrs=_ATTRS, differentiable=True, doc=_doc,

@@ -383,7 +383,7 @@ define("Tile", FAMILY, ("x", "repeats"), _tile_rule, _tile, differentiable=True,
        doc="Repeats x `repeats[i]` times along axis i (one entry per axis).", may_fail=True)
 
 
-_PAD_MODES = ("constant", "reflect", "edge")
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
 
 def _pad_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values: Sequence[Any]) -> Type:
@@ -418,7 +418,7 @@ def _pad(x: Any, pads: Any, mode: str = "constant", value: float = 0.0) -> Any:
 
 define("Pad", FAMILY, ("x", "pads"), _pad_rule, _pad, differentiable=True,
        attrs={
-           "mode": Attr("str", "constant", "constant, reflect or edge"),
+           "mode": Attr("str", "constant", "constant, reflect, edge or wrap (as if x were a torus)"),
            "value": Attr("float", 0.0, "the fill value in constant mode"),
        },
        doc="Pads (negative: crops) by `pads` = [begin_0..begin_{r-1}, end_0..end_{r-1}] (ONNX Pad).", may_fail=True)

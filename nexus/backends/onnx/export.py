@@ -36,9 +36,17 @@ class ExportError(ValueError):
     """A graph that cannot be written as ONNX; the message names the node or value."""
 
 
-def to_onnx(graph: Graph, *, opset: int = OPSET, check: bool = True) -> onnx.ModelProto:
-    """The graph as an ONNX model (checked with ``onnx.checker`` unless ``check=False``)."""
+def to_onnx(graph: Graph, *, opset: int | None = None, check: bool = True) -> onnx.ModelProto:
+    """The graph as an ONNX model (checked with ``onnx.checker`` unless ``check=False``),
+    for ``opset`` (default: 18, or the first that has the dtypes and attributes the graph
+    uses: float8 and Cast's saturate 19, int4 21, float4 23, E8M0 and round_mode 24, int2 25)."""
     from nexus.passes.structurize import StructurizeError
+
+    needed, why = _needed_opset(graph)
+    if opset is None:
+        opset = max(OPSET, needed)
+    elif opset < needed:
+        raise ExportError(f"graph @{graph.name} needs ONNX opset {needed} or later ({why}), not {opset}")
 
     graph = _without_dead_tapes(graph)
     try:
@@ -58,10 +66,33 @@ def to_onnx(graph: Graph, *, opset: int = OPSET, check: bool = True) -> onnx.Mod
         outputs.append(value_info(name, _type(v), f"result {k}"))
     g = helper.make_graph(ex.nodes, graph.name, inputs, outputs, ex.initializers)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="nexus")
-    model.ir_version = min(model.ir_version, 10)
+    model.ir_version = min(model.ir_version, 10 if opset <= 21 else 11)  # what ONNX Runtime reads
     if check:
         onnx.checker.check_model(model, full_check=False)
     return model
+
+
+# The first opset with each narrow dtype (ONNX's TensorProto types by version).
+_DTYPE_OPSET = {"f8e4m3fn": 19, "f8e4m3fnuz": 19, "f8e5m2": 19, "f8e5m2fnuz": 19, "i4": 21, "u4": 21,
+                "f4e2m1fn": 23, "f8e8m0fnu": 24, "i2": 25, "u2": 25}
+
+
+def _needed_opset(graph: Graph) -> tuple[int, str]:
+    """The first opset that can express ``graph``, and what needs it."""
+    best, why = 0, ""
+    for n in graph.nodes():
+        for t in (n.type.elems if hasattr(n.type, "elems") else (n.type,)):
+            v = _DTYPE_OPSET.get(getattr(t, "dtype", ""), 0)
+            if v > best:
+                best, why = v, f"dtype {t.dtype}"  # type: ignore[union-attr]
+        if n.op.name == "Cast":
+            for attr, v in (("saturate", 19), ("round_mode", 24)):
+                if n.attrs.get(attr) is not None and v > best:
+                    best, why = v, f"Cast's {attr}"
+        if n.op.name == "Resize" and n.attrs.get("coordinate_transformation_mode") == "half_pixel_symmetric" \
+                and best < 19:
+            best, why = 19, "Resize's half_pixel_symmetric"
+    return best, why
 
 
 _TAPE_OPS = frozenset({"StackNew", "StackPush", "StackPop"})

@@ -23,6 +23,7 @@ _SAME = {
     "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Pow": "Pow", "Maximum": "Max", "Minimum": "Min",
     "Neg": "Neg", "Abs": "Abs", "Exp": "Exp", "Log": "Log", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Relu": "Relu",
     "Sqrt": "Sqrt", "Reciprocal": "Reciprocal", "Sin": "Sin", "Cos": "Cos", "Erf": "Erf", "Floor": "Floor",
+    "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Asinh": "Asinh", "Acosh": "Acosh", "Atanh": "Atanh",
     "Ceil": "Ceil", "Round": "Round", "Sign": "Sign", "Where": "Where", "Less": "Less", "LessEqual": "LessOrEqual",
     "Greater": "Greater", "GreaterEqual": "GreaterOrEqual", "Equal": "Equal", "And": "And", "Or": "Or",
     "Xor": "Xor", "Not": "Not", "MatMul": "MatMul", "Identity": "Identity", "PRelu": "PRelu", "Expand": "Expand",
@@ -71,7 +72,9 @@ def _proj(ex: Exporter, n: Node, t: str) -> str:
 
 @register_lowering("onnx", "Cast")
 def _cast(ex: Exporter, n: Node, x: str) -> str:
-    return ex.add("Cast", [x], to=NEXUS_TO_ONNX[n.attrs["to"]])[0]
+    modes = {k: (int(v) if isinstance(v, bool) else v) for k in ("saturate", "round_mode")
+             if (v := n.attrs.get(k)) is not None}  # set only by models that use them (opset 19+)
+    return ex.add("Cast", [x], to=NEXUS_TO_ONNX[n.attrs["to"]], **modes)[0]
 
 
 @register_lowering("onnx", "Rsqrt")
@@ -189,10 +192,16 @@ def _maxpool(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("MaxPool", [x], **_attrs(n, "kernel_shape", "strides", "pads", "ceil_mode", "dilations"))[0]
 
 
+@register_lowering("onnx", "MaxPoolIndices")
+def _maxpool_indices(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("MaxPool", [x], 2, **_attrs(n, "kernel_shape", "strides", "pads", "ceil_mode", "dilations",
+                                              "storage_order"))[1]
+
+
 @register_lowering("onnx", "AveragePool")
 def _avgpool(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("AveragePool", [x], **_attrs(n, "kernel_shape", "strides", "pads", "ceil_mode",
-                                                 "count_include_pad"))[0]
+                                                 "count_include_pad", "dilations"))[0]
 
 
 @register_lowering("onnx", "BatchNormalization")
@@ -212,8 +221,13 @@ def _dropout(ex: Exporter, n: Node, x: str) -> str:
 
 @register_lowering("onnx", "Resize")
 def _resize(ex: Exporter, n: Node, x: str, sizes: str) -> str:
-    return ex.add("Resize", [x, "", "", sizes], **_attrs(n, "mode", "coordinate_transformation_mode",
-                                                         "nearest_mode"))[0]
+    attrs = _attrs(n, "mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
+                   "extrapolation_value", "antialias")
+    roi = ex.const(np.array(n.attrs["roi"], np.float32)) if n.attrs.get("roi") is not None else ""
+    scales = n.attrs.get("scales")
+    if scales is not None:  # the coordinates depend on the scales: ONNX then derives the sizes (floor)
+        return ex.add("Resize", [x, roi, ex.const(np.array(scales, np.float32)), ""], **attrs)[0]
+    return ex.add("Resize", [x, roi, "", sizes], **attrs)[0]
 
 
 @register_lowering("onnx", "Reshape")

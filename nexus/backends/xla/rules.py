@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from nexus.backends.base import register_lowering
@@ -56,7 +57,8 @@ UNARY: dict[str, Callable[[Any], Any]] = {
     "Sigmoid": lambda x: 1 / (1 + jnp.exp(-x)),
     "Relu": lambda x: jnp.maximum(x, jnp.zeros((), jnp.result_type(x))),
     "Sqrt": jnp.sqrt, "Rsqrt": lambda x: 1 / jnp.sqrt(x), "Reciprocal": lambda x: 1 / x,
-    "Sin": jnp.sin, "Cos": jnp.cos, "Erf": jax.scipy.special.erf,
+    "Sin": jnp.sin, "Cos": jnp.cos, "Erf": jax.scipy.special.erf, "Asin": jnp.arcsin, "Acos": jnp.arccos,
+    "Atan": jnp.arctan, "Asinh": jnp.arcsinh, "Acosh": jnp.arccosh, "Atanh": jnp.arctanh,
     "Floor": jnp.floor, "Ceil": jnp.ceil, "Round": jnp.round, "Sign": jnp.sign,
     "Not": jnp.logical_not, "BitwiseNot": jnp.invert,
     "Softplus": lambda x: jnp.maximum(x, 0) + jnp.log1p(jnp.exp(-jnp.abs(x))),
@@ -95,11 +97,6 @@ def _clip(tr: Trace, node: Node, x: Any, lo: Any, hi: Any) -> Any:
     return jnp.minimum(jnp.maximum(x, lo), hi)
 
 
-@register_lowering(BACKEND, "Cast")
-def _cast(tr: Trace, node: Node, x: Any) -> Any:
-    return jnp.asarray(x).astype(out_dtype(node))
-
-
 @register_lowering(BACKEND, "Constant")
 def _constant(tr: Trace, node: Node) -> Any:
     return node.attrs["value"]
@@ -113,7 +110,14 @@ REDUCE: dict[str, Callable[..., Any]] = {"ReduceSum": jnp.sum, "ReduceMean": jnp
 @register_lowering(BACKEND, *REDUCE)
 def _reduce(tr: Trace, node: Node, x: Any) -> Any:
     axes = node.attrs.get("axes")
-    out = REDUCE[node.op.name](x, axis=None if axes is None else tuple(axes), keepdims=bool(node.attrs["keepdims"]))
+    extra: dict[str, Any] = {}
+    if node.op.name in ("ReduceMax", "ReduceMin") and jnp.size(x) == 0:  # shapes are static here
+        dt = np.dtype(jnp.asarray(x).dtype)
+        high = node.op.name == "ReduceMin"
+        extra["initial"] = (np.inf if high else -np.inf) if dt.kind == "f" else (
+            np.iinfo(dt).max if high else np.iinfo(dt).min)
+    out = REDUCE[node.op.name](x, axis=None if axes is None else tuple(axes), keepdims=bool(node.attrs["keepdims"]),
+                               **extra)
     return out.astype(out_dtype(node))
 
 

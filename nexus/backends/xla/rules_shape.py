@@ -19,7 +19,7 @@ from nexus.backends.base import register_lowering
 from nexus.backends.xla.rules import out_dtype
 from nexus.backends.xla.trace import BACKEND, Trace, is_static
 from nexus.ir.node import Node
-from nexus.ir.types import TensorType, TupleType, numpy_dtype
+from nexus.ir.types import NARROW_DTYPES, TensorType, TupleType, numpy_dtype
 
 
 def static_ints(node: Node, v: Any, what: str) -> tuple[int, ...]:
@@ -265,10 +265,20 @@ def _dtype_name(t: Any) -> str:
 HOST_OPS = (
     "AveragePool", "AveragePoolGrad", "BatchNormalization", "BooleanMaskGrad", "ConcatGrad", "Conv",
     "ConvGradW", "ConvGradX", "ConvTranspose", "ConvTransposeGradW", "Dropout", "GatherND", "GatherNDGrad",
-    "GatherElements", "GlobalAveragePool", "LayerNormalization", "MaxPool", "MaxPoolGrad", "OneHot", "RandomNormal",
-    "RandomUniform", "Resize", "ResizeGrad", "ScatterND", "SetItem", "SetItemValueGrad", "SliceGrad",
+    "GatherElements", "GlobalAveragePool", "LayerNormalization", "MaxPool", "MaxPoolGrad", "MaxPoolIndices", "OneHot",
+    "RandomNormal", "RandomUniform", "Resize", "ResizeGrad", "ScatterND", "SetItem", "SetItemValueGrad", "SliceGrad",
     "TakeAlongAxisGrad", "TileGrad",
 )
+
+
+@register_lowering(BACKEND, "Cast")
+def _cast(tr: Trace, node: Node, x: Any) -> Any:
+    if node.attrs["to"] in _ON_HOST:  # ONNX's float8 saturation, E8M0 rounding, 4/2-bit wrap-around:
+        return _host(tr, node, x)      # the reference kernel, on the host
+    return jnp.asarray(x).astype(out_dtype(node))
+
+
+_ON_HOST = frozenset(NARROW_DTYPES) - {"bf16"}  # float8, float4 and the 4- and 2-bit ints
 
 
 @register_lowering(BACKEND, *HOST_OPS)
