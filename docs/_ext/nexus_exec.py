@@ -30,6 +30,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+import types
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,7 +80,11 @@ class Page:
         # e.g. tests/fixtures): links, so an example sees them as run from the checkout.
         for name, target in app.config.nexus_exec_links.items():
             os.symlink(os.path.normpath(os.path.join(app.srcdir, target)), os.path.join(self.workdir, name))
-        self.namespace: dict[str, Any] = {"__name__": "__main__"}
+        # The page's namespace is a module that stands in as __main__ while the page's code
+        # runs: tools that look a function's globals up through sys.modules (torch.export's
+        # tracer) find them there, as they would for a script.
+        self.module = types.ModuleType("__main__")
+        self.namespace: dict[str, Any] = self.module.__dict__
         self.count = 0
         self.printed: list[str] = []  # the current shell block's commands and their output
         self.skipped = False  # whether it has commands that are not run (pip install ...)
@@ -90,13 +95,15 @@ class Page:
     @contextlib.contextmanager
     def inside(self) -> Any:
         """Run with the page's directory as the working directory and stdout captured."""
-        old = os.getcwd()
+        old, old_main = os.getcwd(), sys.modules["__main__"]
         out = io.StringIO()
         os.chdir(self.workdir)
+        sys.modules["__main__"] = self.module
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                 yield out
         finally:
+            sys.modules["__main__"] = old_main
             os.chdir(old)
 
     def source_file(self, code: str) -> str:
@@ -144,7 +151,8 @@ class Page:
 
     # --- shell -----------------------------------------------------------------------------
     def run_shell(self, node: nodes.Node, text: str) -> None:
-        lines = text.splitlines()
+        # A command continued with a trailing backslash is one command, as for a shell.
+        lines = text.replace("\\\n", " ").splitlines()
         prompted = any(line.startswith("$ ") for line in lines)
         self.printed = []
         self.skipped = False
