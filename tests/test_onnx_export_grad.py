@@ -234,3 +234,15 @@ def test_nested_loops_with_a_branch() -> None:
     got = ort_run(export(gradient_graph(g, (0,), "ones")), x, np.int64(3), np.int64(2))
     np.testing.assert_allclose(got[0], nested_python(x, 3, 2), rtol=1e-12)
     np.testing.assert_allclose(got[1], fd_grad(lambda v: nested_python(v, 3, 2), x), rtol=1e-6, atol=1e-8)
+
+
+def test_a_stack_result_is_one_clear_error() -> None:
+    from nexus.backends.onnx.export import ExportError
+    from nexus.ir.graph import Graph
+    from nexus.ir.types import TensorType
+
+    g = Graph("leak", [TensorType("f64", (2,))], ["x"])
+    pushed = g.add("StackPush", [g.add("StackNew", [], g.start_block), g.args[0]], g.start_block)
+    g.end_block.append_input(g.add("Return", [pushed], g.start_block))
+    with pytest.raises(ExportError, match="is read by .*Return.*not a stack op"):
+        nx.to_onnx(g)
