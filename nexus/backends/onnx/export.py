@@ -21,11 +21,12 @@ from onnx import helper
 
 from nexus.backends.base import lowering_table
 from nexus.backends.onnx import lowering  # noqa: F401  (registers the rules)
+from nexus.backends.onnx.stacks import StackSplitError, split_stacks
 from nexus.frontend.onnx_data import NEXUS_TO_ONNX
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.types import StackType, TensorType, Type, numpy_dtype
-from nexus.passes.regions import Bind, Const, Default, If, Loop, Name, Seq, Value, Var
+from nexus.passes.regions import Bind, Const, Default, If, Loop, Name, Seq, Value, Var, walk
 from nexus.passes.structurize import structurize
 
 RULES = lowering_table("onnx")
@@ -50,10 +51,17 @@ def to_onnx(graph: Graph, *, opset: int | None = None, check: bool = True) -> on
 
     graph = _without_dead_tapes(graph)
     try:
+        graph, stack_dtypes = split_stacks(graph)
+    except StackSplitError as e:
+        raise ExportError(str(e)) from None
+    if stack_dtypes:  # a copy: one dtype's stack may now be pushed but never read
+        graph = _drop_dead_tapes(graph)
+    try:
         tree = structurize(graph)
     except StructurizeError as e:
         raise ExportError(f"graph @{graph.name} cannot be exported: {e}") from None
     ex = Exporter()
+    ex.stack_dtypes = _tree_stack_dtypes(tree.body, stack_dtypes)
     inputs = []
     for a in graph.args:
         name = ex.bind(a, a.name or "arg")
@@ -102,10 +110,15 @@ def _without_dead_tapes(graph: Graph) -> Graph:
     """A copy of ``graph`` without the autodiff tape traffic nothing reads (a gradient graph
     without loops pushes and pops block codes it never uses).  Stack ops are impure, so
     DCE keeps them; they have no effect besides the stack, so unused ones may go.  ONNX has
-    no stack of mixed dtypes: a tape that is read (loops) stays, and export refuses it."""
+    no stack of mixed dtypes: a tape that is read (loops) stays, and :mod:`stacks
+    <nexus.backends.onnx.stacks>` splits it into one ONNX sequence per dtype."""
     if not any(n.op.name in _TAPE_OPS for n in graph.nodes()):
         return graph
-    g, _ = graph.clone()
+    return _drop_dead_tapes(graph.clone()[0])
+
+
+def _drop_dead_tapes(g: Graph) -> Graph:
+    """``g`` (changed in place) without stack values nothing reads, Phis included."""
     changed = True
     while changed:
         changed = False
@@ -127,7 +140,39 @@ def _without_dead_tapes(graph: Graph) -> Graph:
     return g
 
 
-def value_info(name: str, t: Type, what: str) -> Any:
+def _tree_stack_dtypes(body: Seq, seeds: dict[Node, str]) -> dict[Any, str]:
+    """The element dtype of every stack-typed name and placeholder of the region tree:
+    the split's map for graph nodes, spread to the structurizer's Vars and Defaults
+    through the Binds, Merges and loop slots that join them."""
+    known: dict[Any, str] = dict(seeds)
+    links: list[tuple[Any, ...]] = []
+    for item in walk(body):
+        if isinstance(item, Bind):
+            links.append((item.target, item.value))
+        elif isinstance(item, If):
+            links.extend((m.name, m.then_value, m.else_value) for m in item.outputs)
+        elif isinstance(item, Loop):
+            links.extend((c.var, c.init, c.next) for c in item.carried)
+            links.extend((r.name, r.var) for r in item.results)
+    links = [group for group in links if isinstance(group[0].type, StackType)]
+    changed = True
+    while changed:
+        changed = False
+        for group in links:
+            d = next((known[v] for v in group if v in known), None)
+            if d is None:
+                continue
+            for v in group:
+                if v not in known and not isinstance(v, Const):
+                    known[v] = d
+                    changed = True
+    return known
+
+
+def value_info(name: str, t: Type, what: str, elem: str | None = None) -> Any:
+    """ONNX value info for a tensor, or for a stack (a sequence of ``elem`` tensors)."""
+    if isinstance(t, StackType) and elem is not None:
+        return helper.make_tensor_sequence_value_info(name, NEXUS_TO_ONNX[elem], None)
     if not isinstance(t, TensorType):
         raise ExportError(f"{what} has type {t}; ONNX export handles tensors only")
     shape = None if t.shape is None else [d if isinstance(d, int) else str(d) for d in t.shape]
@@ -147,6 +192,7 @@ class Exporter:
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
         self.outputs: dict[Node, list[str]] = {}  # tuple-valued nodes -> their outputs
+        self.stack_dtypes: dict[Any, str] = {}  # stack-typed names and Defaults -> element dtype
 
     # --- names --------------------------------------------------------------------------
     def fresh(self, hint: str) -> str:
@@ -167,6 +213,8 @@ class Exporter:
         """The ONNX name holding operand ``v`` (immediates become constants)."""
         if isinstance(v, Const):
             return self.const(v.value)
+        if isinstance(v, Default) and isinstance(v.type, StackType) and v in self.stack_dtypes:
+            return self.add("SequenceEmpty", [], 1, dtype=NEXUS_TO_ONNX[self.stack_dtypes[v]])[0]
         if isinstance(v, Default):
             t = v.type
             if not isinstance(t, TensorType) or t.shape is None:
@@ -230,7 +278,7 @@ class Exporter:
             for k, v in enumerate(results):
                 name = self.fresh(f"{label}_out{k}")
                 self.add("Identity", [self.value(v)], [name])
-                outs.append(value_info(name, _type(v), f"{label} output {k}"))
+                outs.append(value_info(name, _type(v), f"{label} output {k}", self.stack_dtypes.get(v)))
             return helper.make_graph(self.nodes, label, inputs, outs)
         finally:
             self.nodes = saved
@@ -259,7 +307,8 @@ class Exporter:
         formals = [helper.make_tensor_value_info(iter_name, onnx.TensorProto.INT64, []),
                    helper.make_tensor_value_info(cond_in, onnx.TensorProto.BOOL, [])]
         for c in r.carried:
-            formals.append(_loose_info(self.bind(c.var), c.var.type, "a loop-carried value"))
+            formals.append(_loose_info(self.bind(c.var), c.var.type, "a loop-carried value",
+                                       self.stack_dtypes.get(c.var)))
         nexts: list[str] = []
 
         def body() -> None:
@@ -281,7 +330,7 @@ class Exporter:
         for c, name in zip(r.carried, nexts):
             o = self.fresh("next")
             self.add("Identity", [name], [o])
-            out_infos.append(_loose_info(o, c.var.type, "a loop-carried value"))
+            out_infos.append(_loose_info(o, c.var.type, "a loop-carried value", self.stack_dtypes.get(c.var)))
         loop_body = helper.make_graph(self.nodes, "body", formals, out_infos)
         self.nodes = saved
         finals = [self.fresh(getattr(c.var, "hint", None) or "final") for c in r.carried]
@@ -291,10 +340,12 @@ class Exporter:
             self.names[res.name] = by_var[res.var]
 
 
-def _loose_info(name: str, t: Type, what: str) -> Any:
-    """Value info with the dtype and rank only: a carried value's dims may change."""
+def _loose_info(name: str, t: Type, what: str, elem: str | None = None) -> Any:
+    """Value info with the dtype and rank only: a carried value's dims may change (a
+    stack: a sequence of ``elem`` tensors of any shapes)."""
+    if isinstance(t, StackType) and elem is not None:
+        return helper.make_tensor_sequence_value_info(name, NEXUS_TO_ONNX[elem], None)
     if not isinstance(t, TensorType):
-        raise ExportError(f"{what} has type {t}; ONNX export handles tensors only (autodiff tapes through loops "
-                          f"are stacks, which do not export)")
+        raise ExportError(f"{what} has type {t}; ONNX export handles tensors and autodiff tapes only")
     shape = None if t.shape is None else [None] * len(t.shape)
     return helper.make_tensor_value_info(name, NEXUS_TO_ONNX[t.dtype], shape)

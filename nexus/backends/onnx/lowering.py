@@ -395,3 +395,59 @@ def _unreduce_like(ex: Exporter, n: Node, g: str, x: str) -> str:
         count = ex.add("Cast", [ex.add("Div", [total, part])[0]], to=NEXUS_TO_ONNX[_dtype(n)])[0]
         out = ex.add("Div", [out, count])[0]
     return out
+
+
+@register_lowering("onnx", "GatherGrad")
+def _gather_grad(ex: Exporter, n: Node, g: str, data: str, idx: str) -> str:
+    """Zeros like ``data`` with the slices of ``g`` added where Gather took them: the
+    gathered axis moved first, ``ScatterND`` with ``reduction="add"`` (repeated indices
+    add up), and the axis moved back.  Needs the rank of ``data``."""
+    import onnx
+
+    dt = n.inputs[1].type
+    assert isinstance(dt, TensorType)
+    if dt.shape is None:
+        from nexus.backends.base import MissingLoweringError
+
+        raise MissingLoweringError("onnx", n)
+    rank = len(dt.shape)
+    axis = int(n.attrs["axis"]) % rank
+    perm = [axis, *(i for i in range(rank) if i != axis)]
+    back = [perm.index(i) for i in range(rank)]
+    # g has the shape data[:axis] + idx.shape + data[axis+1:]: one axis for all indices.
+    shape = ex.add("Shape", [data])[0]
+    parts = [ex.const(np.array([-1], np.int64))]
+    if axis > 0:
+        parts.insert(0, ex.add("Shape", [data], end=axis)[0])
+    if axis + 1 < rank:
+        parts.append(ex.add("Shape", [data], start=axis + 1)[0])
+    g = ex.add("Reshape", [g, ex.add("Concat", parts, axis=0)[0]])[0]
+    g_t = ex.add("Transpose", [g], perm=perm)[0]
+    size = ex.add("Gather", [shape, ex.const(np.int64(axis))], axis=0)[0]
+    flat = ex.add("Reshape", [idx, ex.const(np.array([-1], np.int64))])[0]
+    flat = ex.add("Cast", [flat], to=onnx.TensorProto.INT64)[0]
+    flat = ex.add("Mod", [ex.add("Add", [flat, size])[0], size])[0]  # NumPy's negative indices
+    where = ex.add("Unsqueeze", [flat, ex.const(np.array([-1], np.int64))])[0]
+    zero = np.array([0], _np(_dtype(n)))
+    zeros = ex.add("ConstantOfShape", [ex.add("Shape", [ex.add("Transpose", [data], perm=perm)[0]])[0]],
+                   value=onnx.numpy_helper.from_array(zero))[0]
+    out = ex.add("ScatterND", [zeros, where, g_t], reduction="add")[0]
+    return ex.add("Transpose", [out], perm=back)[0]
+
+
+# --- autodiff tapes: after the export splits stacks by dtype, each is an ONNX sequence ----
+
+@register_lowering("onnx", "StackNew")
+def _stack_new(ex: Exporter, n: Node) -> str:
+    return ex.add("SequenceEmpty", [], 1, dtype=NEXUS_TO_ONNX[ex.stack_dtypes[n]])[0]
+
+
+@register_lowering("onnx", "StackPush")
+def _stack_push(ex: Exporter, n: Node, stack: str, value: str) -> str:
+    return ex.add("SequenceInsert", [stack, value])[0]  # at the end: the top
+
+
+@register_lowering("onnx", "StackPop")
+def _stack_pop(ex: Exporter, n: Node, stack: str) -> list[str]:
+    last = ex.const(np.int64(-1))
+    return [ex.add("SequenceErase", [stack, last])[0], ex.add("SequenceAt", [stack, last])[0]]  # (rest, top)
