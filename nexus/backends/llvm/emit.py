@@ -24,6 +24,7 @@ import sympy
 from llvmlite import ir
 
 from nexus.backends.base import lowering_table, register_lowering
+from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import (
     I1,
     I32,
@@ -166,6 +167,9 @@ class FunctionEmitter:
         self.bbs: dict[Block, ir.Block] = {}
         self.temps: dict[Node, ir.Value] = {}
         self.outs: list[ir.Value] = []
+        # id of a buffer this function allocated -> the node whose value owns it (SetItem may
+        # write into it in place; see nexus.backends.llvm.memory)
+        self.owner: dict[int, Node] = {}
 
     # --- what rules use ---------------------------------------------------------------------
     def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
@@ -202,6 +206,11 @@ class FunctionEmitter:
     def emit(self) -> None:
         g = self.g
         self._bind_args()
+        for sym, rep in phi_dim_aliases(g).items():
+            if isinstance(rep, int):
+                self.env[sym] = I64(rep)
+            elif rep in self.env:
+                self.env[sym] = self.env[rep]
         blocks = [blk for blk in reverse_postorder(g) if blk is not g.end_block]
         for blk in blocks:
             self.bbs[blk] = self.fn.append_basic_block(f"b.{blk.name or len(self.bbs)}")
@@ -243,6 +252,7 @@ class FunctionEmitter:
             self.vals[n] = self.b.phi(reg_type(_dtype(n)), name=n.name or "")
             return
         self.vals[n] = Tensor(_dtype(n), shape, self.dims(shape, self.eb), ptr=self.alloc(shape, _dtype(n)))
+        self.owner[id(self.vals[n].ptr)] = n
         self.temps[n] = self.alloc(shape, _dtype(n))
 
     def _block(self, blk: Block) -> None:
@@ -293,6 +303,7 @@ class FunctionEmitter:
             buf = self.alloc(shape, t.dtype)
             store_all(b, t, buf)
             t = Tensor(t.dtype, shape, t.dims, ptr=buf)
+            self.owner[id(buf)] = n
         return t
 
     # --- control --------------------------------------------------------------------------------
