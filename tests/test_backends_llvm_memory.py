@@ -88,3 +88,20 @@ def test_setitem_in_a_loop_writes_in_place() -> None:
     y, _ = exe(x, 100_000)
     assert time.perf_counter() - t0 < 1.0
     np.testing.assert_array_equal(y, np.ones(100_000))
+
+
+@nx.script
+def _lazy_reader(x, i: int):
+    y = x + 1.0
+    w = y * 2.0
+    y[i] = 100.0
+    return w, y
+
+
+def test_setitem_copies_when_a_lazy_value_still_reads_the_buffer() -> None:
+    x = np.arange(4.0)
+    exe = nx.compile(_lazy_reader.graph_for(x, 0), backend="llvm")
+    assert isinstance(exe, LLVMExecutable)
+    w, y = exe(x, 2)
+    np.testing.assert_array_equal(w, (x + 1.0) * 2.0)
+    np.testing.assert_array_equal(y, [1, 2, 100, 4])

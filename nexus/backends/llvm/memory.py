@@ -7,8 +7,9 @@ A SetItem's value is a copy of ``data`` with some elements replaced.  The copy i
   never an argument's or a constant's) and ``data`` is the node that owns it (not an
   alias such as an ``Identity`` of it);
 - ``data`` is dead after this node: not live out of the block (a Phi input on a leaving
-  edge counts as live out), and every other user is in this block, already emitted, with
-  a value in registers (a lazy elementwise tensor would read the buffer later);
+  edge counts as live out), no later node of this block reads it, and no user emitted
+  before holds a lazy elementwise tensor over it or a view of its buffer (either would
+  read the buffer after the write);
 - the value written is not a lazy expression (which might read ``data`` while it changes).
 """
 
@@ -41,8 +42,13 @@ def _may_write_in_place(fe: FunctionEmitter, n: Node, data: Tensor, value: Any) 
     for u in d.users:
         if u is n:
             continue
-        if u.block is not n.block or u not in fe.vals or isinstance(fe.vals[u], Tensor | tuple):
-            return False
+        if u not in fe.vals:  # not emitted yet: a later node of this block reads the old value
+            if u.block is n.block:
+                return False
+            continue  # elsewhere: it runs after this node only where d is live out (checked above)
+        val = fe.vals[u]
+        if isinstance(val, tuple) or (isinstance(val, Tensor) and (val.elem is not None or val.ptr is data.ptr)):
+            return False  # a lazy (or aliasing) value would read the buffer after the write
     return sum(1 for v in n.inputs if v is d) == 1
 
 
