@@ -25,6 +25,7 @@ from llvmlite import ir
 
 from nexus.backends.base import lowering_table, register_lowering
 from nexus.backends.llvm.dimalias import phi_dim_aliases
+from nexus.backends.llvm.coalesce import coalesce
 from nexus.backends.llvm.dtypes import (
     I1,
     I32,
@@ -167,9 +168,10 @@ class FunctionEmitter:
         self.bbs: dict[Block, ir.Block] = {}
         self.temps: dict[Node, ir.Value] = {}
         self.outs: list[ir.Value] = []
-        # id of a buffer this function allocated -> the node whose value owns it (SetItem may
-        # write into it in place; see nexus.backends.llvm.memory)
-        self.owner: dict[int, Node] = {}
+        # id of a buffer this function allocated -> the nodes whose values live in it (a
+        # SetItem of one of them may write in place; see nexus.backends.llvm.memory)
+        self.owner: dict[int, set[Node]] = {}
+        self.shared: dict[Node, Node] = {}
 
     # --- what rules use ---------------------------------------------------------------------
     def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
@@ -214,6 +216,7 @@ class FunctionEmitter:
         blocks = [blk for blk in reverse_postorder(g) if blk is not g.end_block]
         for blk in blocks:
             self.bbs[blk] = self.fn.append_basic_block(f"b.{blk.name or len(self.bbs)}")
+        self.shared = coalesce(g)
         for blk in blocks:  # Phis exist before any edge is emitted (back edges reach them first)
             self.b.position_at_end(self.bbs[blk])
             for n in blk.members:
@@ -251,8 +254,10 @@ class FunctionEmitter:
         if shape == ():
             self.vals[n] = self.b.phi(reg_type(_dtype(n)), name=n.name or "")
             return
-        self.vals[n] = Tensor(_dtype(n), shape, self.dims(shape, self.eb), ptr=self.alloc(shape, _dtype(n)))
-        self.owner[id(self.vals[n].ptr)] = n
+        other = self.vals.get(self.shared[n]) if n in self.shared else None
+        buf = other.ptr if isinstance(other, Tensor) else self.alloc(shape, _dtype(n))
+        self.vals[n] = Tensor(_dtype(n), shape, self.dims(shape, self.eb), ptr=buf)
+        self.owner.setdefault(id(buf), set()).add(n)
         self.temps[n] = self.alloc(shape, _dtype(n))
 
     def _block(self, blk: Block) -> None:
@@ -303,7 +308,7 @@ class FunctionEmitter:
             buf = self.alloc(shape, t.dtype)
             store_all(b, t, buf)
             t = Tensor(t.dtype, shape, t.dims, ptr=buf)
-            self.owner[id(buf)] = n
+            self.owner[id(buf)] = {n}
         return t
 
     # --- control --------------------------------------------------------------------------------

@@ -33,14 +33,14 @@ if TYPE_CHECKING:
 
 def _may_write_in_place(fe: FunctionEmitter, n: Node, data: Tensor, value: Any) -> bool:
     d = n.input(0)
-    if data.ptr is None or fe.owner.get(id(data.ptr)) is not d:
+    if data.ptr is None or d not in fe.owner.get(id(data.ptr), ()):
         return False
     if isinstance(value, Tensor) and (value.elem is not None or value.ptr is data.ptr):
         return False
     if n.block is None or liveness(fe.g).is_live_out(d, n.block):
         return False
     for u in d.users:
-        if u is n:
+        if u is n or u.op.kind == "phi":  # a Phi reads on an edge: liveness covers it
             continue
         if u not in fe.vals:  # not emitted yet: a later node of this block reads the old value
             if u.block is n.block:
@@ -94,7 +94,7 @@ def _setitem(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Tensor:
         buf = fe.alloc(data.shape, data.dtype)
         copy_into(fe, data, buf)
     assert buf is not None
-    fe.owner[id(buf)] = n
+    fe.owner.setdefault(id(buf), set()).add(n)
     out = Tensor(data.dtype, data.shape, data.dims, ptr=buf)
     rest_dims, rest_shape = data.dims[k:], data.shape[k:]
     et = mem_type(data.dtype)
