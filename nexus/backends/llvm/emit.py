@@ -72,13 +72,18 @@ def _dtype(node: Node) -> str:
     return t.dtype
 
 
+# Ops whose llvm rules can fail though the op is not marked may_fail (NumPy raises on an
+# empty axis).
+_FALLIBLE_HERE = frozenset({"ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK"})
+
+
 def may_fail(g: Graph, seen: set[Graph] | None = None) -> bool:
     """Whether running ``g`` can fail (so its function returns a status)."""
     seen = seen if seen is not None else set()
     seen.add(g)
     for n in g.nodes():
         op = n.op
-        if op.may_fail:
+        if op.may_fail or op.name in _FALLIBLE_HERE:
             return True
         if op.may_fail_on_int and any(isinstance(v.type, TensorType) and kind(v.type.dtype) in "iu" for v in n.inputs):
             return True

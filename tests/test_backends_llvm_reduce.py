@@ -1,0 +1,83 @@
+"""Reductions, Arg*, TopK and MatMul on the llvm backend against NumPy (the oracle)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nexus.testing.extras import require
+
+require("llvmlite", "llvm")
+
+import nexus as nx  # noqa: E402
+from nexus.backends.base import NexusRuntimeError  # noqa: E402
+from nexus.backends.llvm.backend import LLVMExecutable  # noqa: E402
+from nexus.ir.graph import Graph  # noqa: E402
+from nexus.ir.types import TensorType, sym  # noqa: E402
+
+
+def _one(op: str, dtype: str, rank: int, **attrs: Any) -> LLVMExecutable:
+    """A graph of one op on an argument of ``rank`` symbolic dims (an Exp in front for floats,
+    so the reduction reads a fused elementwise input), compiled whole."""
+    g = Graph("t", [TensorType(dtype, tuple(sym(f"d{i}") for i in range(rank)))])
+    x = g.args[0]
+    if dtype.startswith("f"):
+        x = g.add("Exp", [x], g.start_block)
+    y = g.add(op, [x], g.start_block, {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()
+                                       if v is not None})
+    g.end_block.append_input(g.add("Return", [y], g.start_block))
+    exe = nx.compile(g, backend="llvm")
+    assert isinstance(exe, LLVMExecutable), getattr(exe, "reason", "")
+    return exe
+
+
+_NP = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max, "ReduceMin": np.min, "ReduceProd": np.prod}
+
+
+@pytest.mark.parametrize("op", list(_NP))
+@pytest.mark.parametrize("axes, keepdims", [(None, False), ((1,), False), ((0, 2), True), ((-1,), True)])
+def test_reductions_match_numpy(op: str, axes: Any, keepdims: bool) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 4, 5)) * 0.3
+    exe = _one(op, "f64", 3, axes=axes, keepdims=keepdims)
+    want = _NP[op](np.exp(x), axis=axes, keepdims=keepdims)
+    np.testing.assert_allclose(exe(x), want, rtol=1e-12)
+    xi = rng.integers(-1000, 1000, (3, 4, 5)).astype(np.int32)
+    exe = _one(op, "i32", 3, axes=axes, keepdims=keepdims)
+    got = exe(xi)
+    if op == "ReduceMean":
+        np.testing.assert_allclose(got, np.mean(xi, axis=axes, keepdims=keepdims), rtol=1e-12)
+    else:  # wraps in int32, as the kernel's astype does
+        np.testing.assert_array_equal(got, _NP[op](xi, axis=axes, keepdims=keepdims).astype(np.int32))
+
+
+def test_max_propagates_nan_and_empty_max_fails() -> None:
+    exe = _one("ReduceMax", "f64", 1)
+    assert np.isnan(exe(np.array([1.0, np.nan, 3.0])))
+    with pytest.raises(NexusRuntimeError, match="zero-size array"):
+        exe(np.zeros(0))
+    assert _one("ReduceSum", "f64", 1)(np.zeros(0)) == 0.0
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [False, True])
+def test_arg_reductions_match_numpy_with_ties_and_nan(op: str, last: bool) -> None:
+    fn = np.argmax if op == "ArgMax" else np.argmin
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 3, (4, 6)).astype(np.float64)  # many ties
+    for axis in (0, 1, -1):
+        exe = _one(op, "f64", 2, axis=axis, select_last_index=last)
+        want = fn(np.flip(np.exp(x), axis), axis=axis)
+        want = (x.shape[axis] - 1 - want) if last else fn(np.exp(x), axis=axis)
+        np.testing.assert_array_equal(exe(x), want)
+    v = np.array([1.0, np.nan, 5.0, np.nan])
+    exe = _one(op, "f64", 1, select_last_index=last)
+    assert exe(v) == (3 if last else 1)  # NaN wins, as NumPy's argmax/argmin
+    xi = rng.integers(-3, 3, 9).astype(np.int64)
+    exe = _one(op, "i64", 1, select_last_index=last, keepdims=True)
+    want = (8 - fn(xi[::-1])) if last else fn(xi)
+    np.testing.assert_array_equal(exe(xi), [want])
+    with pytest.raises(NexusRuntimeError, match="empty sequence"):
+        exe(np.zeros(0, np.int64))
