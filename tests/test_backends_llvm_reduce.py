@@ -81,3 +81,56 @@ def test_arg_reductions_match_numpy_with_ties_and_nan(op: str, last: bool) -> No
     np.testing.assert_array_equal(exe(xi), [want])
     with pytest.raises(NexusRuntimeError, match="empty sequence"):
         exe(np.zeros(0, np.int64))
+
+
+def _topk_graph(dtype: str, rank: int, k: int, **attrs: Any) -> LLVMExecutable:
+    g = Graph("t", [TensorType(dtype, tuple(sym(f"d{i}") for i in range(rank)))])
+    kk = g.add("Constant", [], g.start_block, {"value": np.array(k, np.int64)})
+    t = g.add("TopK", [g.args[0], kk], g.start_block, attrs)
+    v, i = (g.add("Proj", [t], g.start_block, {"num": j}) for j in (0, 1))
+    g.end_block.append_input(g.add("Return", [v, i], g.start_block))
+    exe = nx.compile(g, backend="llvm")
+    assert isinstance(exe, LLVMExecutable), getattr(exe, "reason", "")
+    return exe
+
+
+def _numpy_topk(x: np.ndarray, k: int, axis: int, largest: bool, srt: bool) -> tuple[np.ndarray, np.ndarray]:
+    key = x.astype(np.float64) if x.dtype.kind == "u" else x
+    idx = np.take(np.argsort(-key if largest else key, axis=axis, kind="stable"), np.arange(k), axis=axis)
+    if not srt:
+        idx = np.sort(idx, axis=axis)
+    return np.take_along_axis(x, idx, axis=axis), idx
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32", "i8", "u8"])
+def test_topk_matches_a_stable_numpy_argsort(dtype: str) -> None:
+    rng = np.random.default_rng(3)
+    npdt = np.dtype({"f64": "float64", "f32": "float32", "i8": "int8", "u8": "uint8"}[dtype])
+    for largest, srt, axis, shape, k in [(False, True, 0, (9,), 9), (True, True, 1, (3, 6), 4),
+                                        (True, False, 0, (5, 2), 3), (False, False, 1, (2, 7), 7)]:
+        x = rng.integers(-3, 3, shape).astype(npdt)
+        if dtype == "i8":
+            x.flat[0] = -128  # -x wraps to -128: NumPy's order of the negated key
+        if dtype == "f64":
+            x.flat[1] = np.nan  # NaN sorts last, either way
+        exe = _topk_graph(dtype, len(shape), k, axis=axis, largest=largest, sorted=srt)
+        vals, idx = exe(x)
+        want_v, want_i = _numpy_topk(x, k, axis, largest, srt)
+        np.testing.assert_array_equal(idx, want_i)
+        np.testing.assert_array_equal(vals, want_v)
+
+
+@nx.script
+def _argsort(x):
+    o = np.argsort(-x)
+    return o, np.sort(x), x[o[0]]
+
+
+def test_argsort_in_a_script_compiles_whole() -> None:
+    x = np.array([3.0, 1.0, 3.0, np.nan, -2.0, 0.0, -0.0])
+    exe = nx.compile(_argsort.graph_for(x), backend="llvm")
+    assert isinstance(exe, LLVMExecutable)
+    o, s, top = exe(x)
+    np.testing.assert_array_equal(o, np.argsort(-x, kind="stable"))
+    np.testing.assert_array_equal(s, np.sort(x))
+    assert top == 3.0

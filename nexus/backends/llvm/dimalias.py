@@ -1,4 +1,5 @@
-"""Dims of tensor Phis, bound to the dims of what enters them.
+"""Dims of tensor Phis, bound to the dims of what enters them (and TopK's k dim, when k
+is the length of the axis: ``np.argsort``).
 
 The type of a tensor Phi (a loop-carried array) may carry fresh symbols, since its shape
 could change from one iteration to the next.  The llvm backend gives each tensor Phi one
@@ -43,6 +44,8 @@ def phi_dim_aliases(g: Graph) -> dict[Any, Any]:
         parent[ra] = rb
 
     for n in g.nodes():
+        if n.op.name == "TopK":  # np.argsort: k = DimSize(x, axis), so k's dim is x's
+            _topk_dims(n, union)
         if n.op.kind != "phi" or not isinstance(n.type, TensorType) or not n.type.shape:
             continue
         for v in n.inputs:
@@ -58,3 +61,18 @@ def phi_dim_aliases(g: Graph) -> dict[Any, Any]:
                 union(int(a) if not isinstance(a, sympy.Symbol) else a,
                       int(b) if not isinstance(b, sympy.Symbol) else b, f"Phi %{n.name or '?'}")
     return {s: find(s) for s in parent}
+
+
+def _topk_dims(n: Any, union: Any) -> None:
+    x, k = n.input(0), n.input(1)
+    xt, out = x.type, n.type.elems[0] if hasattr(n.type, "elems") else None
+    if k.op.name != "DimSize" or k.input(0) is not x or not isinstance(xt, TensorType) or not xt.shape:
+        return
+    if not isinstance(out, TensorType) or out.shape is None:
+        return
+    rank = len(xt.shape)
+    axis, kaxis = int(n.attrs.get("axis", -1)), int(k.attrs["axis"])
+    axis, kaxis = axis % rank, kaxis % rank
+    if axis == kaxis and isinstance(out.shape[axis], sympy.Symbol) and out.shape[axis] != xt.shape[axis]:
+        d = xt.shape[axis]
+        union(out.shape[axis], d if isinstance(d, sympy.Symbol) else int(d), f"TopK %{n.name or '?'}")

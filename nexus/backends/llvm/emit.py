@@ -177,6 +177,9 @@ class FunctionEmitter:
         # SetItem of one of them may write in place; see nexus.backends.llvm.memory)
         self.owner: dict[int, set[Node]] = {}
         self.shared: dict[Node, Node] = {}
+        # buffers allocated where a node runs (TopK), freed on exit; dims bound there
+        self.slots: list[ir.Value] = []
+        self.late: set[Any] = set()
 
     # --- what rules use ---------------------------------------------------------------------
     def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
@@ -197,6 +200,8 @@ class FunctionEmitter:
         return self.b.call(self.mod.math(name, dtype, len(args)), args)
 
     def dims(self, shape: tuple[Any, ...], b: ir.IRBuilder | None = None) -> list[ir.Value]:
+        if b is self.eb and self.late and any(sympy.sympify(d).free_symbols & self.late for d in shape):
+            raise Unsupported(f"a buffer of shape {shape} on entry, whose dims are known only later")
         return [dim_value(b or self.b, d, self.env) for d in shape]
 
     def alloc(self, shape: tuple[Any, ...], dtype: str) -> ir.Value:
@@ -234,6 +239,8 @@ class FunctionEmitter:
         xb = ir.IRBuilder(self.exit)
         for p in self.buffers:
             xb.call(self.mod.declare("free", ir.VoidType(), [PTR]), [p])
+        for slot in self.slots:
+            xb.call(self.mod.declare("free", ir.VoidType(), [PTR]), [xb.load(slot, typ=PTR)])
         if self.status is not None:
             xb.ret(xb.load(self.status, typ=I32))
         else:
