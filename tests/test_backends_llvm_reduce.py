@@ -134,3 +134,24 @@ def test_argsort_in_a_script_compiles_whole() -> None:
     np.testing.assert_array_equal(o, np.argsort(-x, kind="stable"))
     np.testing.assert_array_equal(s, np.sort(x))
     assert top == 3.0
+
+
+@pytest.mark.parametrize("strategy", ["loops", "auto"])
+def test_matmul_matches_numpy(strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nexus.backends.llvm import matmul
+
+    monkeypatch.setattr(matmul, "STRATEGY", strategy)
+    rng = np.random.default_rng(4)
+    for dtype, npdt in [("f64", np.float64), ("f32", np.float32), ("i32", np.int32)]:
+        for sa, sb in [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((0, 3), (3, 2)),
+                       ((2, 0), (0, 3))]:
+            g = Graph("t", [TensorType(dtype, tuple(sym(f"a{i}") for i in range(len(sa)))),
+                            TensorType(dtype, tuple(sym(f"b{i}") for i in range(len(sb))))])
+            y = g.add("MatMul", list(g.args), g.start_block)
+            g.end_block.append_input(g.add("Return", [y], g.start_block))
+            exe = nx.compile(g, backend="llvm")
+            assert isinstance(exe, LLVMExecutable), getattr(exe, "reason", "")
+            a, b = rng.integers(-5, 5, sa).astype(npdt), rng.integers(-5, 5, sb).astype(npdt)
+            got = exe(a, b)
+            assert np.shape(got) == np.shape(a @ b)
+            np.testing.assert_array_equal(got, a @ b)  # small integers: exact in any order
