@@ -155,3 +155,24 @@ def test_matmul_matches_numpy(strategy: str, monkeypatch: pytest.MonkeyPatch) ->
             got = exe(a, b)
             assert np.shape(got) == np.shape(a @ b)
             np.testing.assert_array_equal(got, a @ b)  # small integers: exact in any order
+
+
+@pytest.mark.parametrize("dtype", ["i8", "i16", "i32", "i64"])
+def test_floor_div_and_mod_by_a_positive_constant_match_python(dtype: str) -> None:
+    # The non-negative side is a magic multiply (nexus.backends.llvm.rules.magic), the
+    # negative side the floor fix-up: compare both with Python's // and % on every sign.
+    npdt = np.dtype(dtype.replace("i", "int"))
+    info = np.iinfo(npdt)
+    rng = np.random.default_rng(5)
+    xs = np.concatenate([np.array([0, 1, -1, info.min, info.max, info.min + 1, info.max - 1]),
+                         rng.integers(info.min, info.max, 300, endpoint=True)]).astype(npdt)
+    for d in (1, 2, 3, 7, 10, 100, int(info.max)):
+        for op, fn in (("FloorDiv", lambda a, b: a // b), ("Mod", lambda a, b: a % b)):
+            g = Graph("t", [TensorType(dtype, (sym("n"),))])
+            c = g.add("Constant", [], g.start_block, {"value": np.array(d, npdt)})
+            y = g.add(op, [g.args[0], c], g.start_block)
+            g.end_block.append_input(g.add("Return", [y], g.start_block))
+            exe = nx.compile(g, backend="llvm")
+            assert isinstance(exe, LLVMExecutable)
+            want = np.array([fn(int(v), d) for v in xs]).astype(npdt)  # Python ints, wrapped
+            np.testing.assert_array_equal(exe(xs), want, err_msg=f"{op} by {d}")
