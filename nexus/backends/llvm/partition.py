@@ -13,8 +13,9 @@ loops.  Straight-line code outside loops stays in Python: there a native call wo
 more than it saves, except for the rare big fused array expression.
 
 :class:`Partitioned` reports which ops stayed out (``stayed_out``: op name -> count of
-nodes left to Python, the loops' glue such as Call and Proj not counted), the kernels
-(``kernels``: the outlined graphs' executables) and why the whole graph did not compile.
+the nodes the python backend runs, the kernels' Calls not counted), which of them have no
+llvm rule (``missing``), the kernels (``kernels``: the outlined graphs' executables) and
+why the whole graph did not compile (``reason``).
 """
 
 from __future__ import annotations
@@ -150,10 +151,12 @@ class Partitioned(Executable):
             self.kernels.append(exe)
         self.host = host
         kernel_calls = {k.graph for k in self.kernels}
-        self.stayed_out = {op: c for op, c in unsupported_ops(host).items() if op != "Call"}
-        calls = sum(1 for n in host.nodes() if n.op.name == "Call" and n.attrs["callee"] not in kernel_calls)
-        if calls:
-            self.stayed_out["Call"] = calls
+        self.missing = unsupported_ops(g)
+        self.stayed_out: dict[str, int] = {}
+        for n in host.nodes():
+            if n.op.name in _CONTROL or (n.op.name == "Call" and n.attrs["callee"] in kernel_calls):
+                continue
+            self.stayed_out[n.op.name] = self.stayed_out.get(n.op.name, 0) + 1
         self._run = compile_python(host)
         self.compile_time = time.perf_counter() - t0
 
@@ -168,7 +171,7 @@ class Partitioned(Executable):
         return self._run(*args)
 
     def source(self) -> str:
-        head = f"# ran by the python backend; ops without an llvm rule: {self.stayed_out} {self.reason}\n"
+        head = f"# ran by the python backend: {self.stayed_out}; without an llvm rule: {self.missing} {self.reason}\n"
         for k in self.kernels:
             head += f"# native kernel @{k.graph.name}\n"
         return head + self._run.source()
