@@ -51,8 +51,9 @@ def coalesce(g: Graph) -> dict[Node, Node]:
             if p.op.kind != "phi" or p is q or p in out:
                 continue
             cls = members.setdefault(p, [p])
-            if any(r.block is blk or r in live.live_in.get(blk, set()) or q in live.live_in.get(r.block, set())
-                   for r in cls):  # type: ignore[arg-type]
+            if any(r.block is blk or r in live.live_in.get(blk, set())
+                   or q in live.live_in.get(r.block, set())  # type: ignore[arg-type]
+                   for r in cls):
                 continue
             family = set(cls) | {q} | set(q.inputs)
             others = [r for c in (*cls, q) for r in c.block.members  # type: ignore[union-attr]

@@ -24,8 +24,8 @@ import sympy
 from llvmlite import ir
 
 from nexus.backends.base import lowering_table, register_lowering
-from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.coalesce import coalesce
+from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import (
     I1,
     I32,

@@ -46,7 +46,7 @@ def _blas_symbol(dtype: str) -> str | None:
 
         get = ctypes.pythonapi.PyCapsule_GetPointer
         get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-        capsule = cython_blas.__pyx_capi__[name]  # type: ignore[attr-defined]
+        capsule = cython_blas.__pyx_capi__[name]
         sig = ctypes.pythonapi.PyCapsule_GetName
         sig.restype, sig.argtypes = ctypes.c_char_p, [ctypes.py_object]
         llvm.add_symbol(sym, get(capsule, sig(capsule)))

@@ -82,8 +82,10 @@ def _setitem(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Tensor:
     offs = []
     for axis, (i, node) in enumerate(zip(idx, n.inputs[2:])):
         dim = data.dims[axis]
-        i = b.sext(i, I64) if i.type.width < 64 else b.zext(i, I64) if kind(node.type.dtype) == "u" else i
-        if kind(node.type.dtype) == "i":
+        ik = kind(node.type.dtype) if isinstance(node.type, TensorType) else "i"
+        if i.type.width < 64:
+            i = b.zext(i, I64) if ik == "u" else b.sext(i, I64)
+        if ik == "i":
             i = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, dim), i)
         fe.fail(b.icmp_unsigned(">=", i, dim), n, "IndexError",
                 f"index out of bounds for axis {axis} of SetItem's data")

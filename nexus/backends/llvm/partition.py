@@ -78,7 +78,7 @@ def _outline(g: Graph, lp: Loop, k: int) -> tuple[Graph, Node, list[Node], list[
     for n in members:
         c = Node(n.op, [], n.attrs, n.type, n.name, n.loc)
         c.graph = callee
-        c.block = m[n.block]  # type: ignore[index]
+        c.block = m[n.block]  # type: ignore[index, assignment]
         m[n.block].members[c] = None  # type: ignore[index, attr-defined]
         m[n] = c
     entry_ctrl, _ = entries[0]
