@@ -24,42 +24,58 @@ from nexus.ir.types import TensorType
 
 
 def coalesce(g: Graph) -> dict[Node, Node]:
-    """Phi -> the Phi whose buffer it shares (which keeps its own).  Blocks are visited in
-    reverse postorder, so a merge of merges (``continue`` and ``if`` in one loop body)
-    finds the Phis before it already sharing."""
+    """Phi -> the Phi whose buffer it shares (the first of its class in reverse postorder,
+    which keeps its own).  Classes merge until nothing changes, so a loop header's Phi,
+    whose back edge brings a value of its own class, joins the class of what enters it
+    (the array of an enclosing loop: no copy on entering or leaving the inner loop)."""
     live = liveness(g)
-    out: dict[Node, Node] = {}
-    members: dict[Node, list[Node]] = {}
+    order = [q for blk in reverse_postorder(g) for q in blk.members
+             if q.op.kind == "phi" and isinstance(q.type, TensorType) and q.type.shape]
+    rank = {q: i for i, q in enumerate(order)}
+    cls: dict[Node, Node] = {q: q for q in order}  # member -> representative
+    members: dict[Node, list[Node]] = {q: [q] for q in order}
 
-    def root(v: Node) -> Node:
-        while True:
-            if v.op.name == "SetItem":
-                v = v.input(0)
-            elif v in out:
-                v = out[v]
-            else:
-                return v
+    def root(v: Node) -> Node | None:
+        while v.op.name == "SetItem":
+            v = v.input(0)
+        return cls.get(v)
 
-    for blk in reverse_postorder(g):
-        for q in blk.members:
-            if q.op.kind != "phi" or not isinstance(q.type, TensorType) or not q.type.shape:
-                continue
-            roots = {root(v) for v in q.inputs}
+    def compatible(a: list[Node], b: list[Node]) -> bool:
+        for r1 in a:
+            for r2 in b:
+                assert r1.block is not None and r2.block is not None
+                if (r1.block is r2.block or r1 in live.live_in.get(r2.block, set())
+                        or r2 in live.live_in.get(r1.block, set())):
+                    return False
+        group = set(a) | set(b)
+        blocks = {r.block for r in group}
+        for blk in blocks:  # another Phi reading the class on an edge that writes the buffer
+            for r in blk.members:  # type: ignore[union-attr]
+                if r.op.kind == "phi" and r not in group and any(root(v) in group for v in r.inputs):
+                    return False
+        return True
+
+    changed = True
+    while changed:
+        changed = False
+        for q in order:
+            rq = cls[q]
+            if rq is not q:
+                continue  # a class moves as a whole, through the Phi that founded it
+            roots = {root(v) for v in q.inputs} - {rq}
             if len(roots) != 1:
                 continue
-            p = roots.pop()
-            if p.op.kind != "phi" or p is q or p in out:
+            rp = roots.pop()
+            if rp is None or not compatible(members[rp], members[rq]):
                 continue
-            cls = members.setdefault(p, [p])
-            if any(r.block is blk or r in live.live_in.get(blk, set())
-                   or q in live.live_in.get(r.block, set())  # type: ignore[arg-type]
-                   for r in cls):
-                continue
-            family = set(cls) | {q} | set(q.inputs)
-            others = [r for c in (*cls, q) for r in c.block.members  # type: ignore[union-attr]
-                      if r.op.kind == "phi" and r not in family]
-            if any(v in family for r in others for v in r.inputs):
-                continue
-            out[q] = p
-            cls.append(q)
+            for m in members.pop(rq):
+                cls[m] = rp
+                members[rp].append(m)
+            changed = True
+    out: dict[Node, Node] = {}
+    for rep, ms in members.items():
+        first = min(ms, key=lambda m: rank[m])
+        for m in ms:
+            if m is not first:
+                out[m] = first
     return out

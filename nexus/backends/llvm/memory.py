@@ -8,8 +8,8 @@ A SetItem's value is a copy of ``data`` with some elements replaced.  The copy i
   alias such as an ``Identity`` of it);
 - ``data`` is dead after this node: not live out of the block (a Phi input on a leaving
   edge counts as live out), no later node of this block reads it, and no user emitted
-  before holds a lazy elementwise tensor over it or a view of its buffer (either would
-  read the buffer after the write);
+  before holds a view of its buffer or a lazy elementwise tensor over it that is still to
+  be evaluated (a user of it not emitted yet, or a Phi);
 - the value written is not a lazy expression (which might read ``data`` while it changes).
 """
 
@@ -47,9 +47,26 @@ def _may_write_in_place(fe: FunctionEmitter, n: Node, data: Tensor, value: Any) 
                 return False
             continue  # elsewhere: it runs after this node only where d is live out (checked above)
         val = fe.vals[u]
-        if isinstance(val, tuple) or (isinstance(val, Tensor) and (val.elem is not None or val.ptr is data.ptr)):
-            return False  # a lazy (or aliasing) value would read the buffer after the write
+        if isinstance(val, tuple) or (isinstance(val, Tensor) and val.ptr is data.ptr):
+            return False  # an aliasing value
+        if isinstance(val, Tensor) and val.elem is not None and _read_later(fe, u, set()):
+            return False  # a lazy value that is still to be evaluated would read the new contents
     return sum(1 for v in n.inputs if v is d) == 1
+
+
+def _read_later(fe: FunctionEmitter, u: Node, seen: set[Node]) -> bool:
+    """Whether the lazy value of ``u`` may still be evaluated: some user of it is not
+    emitted yet, is a Phi (which stores it on an edge), or is lazy itself and may be."""
+    seen.add(u)
+    for w in u.users:
+        if w in seen:
+            continue
+        if w.op.kind == "phi" or w not in fe.vals:
+            return True
+        val = fe.vals[w]
+        if isinstance(val, tuple) or (isinstance(val, Tensor) and val.elem is not None and _read_later(fe, w, seen)):
+            return True
+    return False
 
 
 def copy_into(fe: FunctionEmitter, t: Tensor, dst: ir.Value) -> None:

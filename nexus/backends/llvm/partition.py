@@ -9,7 +9,9 @@ through the native executable (``nexus.backends.python.interpreter.NATIVE_CALLS`
 
 Loops are tried outermost first; a loop that does not compile (an op without a rule
 inside, several exits, ordering edges that cross its border) is split into its inner
-loops.  Straight-line code outside loops stays in Python: there a native call would cost
+loops.  An inner loop that updates arrays stays in Python with its outer loop: a kernel
+never writes into its arguments, so each call would copy the arrays in and out (Viterbi's
+``dp[t, s] = ...`` ran 5x slower than NumPy that way).  Straight-line code outside loops stays in Python: there a native call would cost
 more than it saves, except for the rare big fused array expression.
 
 :class:`Partitioned` reports which ops stayed out (``stayed_out``: op name -> count of
@@ -27,7 +29,7 @@ from nexus.backends.llvm.dtypes import Unsupported
 from nexus.backends.llvm.rules import BACKEND
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.types import X
+from nexus.ir.types import TensorType, X
 from nexus.passes.loops import Loop, loop_forest
 
 _CONTROL = frozenset({"Start", "End", "Proj", "Phi", "Cond", "Jmp", "Return", "Constant"})
@@ -115,6 +117,12 @@ def _replace(g: Graph, lp: Loop, callee: Graph, entry_ctrl: Node, args: list[Nod
     g.erase_dead([*members, *inside])
 
 
+def _carries_arrays(g: Graph) -> bool:
+    """Whether ``g`` updates arrays in a loop (tensor Phis): a kernel gets its arrays as
+    arguments, which it never writes, so it copies each one in and the result out."""
+    return any(n.op.kind == "phi" and isinstance(n.type, TensorType) and bool(n.type.shape) for n in g.nodes())
+
+
 class Partitioned(Executable):
     """``g`` on the python backend, its compilable loops as native kernels; the ops that
     kept the whole graph from LLVM are named in ``stayed_out``."""
@@ -137,6 +145,8 @@ class Partitioned(Executable):
             lp = todo.pop(0)
             cut = _outline(host, lp, len(self.kernels))
             exe = None
+            if cut is not None and lp.parent is not None and _carries_arrays(cut[0]):
+                cut = None  # called from a Python loop, it would copy its arrays in and out each time
             if cut is not None and not unsupported_ops(cut[0]):
                 try:
                     exe = LLVMExecutable(cut[0])
