@@ -73,7 +73,7 @@ def coalesce(g: Graph) -> dict[Node, Node]:
                 members[rp].append(m)
             changed = True
     out: dict[Node, Node] = {}
-    for rep, ms in members.items():
+    for ms in members.values():
         first = min(ms, key=lambda m: rank[m])
         for m in ms:
             if m is not first:

@@ -9,9 +9,8 @@ through the native executable (``nexus.backends.python.interpreter.NATIVE_CALLS`
 
 Loops are tried outermost first; a loop that does not compile (an op without a rule
 inside, several exits, ordering edges that cross its border) is split into its inner
-loops.  An inner loop that updates arrays stays in Python with its outer loop: a kernel
-never writes into its arguments, so each call would copy the arrays in and out (Viterbi's
-``dp[t, s] = ...`` ran 5x slower than NumPy that way).  Straight-line code outside loops stays in Python: there a native call would cost
+loops.  An inner loop that updates arrays stays in Python with its outer loop: a
+kernel never writes into its arguments, so each call would copy the arrays in and out.  Straight-line code outside loops stays in Python: there a native call would cost
 more than it saves, except for the rare big fused array expression.
 
 :class:`Partitioned` reports which ops stayed out (``stayed_out``: op name -> count of
