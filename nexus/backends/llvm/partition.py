@@ -10,8 +10,9 @@ through the native executable (``nexus.backends.python.interpreter.NATIVE_CALLS`
 Loops are tried outermost first; a loop that does not compile (an op without a rule
 inside, several exits, ordering edges that cross its border) is split into its inner
 loops.  An inner loop that updates arrays stays in Python with its outer loop: a
-kernel never writes into its arguments, so each call would copy the arrays in and out.  Straight-line code outside loops stays in Python: there a native call would cost
-more than it saves, except for the rare big fused array expression.
+kernel never writes into its arguments, so each call would copy the arrays in and out.
+Straight-line code outside loops stays in Python: there a native call would cost more
+than it saves, except for the rare big fused array expression.
 
 :class:`Partitioned` reports which ops stayed out (``stayed_out``: op name -> count of
 the nodes the python backend runs, the kernels' Calls not counted), which of them have no
