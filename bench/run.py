@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import w1_seed, w2_count, w3_rnn, w5_llvm, w6_parallel, w8_call, w9_chain, w10_ports
+from bench import w1_seed, w2_count, w3_rnn, w5_llvm, w6_parallel, w8_call, w9_chain, w10_llvm, w10_ports
 from bench.common import Row, machine, table
 
 WORKLOADS: dict[str, Callable[[int], list[Row]]] = {
     "W1": w1_seed.run, "W2": w2_count.run, "W3": w3_rnn.run, "W5": w5_llvm.run, "W6": w6_parallel.run,
-    "W8": w8_call.run, "W9": w9_chain.run, "W10": w10_ports.run,
+    "W8": w8_call.run, "W9": w9_chain.run, "W10": w10_ports.run, "W10L": w10_llvm.run,
 }
 README = Path(__file__).with_name("README.md")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
