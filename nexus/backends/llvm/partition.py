@@ -167,7 +167,12 @@ class Partitioned(Executable):
             if n.op.name in _CONTROL or (n.op.name == "Call" and n.attrs["callee"] in kernel_calls):
                 continue
             self.stayed_out[n.op.name] = self.stayed_out.get(n.op.name, 0) + 1
-        self._run = compile_python(host)
+        try:
+            self._run = compile_python(host)
+        except Exception as e:  # noqa: BLE001  (an outlining bug must not cost the user the program)
+            self.reason += f"; outlining failed ({type(e).__name__}: {e}), ran whole in Python"
+            self.host, self.kernels, self.stayed_out = g, [], dict(self.missing)
+            self._run = compile_python(g)
         self.compile_time = time.perf_counter() - t0
 
     @staticmethod
