@@ -15,6 +15,7 @@ allocated on entry with that dim cannot be emitted (Unsupported).
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import sympy
@@ -105,6 +106,8 @@ def _topk(fe: FunctionEmitter, n: Node, ins: list[Any]) -> tuple[Any, ...]:
     x, k = ins
     if not isinstance(x, Tensor) or isinstance(k, Tensor):
         raise Unsupported("TopK of a scalar or with a tensor k")
+    if not sys.platform.startswith("linux"):  # BSD and macOS qsort_r take their arguments in another order
+        raise Unsupported("TopK needs glibc's qsort_r")
     axis = int(n.attrs.get("axis", -1))
     axis = axis + x.rank if axis < 0 else axis
     largest, is_sorted = bool(n.attrs.get("largest", True)), bool(n.attrs.get("sorted", True))
