@@ -57,3 +57,21 @@ def test_loop_with_setitem_is_a_kernel_and_the_slice_runs_in_python() -> None:
     np.testing.assert_array_equal(y, x[x > 0] * 2.0)
     assert n == 7
     np.testing.assert_array_equal(exe(-x, 1)[0], (-x)[-x > 0] * 2.0)
+
+
+@nx.script
+def _strided(v, n: int):
+    w = v[1:-3:2]                 # a dim ceil((len(v) - 4) / 2): the kernel's argument binds a fresh symbol
+    c = np.cumsum(v)[0]           # no rule: the graph is partitioned
+    s = 0.0
+    for i in range(n):            # the kernel's only array is w
+        s = s + w[0] * i + c
+    return s
+
+
+def test_a_kernel_argument_with_a_dim_expression_binds() -> None:
+    v = np.arange(9.0)
+    exe = nx.compile(_strided.graph_for(v, 2), backend="llvm")
+    assert isinstance(exe, Partitioned)
+    for n in (0, 3):
+        assert exe(v, n) == sum(v[1:-3:2][0] * i + v[0] for i in range(n))

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
+
 from nexus.backends.base import Executable, MissingLoweringError, lowering_table
 from nexus.backends.llvm.dtypes import Unsupported
 from nexus.backends.llvm.rules import BACKEND
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.types import TensorType, X
+from nexus.ir.types import TensorType, X, sym
 from nexus.passes.loops import Loop, loop_forest
 
 _CONTROL = frozenset({"Start", "End", "Proj", "Phi", "Cond", "Jmp", "Return", "Constant"})
@@ -71,7 +73,8 @@ def _outline(g: Graph, lp: Loop, k: int) -> tuple[Graph, Node, list[Node], list[
                     live_out[n] = None
     consts = [v for v in live_in if v.op.name == "Constant"]
     args = [v for v in live_in if v.op.name != "Constant"]
-    callee = Graph(f"{g.name}.loop{k}", [v.type for v in args], [v.name for v in args])
+    callee = Graph(f"{g.name}.loop{k}", [_plain(v.type, f"{k}_{i}") for i, v in enumerate(args)],
+                   [v.name for v in args])
     m: dict[Node, Node] = dict(zip(args, callee.args))
     for c in consts:
         m[c] = callee.add("Constant", [], callee.start_block, c.attrs, type=c.type, name=c.name)
@@ -97,6 +100,20 @@ def _outline(g: Graph, lp: Loop, k: int) -> tuple[Graph, Node, list[Node], list[
     callee.touch()
     index = next(i for i, p in enumerate(exit_block.inputs) if p is exit_ctrl)
     return callee, entry_ctrl, args, list(live_out), exit_ctrl, exit_block, index
+
+
+def _plain(t: Any, tag: str) -> Any:
+    """An argument type whose dims are ints or symbols: a dim expression (``ceil(n / 2) - 3``
+    from a slice) becomes a fresh symbol, since the argument binding solves only for bare
+    symbols.  Nodes inside that still name the expression make the kernel unsupported
+    (the loop stays in Python), never wrong."""
+    if not isinstance(t, TensorType) or not t.shape:
+        return t
+    shape = []
+    for j, d in enumerate(t.shape):
+        e = sympy.sympify(d)
+        shape.append(int(e) if e.is_Integer else d if e.is_Symbol else sym(f"_kernel{tag}_{j}"))
+    return t.with_shape(tuple(shape))
 
 
 def _replace(g: Graph, lp: Loop, callee: Graph, entry_ctrl: Node, args: list[Node], outs: list[Node],
