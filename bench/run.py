@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import w1_seed, w2_count, w3_rnn, w6_parallel, w8_call, w9_chain, w10_ports
+from bench import w1_seed, w2_count, w3_rnn, w5_llvm, w6_parallel, w8_call, w9_chain, w10_llvm, w10_ports
 from bench.common import Row, machine, table
 
 WORKLOADS: dict[str, Callable[[int], list[Row]]] = {
-    "W1": w1_seed.run, "W2": w2_count.run, "W3": w3_rnn.run, "W6": w6_parallel.run,
-    "W8": w8_call.run, "W9": w9_chain.run, "W10": w10_ports.run,
+    "W1": w1_seed.run, "W2": w2_count.run, "W3": w3_rnn.run, "W5": w5_llvm.run, "W6": w6_parallel.run,
+    "W8": w8_call.run, "W9": w9_chain.run, "W10": w10_ports.run, "W10L": w10_llvm.run,
 }
 README = Path(__file__).with_name("README.md")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -78,6 +78,8 @@ def targets(rows: list[Row]) -> list[str]:
                    f"{'met' if w1.median <= 1e-6 else 'NOT met'}")
     check("W2 llvm / C gcc -O3 per iteration (issue 12)", "W2", "nexus llvm", "C gcc -O3", 1.2)
     check("W9 llvm / C loop (issue 12)", "W9", "nexus llvm", "C gcc -O3 -ffast-math loop", 1.2)
+    check("W5 NMS @script llvm / ONNX Runtime NonMaxSuppression (issue 12)", "W5 NMS", "nexus llvm",
+          "onnxruntime (1 thread)", 1.0)
     check("W10 NMS @script / the NumPy loop (issue 17)", "W10 NMS", "nexus @script", "numpy loop", 1.5)
     check("W10 Viterbi @script / the NumPy loop (issue 17)", "W10 Viterbi", "nexus @script", "numpy loop", 1.5)
     check("W9 speedup llvm vs NumPy in-place out= (issue 12)", "W9", "nexus llvm", "numpy in-place out=", 2.0,

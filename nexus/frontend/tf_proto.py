@@ -73,7 +73,7 @@ def load_graphdef(source: Any) -> tuple[Any, str]:
         from google.protobuf.message import DecodeError
         from tensorboard.compat.proto import graph_pb2
     except ImportError as e:
-        raise TfImportError(f"reading a GraphDef needs the tensorboard package (pip install 'nexus[tf]'): {e}") \
+        raise TfImportError(f"reading a GraphDef needs the tensorboard package (pip install 'nexus-ir[tf]'): {e}") \
             from None
     if isinstance(source, graph_pb2.GraphDef):
         return source, "graph"

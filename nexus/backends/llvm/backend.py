@@ -26,6 +26,7 @@ import numpy as np
 import sympy
 
 from nexus.backends.base import Executable, MissingLoweringError, NexusRuntimeError, register_backend
+from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import Unsupported
 from nexus.backends.llvm.emit import ModuleEmitter
 from nexus.backends.llvm.rules import BACKEND
@@ -115,6 +116,11 @@ class LLVMExecutable(Executable):
                 native.append(f"a{k}.shape[{i}]")
                 if isinstance(d, sympy.Symbol):
                     syms.setdefault(d, f"a{k}.shape[{i}]")
+        for sym, rep in phi_dim_aliases(g).items():
+            if isinstance(rep, int):
+                syms[sym] = str(rep)
+            elif rep in syms:
+                syms[sym] = syms[rep]
         results = []
         for r, t in enumerate(g.result_types):
             if not isinstance(t, TensorType) or t.shape is None:

@@ -24,6 +24,8 @@ import sympy
 from llvmlite import ir
 
 from nexus.backends.base import lowering_table, register_lowering
+from nexus.backends.llvm.coalesce import coalesce
+from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import (
     I1,
     I32,
@@ -70,13 +72,18 @@ def _dtype(node: Node) -> str:
     return t.dtype
 
 
+# Ops whose llvm rules can fail though the op is not marked may_fail (NumPy raises on an
+# empty axis).
+_FALLIBLE_HERE = frozenset({"ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK"})
+
+
 def may_fail(g: Graph, seen: set[Graph] | None = None) -> bool:
     """Whether running ``g`` can fail (so its function returns a status)."""
     seen = seen if seen is not None else set()
     seen.add(g)
     for n in g.nodes():
         op = n.op
-        if op.may_fail:
+        if op.may_fail or op.name in _FALLIBLE_HERE:
             return True
         if op.may_fail_on_int and any(isinstance(v.type, TensorType) and kind(v.type.dtype) in "iu" for v in n.inputs):
             return True
@@ -166,6 +173,13 @@ class FunctionEmitter:
         self.bbs: dict[Block, ir.Block] = {}
         self.temps: dict[Node, ir.Value] = {}
         self.outs: list[ir.Value] = []
+        # id of a buffer this function allocated -> the nodes whose values live in it (a
+        # SetItem of one of them may write in place; see nexus.backends.llvm.memory)
+        self.owner: dict[int, set[Node]] = {}
+        self.shared: dict[Node, Node] = {}
+        # buffers allocated where a node runs (TopK), freed on exit; dims bound there
+        self.slots: list[ir.Value] = []
+        self.late: set[Any] = set()
 
     # --- what rules use ---------------------------------------------------------------------
     def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
@@ -186,6 +200,8 @@ class FunctionEmitter:
         return self.b.call(self.mod.math(name, dtype, len(args)), args)
 
     def dims(self, shape: tuple[Any, ...], b: ir.IRBuilder | None = None) -> list[ir.Value]:
+        if b is self.eb and self.late and any(sympy.sympify(d).free_symbols & self.late for d in shape):
+            raise Unsupported(f"a buffer of shape {shape} on entry, whose dims are known only later")
         return [dim_value(b or self.b, d, self.env) for d in shape]
 
     def alloc(self, shape: tuple[Any, ...], dtype: str) -> ir.Value:
@@ -202,9 +218,15 @@ class FunctionEmitter:
     def emit(self) -> None:
         g = self.g
         self._bind_args()
+        for sym, rep in phi_dim_aliases(g).items():
+            if isinstance(rep, int):
+                self.env[sym] = I64(rep)
+            elif rep in self.env:
+                self.env[sym] = self.env[rep]
         blocks = [blk for blk in reverse_postorder(g) if blk is not g.end_block]
         for blk in blocks:
             self.bbs[blk] = self.fn.append_basic_block(f"b.{blk.name or len(self.bbs)}")
+        self.shared = coalesce(g)
         for blk in blocks:  # Phis exist before any edge is emitted (back edges reach them first)
             self.b.position_at_end(self.bbs[blk])
             for n in blk.members:
@@ -217,6 +239,8 @@ class FunctionEmitter:
         xb = ir.IRBuilder(self.exit)
         for p in self.buffers:
             xb.call(self.mod.declare("free", ir.VoidType(), [PTR]), [p])
+        for slot in self.slots:
+            xb.call(self.mod.declare("free", ir.VoidType(), [PTR]), [xb.load(slot, typ=PTR)])
         if self.status is not None:
             xb.ret(xb.load(self.status, typ=I32))
         else:
@@ -242,7 +266,10 @@ class FunctionEmitter:
         if shape == ():
             self.vals[n] = self.b.phi(reg_type(_dtype(n)), name=n.name or "")
             return
-        self.vals[n] = Tensor(_dtype(n), shape, self.dims(shape, self.eb), ptr=self.alloc(shape, _dtype(n)))
+        other = self.vals.get(self.shared[n]) if n in self.shared else None
+        buf = other.ptr if isinstance(other, Tensor) else self.alloc(shape, _dtype(n))
+        self.vals[n] = Tensor(_dtype(n), shape, self.dims(shape, self.eb), ptr=buf)
+        self.owner.setdefault(id(buf), set()).add(n)
         self.temps[n] = self.alloc(shape, _dtype(n))
 
     def _block(self, blk: Block) -> None:
@@ -293,6 +320,7 @@ class FunctionEmitter:
             buf = self.alloc(shape, t.dtype)
             store_all(b, t, buf)
             t = Tensor(t.dtype, shape, t.dims, ptr=buf)
+            self.owner[id(buf)] = {n}
         return t
 
     # --- control --------------------------------------------------------------------------------

@@ -111,6 +111,8 @@ def _arith(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Valu
         op = (">" if name == "Maximum" else "<")
         cmp = b.icmp_signed(op, x, y) if signed else b.icmp_unsigned(op, x, y)
         return b.select(cmp, x, y)
+    if name in ("FloorDiv", "Mod") and signed and _positive_constant(y):
+        return _floor_by_positive_constant(cx, name, x, y)
     if name in ("Div", "FloorDiv", "Mod"):
         _int_divisor_check(cx, node, y)
         q, r = _sdiv_safe(cx, x, y, signed)
@@ -125,6 +127,59 @@ def _arith(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Valu
     if name == "Pow":
         return _int_pow(cx, node, x, y, signed)
     raise Unsupported(name)
+
+
+def _positive_constant(y: ir.Value) -> bool:
+    return isinstance(y, ir.Constant) and isinstance(y.constant, int) and 0 < y.constant < (1 << (y.type.width - 1))
+
+
+def _floor_by_positive_constant(cx: Ctx, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """``x // c`` or ``x % c`` for a constant ``c > 0``: a branch on the sign of ``x``.  The
+    non-negative side is ``udiv``/``urem`` (no sign correction, no floor fix-up); the
+    branch is predicted, so the usual case's dependency chain is the unsigned division
+    alone (W2's ``s = (s + i * i) % 1000003``: C's ``%`` costs the same)."""
+    b = cx.b
+    zero = ir.Constant(x.type, 0)
+    fast = b.append_basic_block("mod.nonneg")
+    slow = b.append_basic_block("mod.neg")
+    done = b.append_basic_block("mod.done")
+    b.cbranch(b.icmp_signed(">=", x, zero), fast, slow)
+    b.position_at_end(fast)
+    q_fast = _udiv_nonneg(b, x, y.constant)
+    r_fast = q_fast if name == "FloorDiv" else b.sub(x, b.mul(q_fast, y))
+    b.branch(done)
+    b.position_at_end(slow)
+    q, r = b.sdiv(x, y), b.srem(x, y)  # c > 0: no MIN / -1 case; floor: a remainder < 0 moves
+    fix = b.icmp_signed("<", r, zero)
+    r_slow = b.sub(q, b.zext(fix, x.type)) if name == "FloorDiv" else b.select(fix, b.add(r, y), r)
+    b.branch(done)
+    b.position_at_end(done)
+    phi = b.phi(x.type)
+    phi.add_incoming(r_fast, fast)
+    phi.add_incoming(r_slow, slow)
+    return phi
+
+
+def magic(d: int, bits: int) -> tuple[int, int]:
+    """(m, shift) with ``x // d == (x * m) >> shift`` for every ``0 <= x < 2**(bits - 1)``
+    (Granlund and Montgomery for a numerator of bits - 1 bits: m < 2**bits always)."""
+    n = bits - 1
+    ell = max((d - 1).bit_length(), 0)
+    m = -((-(1 << (n + ell))) // d)  # ceil
+    return m, n + ell
+
+
+def _udiv_nonneg(b: ir.IRBuilder, x: ir.Value, d: int) -> ir.Value:
+    """``x // d`` for ``x >= 0`` as one widening multiply and a shift: the numerator's spare
+    top bit makes the magic fit the register, which LLVM's own ``udiv`` lowering (for any
+    unsigned numerator) cannot assume."""
+    bits = x.type.width
+    if d & (d - 1) == 0:
+        return b.lshr(x, ir.Constant(x.type, d.bit_length() - 1))
+    m, shift = magic(d, bits)
+    wide = ir.IntType(2 * bits)
+    prod = b.mul(b.zext(x, wide), ir.Constant(wide, m), flags=["nuw"])
+    return b.trunc(b.lshr(prod, ir.Constant(wide, shift)), x.type)
 
 
 def _int_pow(cx: Ctx, node: Node, base: ir.Value, exp: ir.Value, signed: bool) -> ir.Value:

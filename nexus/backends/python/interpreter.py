@@ -15,6 +15,8 @@ until it changes (``g.cached``).  A :class:`PythonExecutable` converts the argum
 from __future__ import annotations
 
 import types
+import weakref
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -38,7 +40,15 @@ def _too_many(limit: int, block: str) -> NexusRuntimeError:
                            f"^{block}; is a loop endless?")
 
 
+# Callees another backend compiled (the llvm backend's outlined loops): a Call of one of
+# these graphs runs its native executable instead of interpreting it.
+NATIVE_CALLS: weakref.WeakKeyDictionary[Graph, Callable[..., Any]] = weakref.WeakKeyDictionary()
+
+
 def _call(callee: Graph, limit: int | None, parallel: bool | None, *args: Any) -> Any:
+    native = NATIVE_CALLS.get(callee)
+    if native is not None:
+        return native(*args)
     return run(callee, *args, max_iterations=limit, parallel=parallel)
 
 

@@ -1,0 +1,172 @@
+"""Reductions as loop nests: ReduceSum/Mean/Max/Min/Prod over ``axes`` (with ``keepdims``)
+and ArgMax/ArgMin over one axis.
+
+For each element of the result, an accumulator (an ``alloca`` that LLVM keeps in a
+register) runs over the reduced axes in row-major order, reading the input through its
+``load``, so an elementwise chain feeding a reduction is fused into it.  A scalar result
+stays in registers; a tensor result is written into a buffer of its own.
+
+Semantics are NumPy's: integer sums and products wrap in the input dtype, Max/Min and
+Arg* propagate NaN (the first NaN wins, or the last with ``select_last_index``), Max/Min
+and Arg* of an empty axis fail with NumPy's ValueError, a mean of integers is f64.
+Float sums run sequentially, where NumPy sums pairwise: the results agree to rounding,
+not bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir
+
+from nexus.backends.base import register_lowering
+from nexus.backends.llvm.dtypes import I1, I64, Unsupported, constant, kind, mem_type, reg_type, to_mem
+from nexus.backends.llvm.rules import BACKEND, convert, out_dtype
+from nexus.backends.llvm.tensors import Tensor, linear, loop_nest
+from nexus.ir.node import Node
+from nexus.ir.types import TensorType
+from nexus.ops.reduce import reduced_axes
+
+if TYPE_CHECKING:
+    from nexus.backends.llvm.emit import FunctionEmitter
+
+# step(builder, acc, aux, element, position along the reduced axes) -> (acc, aux)
+Step = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value, ir.Value], tuple[ir.Value, ir.Value]]
+
+
+def _nan(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    return b.fcmp_unordered("uno", v, v)
+
+
+def _run(fe: FunctionEmitter, n: Node, x: Tensor, axes: tuple[int, ...], keep: bool, acc_dtype: str,
+         init: tuple[ir.Value, ir.Value], step: Step, finish: Callable[[ir.Value, ir.Value], ir.Value]) -> Any:
+    """The reduction loop nest: ``(acc, aux) = init``, then ``step`` per element of the
+    reduced axes, ``finish(acc, aux)`` per element of the result."""
+    b = fe.b
+    out_axes = [a for a in range(x.rank) if a not in axes]
+    red_dims = [x.dims[a] for a in axes]
+    acc = fe.eb.alloca(reg_type(acc_dtype))
+    aux = fe.eb.alloca(I64)
+
+    def one(out_idx: list[ir.Value]) -> ir.Value:
+        b.store(init[0], acc)
+        b.store(init[1], aux)
+
+        def inner(red_idx: list[ir.Value]) -> None:
+            full: list[ir.Value] = [I64(0)] * x.rank
+            for a, i in zip(out_axes, out_idx):
+                full[a] = i
+            for a, i in zip(axes, red_idx):
+                full[a] = i
+            pos = linear(b, red_idx, red_dims) if red_idx else I64(0)
+            na, nx = step(b, b.load(acc), b.load(aux), x.load(b, full), pos)
+            b.store(na, acc)
+            b.store(nx, aux)
+
+        loop_nest(b, red_dims, inner, name="red")
+        return finish(b.load(acc), b.load(aux))
+
+    t = n.type
+    assert isinstance(t, TensorType) and t.shape is not None
+    if not t.shape:
+        return one([])
+    dt = out_dtype(n)
+    out_dims = fe.dims(t.shape)
+    buf = fe.alloc(t.shape, dt)
+    fe.owner[id(buf)] = {n}
+
+    def body(idx: list[ir.Value]) -> None:
+        src = [i for a, i in enumerate(idx) if a not in axes] if keep else idx
+        v = one(src)
+        b.store(to_mem(b, v, dt), b.gep(buf, [linear(b, idx, out_dims)], inbounds=True, source_etype=mem_type(dt)))
+
+    loop_nest(b, out_dims, body, name="out")
+    return Tensor(dt, t.shape, out_dims, ptr=buf)
+
+
+def _size(b: ir.IRBuilder, dims: list[ir.Value]) -> ir.Value:
+    n = I64(1)
+    for d in dims:
+        n = b.mul(n, d)
+    return n
+
+
+@register_lowering(BACKEND, "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
+def _reduce(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    (x,) = ins
+    if not isinstance(x, Tensor):
+        raise Unsupported(f"{n.op.name} of a scalar")
+    op, src = n.op.name, x.dtype
+    k = kind(src)
+    if k == "b":
+        raise Unsupported(f"{op} on bools")
+    axes = reduced_axes(op, x.rank, n.attrs.get("axes"))
+    keep = bool(n.attrs.get("keepdims", False))
+    acc_dt = out_dtype(n) if op == "ReduceMean" else src
+    b = fe.b
+    count = _size(b, [x.dims[a] for a in axes])
+    if op in ("ReduceMax", "ReduceMin"):
+        fe.fail(b.icmp_unsigned("==", count, I64(0)), n, "ValueError",
+                f"zero-size array to reduction operation {op[6:].lower()}imum which has no identity")
+    t = reg_type(acc_dt)
+    zero = constant(acc_dt, 0)
+
+    def step(b: ir.IRBuilder, acc: ir.Value, aux: ir.Value, v: ir.Value, pos: ir.Value) -> tuple[ir.Value, ir.Value]:
+        v = convert(b, v, src, acc_dt)
+        if op in ("ReduceSum", "ReduceMean"):
+            return (b.fadd(acc, v) if kind(acc_dt) == "f" else b.add(acc, v)), aux
+        if op == "ReduceProd":
+            return (b.fmul(acc, v) if k == "f" else b.mul(acc, v)), aux
+        first = b.icmp_unsigned("==", pos, I64(0))
+        if k == "f":  # NaN propagates: once acc is NaN it stays
+            better = b.fcmp_ordered(">" if op == "ReduceMax" else "<", v, acc)
+            take = b.or_(b.or_(first, better), b.and_(_nan(b, v), b.not_(_nan(b, acc))))
+        else:
+            cmp = b.icmp_signed if k == "i" else b.icmp_unsigned
+            take = b.or_(first, cmp(">" if op == "ReduceMax" else "<", v, acc))
+        return b.select(take, v, acc), aux
+
+    def finish(acc: ir.Value, aux: ir.Value) -> ir.Value:
+        if op == "ReduceMean":
+            return b.fdiv(acc, b.uitofp(count, t))
+        return acc
+
+    init = constant(acc_dt, 1) if op == "ReduceProd" else zero
+    return _run(fe, n, x, axes, keep, acc_dt, (init, I64(0)), step, finish)
+
+
+@register_lowering(BACKEND, "ArgMax", "ArgMin")
+def _arg(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    (x,) = ins
+    if not isinstance(x, Tensor):
+        raise Unsupported(f"{n.op.name} of a scalar")
+    op, dt = n.op.name, x.dtype
+    k = kind(dt)
+    axis = int(n.attrs.get("axis", 0))
+    axis = axis + x.rank if axis < 0 else axis
+    last = bool(n.attrs.get("select_last_index", False))
+    b = fe.b
+    fe.fail(b.icmp_unsigned("==", x.dims[axis], I64(0)), n, "ValueError",
+            f"attempt to get {op.lower()} of an empty sequence")
+    gt = ">" if op == "ArgMax" else "<"
+
+    def step(b: ir.IRBuilder, acc: ir.Value, aux: ir.Value, v: ir.Value, pos: ir.Value) -> tuple[ir.Value, ir.Value]:
+        first = b.icmp_unsigned("==", pos, I64(0))
+        if k == "f":
+            if last:  # the last extremum; any NaN beats numbers, the last NaN wins
+                better = b.and_(b.fcmp_ordered(gt + "=", v, acc), b.not_(_nan(b, acc)))
+                take = b.or_(b.or_(first, better), _nan(b, v))
+            else:  # the first extremum; the first NaN wins
+                better = b.fcmp_ordered(gt, v, acc)
+                take = b.or_(b.or_(first, better), b.and_(_nan(b, v), b.not_(_nan(b, acc))))
+        else:
+            cmp = b.icmp_signed if k == "i" else b.icmp_unsigned
+            take = b.or_(first, cmp(gt + ("=" if last else ""), v, acc))
+        return b.select(take, v, acc), b.select(take, pos, aux)
+
+    zero = constant(dt, 0) if k != "b" else I1(0)
+    if k == "b":
+        raise Unsupported(f"{op} on bools")
+    return _run(fe, n, x, (axis,), bool(n.attrs.get("keepdims", False)), dt, (zero, I64(0)), step,
+                lambda acc, aux: aux)
