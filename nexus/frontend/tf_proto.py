@@ -1,7 +1,7 @@
 """Reading a TensorFlow GraphDef without TensorFlow: the protobuf, its tensors, its nodes.
 
 The GraphDef is parsed with the compiled protos the ``tensorboard`` package ships
-(``tensorboard.compat.proto.graph_pb2``, the extra ``nexus[tf]``), binary or text
+(``tensorboard.compat.proto.graph_pb2``, the extra ``nexus-ir[tf]``), binary or text
 format.  Loading never executes code.  Nodes are normalised to :class:`TfNode`: data
 inputs as ``(node, output index)`` pairs and control inputs (``^name``) apart, the same
 for the top-level graph and for function bodies, whose inputs are written

@@ -99,7 +99,7 @@ def numpy_dtype(dtype: str) -> np.dtype:
     kind = getattr(mod, name, None)
     if kind is None:
         raise ValueError(f"dtype {dtype} needs the ml_dtypes package (0.5 or later) for its NumPy values "
-                         f"(pip install ml_dtypes, or nexus[onnx])")
+                         f"(pip install ml_dtypes, or nexus-ir[onnx])")
     return np.dtype(kind)  # type: ignore[no-any-return]
 
 

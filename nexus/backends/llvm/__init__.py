@@ -1,7 +1,7 @@
 """The ``llvm`` backend (issue 12): graphs as native code through llvmlite.
 
 Importing this package registers the backend and its lowering table; ``llvmlite`` is
-imported here and nowhere else in Nexus (``pip install nexus[llvm]``)."""
+imported here and nowhere else in Nexus (``pip install nexus-ir[llvm]``)."""
 
 from nexus.backends.llvm import emit, matmul, memory, reduce, rules, sort  # noqa: F401  (register the lowering rules)
 from nexus.backends.llvm.backend import LLVMExecutable, asm, compile_llvm, llvm_ir

@@ -10,7 +10,7 @@ from typing import Any
 try:
     import llvmlite.binding as llvm
 except ImportError as e:  # one line naming the extra, as for every optional dependency
-    raise ImportError("the llvm backend needs llvmlite: pip install nexus[llvm]") from e
+    raise ImportError("the llvm backend needs llvmlite: pip install nexus-ir[llvm]") from e
 
 # Triples `--target` accepts by short name (any full triple LLVM knows works too).
 TRIPLES = {"x86_64": "x86_64-unknown-linux-gnu", "aarch64": "aarch64-unknown-linux-gnu",
