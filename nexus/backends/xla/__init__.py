@@ -37,6 +37,13 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   compile time; an ``Assert`` on run-time values is not checked.  The fuzzer
   (``nexus.testing.py_gen --backend xla``) does not compare runs where plain Python
   raised.
+* **Floating point is XLA's.** XLA's CPU compiler contracts ``a * b + c`` into one fused
+  multiply-add (one rounding instead of NumPy's two: about a quarter of random f64
+  inputs differ in the last bit), and its transcendental functions are not correctly
+  rounded (tanh is exact only where it saturates, see ``rules._tanh``).  Results agree
+  to tolerance, but a program that feeds such a last-bit difference into a comparison
+  or into chaotic arithmetic (``(x * y) % 97.5`` iterated, as random fuzz programs do)
+  can take another path; the fuzz report in the notes counts those apart.
 * **Gradient graphs.** Their stack (``nexus.ops.stack``) becomes one preallocated buffer
   per kind (shape, dtype) of value pushed, with a count, carried through the loops, and
   the computation returns the peak depth; when the peak passed the capacity (64 at
