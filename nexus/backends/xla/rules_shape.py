@@ -193,7 +193,14 @@ def _slice(tr: Trace, node: Node, data: Any, starts: Any, ends: Any, axes: Any =
 
 @register_lowering(BACKEND, "Range")
 def _range(tr: Trace, node: Node, start: Any, limit: Any, delta: Any) -> Any:
-    raise ValueError("Range with run-time bounds has a data-dependent size")
+    # Static bounds are folded by the kernel before the rule runs (trace.Trace.node); this
+    # is the same for a caller who calls the rule with static values directly.
+    if is_static((start, limit, delta)):
+        kernel = node.op.kernel
+        assert kernel is not None
+        return kernel(start, limit, delta)
+    raise ValueError("Range with run-time bounds has a data-dependent size (XLA shapes are static); "
+                     "its start, limit and delta must be known while compiling")
 
 
 @register_lowering(BACKEND, "Roll")

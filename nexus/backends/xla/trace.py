@@ -143,7 +143,7 @@ class Trace:
             outs = self.run(callee, ins)
             return outs[0] if len(outs) == 1 else tuple(outs)
         attrs = {k: v for k, v in n.attrs.items() if k not in _PLACEMENT}
-        if is_static(ins) and n.op.kernel is not None and (n.op.pure or n.op.name in _STATIC_CHECKS):
+        if is_static(tuple(ins)) and n.op.kernel is not None and (n.op.pure or n.op.name in _STATIC_CHECKS):
             out = self._fold(n, ins, attrs)
             if out is not None:
                 self.unify(n.type, out)
@@ -307,6 +307,7 @@ class Trace:
                 finally:
                     self.abstract -= 1
                 joint = [_joint(jax.eval_shape(lambda v=v: v), o) for v, o in zip(init, out)]
+                _refuse_growing(names, init, out, joint)
                 if all(j is None or j == tuple(np.shape(v)) for j, v in zip(joint, init)):
                     break
                 raw = [v if j is None or j == tuple(np.shape(v)) else self.widen(n, v, j)
@@ -318,6 +319,21 @@ class Trace:
         after = dict(zip(names, final))
         for res in r.results:
             env[res.name] = after[res.var]
+
+
+def _refuse_growing(names: Sequence[Any], init: Sequence[Any], out: Sequence[Any],
+                    joint: Sequence[tuple[int, ...] | None]) -> None:
+    """A carried value whose shape the body changes (a list appended to on every
+    iteration) has no one shape, and a run-time trip count gives it no bound: say so."""
+    for n, v, o, j in zip(names, init, out, joint):
+        if j is None or not hasattr(o, "shape") or tuple(o.shape) == j:
+            continue
+        label = getattr(n, "hint", None) or getattr(n, "name", None) or "?"
+        raise XlaLoweringError(
+            f"loop-carried value %{label} has shape {list(np.shape(v))} before an iteration and "
+            f"{list(o.shape)} after it: a value that grows in a loop (a list appended to, a "
+            "TensorList) has no static shape, so XLA cannot compile this loop; run the graph "
+            "on the python or llvm backend")
 
 
 def _is_concrete(v: Any) -> bool:
