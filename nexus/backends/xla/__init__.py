@@ -20,15 +20,18 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   (constants, ``ShapeOf``, ``DimSize``).  One computed from run-time data is an error
   naming the node.
 * **Data-dependent sizes** (NonMaxSuppression, NonZero, Unique, BooleanMask, TopK with a
-  run-time k) have no rule yet: compiling a graph with one is a MissingLoweringError.
-  The chosen design is *splitting*: regions holding such an op run on the host (the
-  If's condition or the loop's test decided in Python, the op by its NumPy kernel), and
-  every maximal run of items without one is compiled to XLA as above, with the small
-  int values made on the host (sizes) passed as compile-time constants.  We prefer it
-  to a caller-given bound with padding because padding changes the meaning of every
-  downstream op (a mean or max over padded rows) and of every shape a later op reads.
-  A loop whose trip count comes from data is no problem on its own (``lax.while_loop``
-  tests a traced value).
+  run-time k): *a static bound with padding, plus the true size*
+  (:mod:`nexus.backends.xla.dynamic`).  The op's NumPy kernel runs on the host
+  (``jax.pure_callback``); its result is padded to a bound derived from the input's static
+  shape (NonZero <= the number of elements, NMS <= the number of boxes, ...) or to the
+  smaller ``nx.compile(f, backend="xla", dynamic_bound=N)``; the true size (the op's size
+  result) is a traced scalar.  Consumers that need it use it: ``ShapeOf``/``DimSize``
+  give it, reductions mask the padding, a loop ``while i < k`` runs k times, and a graph
+  result is sliced after the call.  An op whose meaning padding would change (a CumSum,
+  a Reshape of the padded value) is an error naming it.  We chose this over splitting the
+  graph (the dynamic part on the python backend): the whole program, branches and loops
+  around the op included, stays one XLA computation, and the LLVM backend's partitioner
+  (``nexus.backends.llvm.partition``) is the place for splitting.
 * **Run-time errors cannot be raised inside XLA.** Integer division or modulo by zero
   gives whatever XLA's division gives (no ZeroDivisionError); an out-of-range Gather
   index is clamped; a negative shift count or integer power does not raise; casting a
@@ -56,10 +59,11 @@ Decisions, and where the backend differs from the NumPy reference semantics:
 """
 
 from nexus.backends.base import register_backend
-from nexus.backends.xla import rules, rules_shape  # noqa: F401  (they fill the lowering table)
+from nexus.backends.xla import dynamic, rules, rules_shape  # noqa: F401  (they fill the lowering table)
 from nexus.backends.xla.executable import XlaExecutable, compile_xla
 from nexus.backends.xla.trace import BACKEND, RULES, XlaLoweringError
 
-register_backend(BACKEND, compile_xla, doc="XLA through JAX (CPU here): regions as lax.cond / lax.while_loop")
+register_backend(BACKEND, compile_xla, options=("dynamic_bound",),
+                 doc="XLA through JAX (CPU here): regions as lax.cond / lax.while_loop")
 
 __all__ = ["RULES", "XlaExecutable", "XlaLoweringError", "compile_xla"]

@@ -61,6 +61,40 @@ def regions(g: Graph) -> RegionTree:
     return tree
 
 
+@jax.tree_util.register_pytree_node_class
+@dataclass
+class Padded:
+    """A value whose dim ``axis`` has a run-time size: ``data`` is padded along it to a
+    static bound, ``size`` (an i64 scalar) is how much of it is real."""
+
+    data: Any
+    size: Any
+    axis: int
+
+    def tree_flatten(self) -> tuple[tuple[Any, Any], int]:
+        return (self.data, self.size), self.axis
+
+    @classmethod
+    def tree_unflatten(cls, axis: int, children: Sequence[Any]) -> Padded:
+        return cls(children[0], children[1], axis)
+
+    def mask(self) -> Any:
+        """True where ``data`` is real (broadcastable against ``data``)."""
+        shape = [1] * jnp.ndim(self.data)
+        shape[self.axis] = jnp.shape(self.data)[self.axis]
+        return jnp.reshape(jnp.arange(shape[self.axis]) < self.size, shape)
+
+    def sliced(self) -> np.ndarray:
+        """The real part, on the host (after the call)."""
+        return np.take(np.asarray(self.data), np.arange(int(self.size)), axis=self.axis)
+
+
+# The rule for ops reading a Padded value (nexus.backends.xla.dynamic sets it; trace.py is
+# below it and cannot import it).  Ops in _PADDED_AS_IS receive Padded values themselves.
+PADDED_CONSUMER: Callable[[Trace, Node, list[Any]], Any] | None = None
+_PADDED_AS_IS = frozenset({"Proj", "NonMaxSuppression", "NonZero", "Unique", "BooleanMask", "TopK"})
+
+
 class NewStackKind(Exception):
     """Tracing met a stack value of a new kind; trace again with the grown layout."""
 
@@ -98,8 +132,9 @@ class StackLayout:
 class Trace:
     """One tracing of a graph (and its callees) for concrete argument shapes."""
 
-    def __init__(self, layout: StackLayout | None = None):
+    def __init__(self, layout: StackLayout | None = None, dynamic_bound: int | None = None):
         self.layout = layout or StackLayout()
+        self.dynamic_bound = dynamic_bound  # see nexus.backends.xla.dynamic
         self.dims: dict[sympy.Symbol, int] = {}
         self.abstract = 0  # > 0 while looking for a loop's carried shapes (jax.eval_shape)
         self.top: dict[Any, Any] | None = None  # the outermost graph's values (BuildComputation reads it)
@@ -148,15 +183,26 @@ class Trace:
             if out is not None:
                 self.unify(n.type, out)
                 return out
+        if PADDED_CONSUMER is not None and n.op.name not in _PADDED_AS_IS and any(isinstance(i, Padded) for i in ins):
+            out = self.guarded(n, lambda: PADDED_CONSUMER(self, n, ins))
+        else:
+            out = self.apply_rule(n, ins)
+        self.unify(n.type, out)
+        return out
+
+    def apply_rule(self, n: Node, ins: Sequence[Any]) -> Any:
+        """``n``'s rule from the lowering table on ``ins``."""
         rule = RULES.rule(n)
+        return self.guarded(n, lambda: rule(self, n, *ins))
+
+    @staticmethod
+    def guarded(n: Node, fn: Callable[[], Any]) -> Any:
         try:
-            out = rule(self, n, *ins)
+            return fn()
         except (XlaLoweringError, NexusRuntimeError, NewStackKind):
             raise
         except Exception as e:  # noqa: BLE001  (a rule's failure is reported with its node)
             raise XlaLoweringError(f"{type(e).__name__}: {e}", n) from e
-        self.unify(n.type, out)
-        return out
 
     def _fold(self, n: Node, ins: list[Any], attrs: dict[str, Any]) -> Any:
         assert n.op.kernel is not None
@@ -212,7 +258,7 @@ class Trace:
         (both arms and every iteration must agree on dtypes and shapes).  ``shape``: the
         shape all paths agree on, where the type leaves it open (see :meth:`widen`)."""
         t = getattr(name, "type", None)
-        if isinstance(t, StackType) or isinstance(v, tuple):
+        if isinstance(t, StackType) or isinstance(v, (tuple, Padded)):
             return jax.tree_util.tree_map(jnp.asarray, v)
         dtype = numpy_dtype(t.dtype) if isinstance(t, TensorType) else None
         if shape is not None and tuple(np.shape(v)) != shape:
