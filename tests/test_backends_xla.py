@@ -206,3 +206,43 @@ def test_tanh_saturates_exactly_as_numpy(dtype: str) -> None:
     sat = np.abs(want) == 1
     np.testing.assert_array_equal(got[sat], want[sat])
     np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "f32" else 1e-14)
+
+
+@nx.script
+def counted(v: Tensor["N"]) -> Tensor:  # noqa: F821, UP037
+    for i in range(5):
+        v = v * 0.5 + i
+    j = 3
+    while j <= 6:
+        v = v + j
+        j = j + 1
+    return v + j
+
+
+@nx.script
+def not_counted(v: Tensor["N"], b: int) -> Tensor:  # noqa: F821, UP037
+    for i in range(b):  # a run-time bound
+        v = v - 1.0
+    for i in range(0, 6, 2):  # a step of 2
+        v = v * 2.0
+    for i in range(9):  # leaves early
+        if i > 2:
+            break
+        v = v + 1.0
+    return v
+
+
+def test_counted_loops_become_scans_of_known_length() -> None:
+    x = np.arange(3.0)
+    want = x
+    for i in range(5):
+        want = want * 0.5 + i
+    want = want + (3 + 4 + 5 + 6) + 7
+    exe = nx.compile(counted, backend="xla")
+    np.testing.assert_allclose(exe(x), want, rtol=1e-14)
+    # Only lax.while_loop's test carries the barrier (see Trace.loop); fori_loop has none.
+    assert "optimization_barrier" not in exe.source()
+    other = nx.compile(not_counted, backend="xla")
+    want = ((x - 4.0) * 8.0) + 3.0
+    np.testing.assert_allclose(other(x, 4), want, rtol=1e-14)
+    assert other.source().count("optimization_barrier") == 3

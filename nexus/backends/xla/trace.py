@@ -361,10 +361,47 @@ class Trace:
                 init = [self.as_jax(n, v) for n, v in zip(names, raw)]
             shapes = [None if isinstance(getattr(n, "type", None), StackType) else tuple(np.shape(v))
                       for n, v in zip(names, init)]
-        final = lax.while_loop(cond_fn, body_fn, init)
+        trips = self.static_trip_count(r, env, raw)
+        if trips is not None:
+            # A counted loop: a scan of known length (no test per iteration, and XLA knows
+            # the trip count without analysing the induction).
+            final = lax.fori_loop(0, trips, lambda _, carry: body_fn(carry), init)
+        else:
+            final = lax.while_loop(cond_fn, body_fn, init)
         after = dict(zip(names, final))
         for res in r.results:
             env[res.name] = after[res.var]
+
+    def static_trip_count(self, r: Loop, env: Mapping[Any, Any], raw: Sequence[Any]) -> int | None:
+        """How many times ``r`` runs, where that is known while tracing: its test is
+        ``i < bound`` (or ``<=``) on a carried ``i`` that starts at a static int and every
+        iteration adds 1 to, unconditionally, with a static bound; a loop that leaves from
+        its body (``break``) has a flag as its test and is not counted.  Else None."""
+        test = r.test
+        if not isinstance(test, Node) or test not in r.cond or test.op.name not in ("Less", "LessEqual"):
+            return None
+        counter, bound_name = test.inputs
+        carries = {c.var: (c, v) for c, v in zip(r.carried, raw)}
+        if counter not in carries or bound_name in r.cond or bound_name in carries:
+            return None
+        carry, start = carries[counter]
+        bound = env.get(bound_name)
+        step = carry.next
+        if not (isinstance(step, Node) and step.op.name == "Add" and step in r.body.items):
+            return None
+        one = [v for v in step.inputs if v is not counter]
+        if len(one) != 1 or step.inputs.count(counter) != 1:
+            return None
+        inc = env.get(one[0]) if one[0] not in r.body.items else None
+        if isinstance(one[0], Node) and one[0] in r.body.items and one[0].op.name == "Constant":
+            inc = one[0].attrs["value"]
+        values: list[Any] = [start, bound, inc]
+        if not all(is_static(v) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iu" for v in values):
+            return None
+        lo, hi, by = (int(v) for v in values)
+        if by != 1:
+            return None
+        return max(0, hi + (1 if test.op.name == "LessEqual" else 0) - lo)
 
 
 def _refuse_growing(names: Sequence[Any], init: Sequence[Any], out: Sequence[Any],
