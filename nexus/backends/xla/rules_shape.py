@@ -231,7 +231,7 @@ def _tensor(node: Node) -> TensorType:
 # --- stacks: fixed-size buffers (see StackLayout) ---------------------------------------------
 @register_lowering(BACKEND, "StackNew")
 def _stack_new(tr: Trace, node: Node) -> Any:
-    return tr.layout.empty()
+    return tr.layout.empty(tr.heap is not None)
 
 
 @register_lowering(BACKEND, "StackPush")
@@ -240,10 +240,16 @@ def _stack_push(tr: Trace, node: Node, stack: Any, value: Any) -> Any:
     k = tr.layout.index(tuple(value.shape), _dtype_name(node.input(1).type))
     peak, bufs = stack
     buf, count = bufs[k]
+    if tr.heap is not None:
+        buf = tr.heap[k]  # the buffers live apart (StackLayout)
     slot = jnp.minimum(count, buf.shape[0] - 1)  # past the capacity: lost, and the peak says so
     buf = lax.dynamic_update_index_in_dim(buf, value.astype(buf.dtype), slot, 0)
     new = list(bufs)
-    new[k] = (buf, count + 1)
+    if tr.heap is not None:
+        tr.heap[k] = buf
+        new[k] = (None, count + 1)
+    else:
+        new[k] = (buf, count + 1)
     return (jnp.maximum(peak, count + 1), tuple(new))
 
 
@@ -254,9 +260,11 @@ def _stack_pop(tr: Trace, node: Node, stack: Any) -> Any:
     k = tr.layout.index(tr.shape(t.elems[1]), t.elems[1].dtype)
     peak, bufs = stack
     buf, count = bufs[k]
+    if tr.heap is not None:
+        buf = tr.heap[k]
     top = lax.dynamic_index_in_dim(buf, jnp.maximum(count - 1, 0), 0, keepdims=False)
     new = list(bufs)
-    new[k] = (buf, count - 1)
+    new[k] = (bufs[k][0], count - 1)
     return ((peak, tuple(new)), top)
 
 

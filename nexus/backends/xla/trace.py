@@ -109,7 +109,14 @@ class StackLayout:
     the stack's order.  At run time a stack is ``(peak, ((buffer, count), ...))``, where
     ``peak`` is the largest count reached; a peak past ``capacity`` means pushes were lost
     (the executable then recompiles with the capacity doubled until it holds the peak,
-    and runs again; see :mod:`nexus.backends.xla.executable`)."""
+    and runs again; see :mod:`nexus.backends.xla.executable`).
+
+    With one stack per graph (a gradient graph's tape: one ``StackNew``), the buffers
+    live apart, in :attr:`Trace.heap`, and a stack is ``(peak, ((None, count), ...))``:
+    a ``lax.cond`` or ``lax.while_loop`` carries the buffers only where its region pushes
+    (:func:`pushes`).  Regions that only pop (the whole reverse sweep) read them as
+    constants instead of copying them through every conditional of every iteration,
+    which XLA does for a buffer carried through ``lax.cond``."""
 
     kinds: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
     capacity: int = 64
@@ -123,10 +130,40 @@ class StackLayout:
             raise NewStackKind(key)
         return self.kinds.index(key)
 
-    def empty(self) -> Any:
-        bufs = tuple((jnp.zeros((self.capacity, *shape), numpy_dtype(dt)), jnp.zeros((), np.int64))
-                     for shape, dt in self.kinds)
+    def buffers(self) -> list[Any]:
+        return [jnp.zeros((self.capacity, *shape), numpy_dtype(dt)) for shape, dt in self.kinds]
+
+    def empty(self, heap: bool = False) -> Any:
+        bufs = tuple((None if heap else buf, jnp.zeros((), np.int64)) for buf in self.buffers())
         return (jnp.zeros((), np.int64), bufs)
+
+
+def pushes(items: Seq | list[Any]) -> bool:
+    """Whether running ``items`` (a region's Seq, or a loop's cond nodes) may push to a
+    stack, nested regions included."""
+    for item in items.items if isinstance(items, Seq) else items:
+        if isinstance(item, Node) and item.op.name == "StackPush":
+            return True
+        if isinstance(item, If) and (pushes(item.then) or pushes(item.orelse)):
+            return True
+        if isinstance(item, Loop) and (pushes(item.cond) or pushes(item.body)):
+            return True
+    return False
+
+
+def stack_news(g: Graph, seen: set[int] | None = None) -> int:
+    """How many StackNew nodes ``g`` and its callees hold."""
+    seen = set() if seen is None else seen
+    if id(g) in seen:
+        return 0
+    seen.add(id(g))
+    count = 0
+    for n in g.nodes():
+        if n.op.name == "StackNew":
+            count += 1
+        elif n.op.name == "Call":
+            count += stack_news(n.attrs["callee"], seen)
+    return count
 
 
 class Trace:
@@ -134,6 +171,8 @@ class Trace:
 
     def __init__(self, layout: StackLayout | None = None, dynamic_bound: int | None = None):
         self.layout = layout or StackLayout()
+        # The stack buffers when they live apart from the stack values (see StackLayout).
+        self.heap: list[Any] | None = None
         self.dynamic_bound = dynamic_bound  # see nexus.backends.xla.dynamic
         self.dims: dict[sympy.Symbol, int] = {}
         self.abstract = 0  # > 0 while looking for a loop's carried shapes (jax.eval_shape)
@@ -147,6 +186,8 @@ class Trace:
         env: dict[Any, Any] = {}
         if self.top is None:
             self.top = env
+            if self.layout.kinds and g.cached("xla.stack_news", stack_news) == 1:
+                self.heap = self.layout.buffers()
         for node, value in zip(g.args, args):
             env[node] = value
             self.unify(node.type, value)
@@ -248,7 +289,7 @@ class Trace:
     def default(self, t: Type) -> Any:
         """Zeros of ``t``: a value no path reads (the region tree's :class:`Default`)."""
         if isinstance(t, StackType):
-            return self.layout.empty()
+            return self.layout.empty(self.heap is not None)
         if isinstance(t, TensorType):
             return np.zeros(self.shape(t), numpy_dtype(t.dtype))
         raise ValueError(f"no default value of type {t}")
@@ -259,7 +300,7 @@ class Trace:
         shape all paths agree on, where the type leaves it open (see :meth:`widen`)."""
         t = getattr(name, "type", None)
         if isinstance(t, StackType) or isinstance(v, (tuple, Padded)):
-            return jax.tree_util.tree_map(jnp.asarray, v)
+            return jax.tree_util.tree_map(jnp.asarray, v)  # (None leaves stay None)
         dtype = numpy_dtype(t.dtype) if isinstance(t, TensorType) else None
         if shape is not None and tuple(np.shape(v)) != shape:
             v = self.widen(name, v, shape)
@@ -301,21 +342,27 @@ class Trace:
                 env[m.name] = self.value(m.then_value if taken else m.else_value, env)
             return
 
-        def arm(body: Seq, picks: list[Value], shapes: list[Any]) -> Callable[[], list[Any]]:
-            def fn() -> list[Any]:
+        heap = self.heap
+        threads = heap is not None and (pushes(r.then) or pushes(r.orelse))
+
+        def arm(body: Seq, picks: list[Value], shapes: list[Any]) -> Callable[[], Any]:
+            def fn() -> Any:
                 local = dict(env)
+                self.heap = None if heap is None else list(heap)
                 self.seq(body, local)
-                return [self.as_jax(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
+                outs = [self.as_jax(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
+                return (outs, self.heap) if threads else (outs, None)
             return fn
 
         thens, elses = [m.then_value for m in r.outputs], [m.else_value for m in r.outputs]
         shapes: list[Any] = [None] * len(r.outputs)
         if self.open_shape([m.name for m in r.outputs]):
             # Trace both arms abstractly first to agree on the shapes the types leave open.
-            a = jax.eval_shape(arm(r.then, thens, shapes))
-            b = jax.eval_shape(arm(r.orelse, elses, shapes))
+            a = jax.eval_shape(arm(r.then, thens, shapes))[0]
+            b = jax.eval_shape(arm(r.orelse, elses, shapes))[0]
             shapes = [_joint(x, y) for x, y in zip(a, b)]
-        outs = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
+        outs, after = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
+        self.heap = after if threads else heap
         for m, v in zip(r.outputs, outs):
             env[m.name] = v
 
@@ -325,9 +372,18 @@ class Trace:
         init = [self.as_jax(c.var, v) for c, v in zip(r.carried, raw)]
         shapes: list[Any] = [None] * len(names)
 
+        heap = self.heap
+        # Where the loop pushes, the stack buffers are carried too (after the values).
+        threads = heap is not None and (pushes(r.cond) or pushes(r.body))
+        n_values = len(names)
+        if threads:
+            assert heap is not None
+            init = [*init, *heap]
+
         def bind(carry: Sequence[Any]) -> dict[Any, Any]:
             local = dict(env)
             local.update(zip(names, carry))
+            self.heap = list(carry[n_values:]) if threads else heap
             for n in r.cond:
                 local[n] = self.node(n, [local[i] for i in n.inputs])
             return local
@@ -342,7 +398,8 @@ class Trace:
         def body_fn(carry: list[Any]) -> list[Any]:
             local = bind(carry)
             self.seq(r.body, local)
-            return [self.as_jax(c.var, self.value(c.next, local), s) for c, s in zip(r.carried, shapes)]
+            nexts = [self.as_jax(c.var, self.value(c.next, local), s) for c, s in zip(r.carried, shapes)]
+            return [*nexts, *(self.heap or [])] if threads else nexts
 
         if self.open_shape(names):
             # Iterate abstractly until the carried shapes the types leave open are stable.
@@ -352,15 +409,16 @@ class Trace:
                     out = jax.eval_shape(body_fn, init)
                 finally:
                     self.abstract -= 1
-                joint = [_joint(jax.eval_shape(lambda v=v: v), o) for v, o in zip(init, out)]
+                joint = [_joint(jax.eval_shape(lambda v=v: v), o) for v, o in zip(init, out)][:n_values]
                 _refuse_growing(names, init, out, joint)
                 if all(j is None or j == tuple(np.shape(v)) for j, v in zip(joint, init)):
                     break
                 raw = [v if j is None or j == tuple(np.shape(v)) else self.widen(n, v, j)
                        for n, v, j in zip(names, raw, joint)]
-                init = [self.as_jax(n, v) for n, v in zip(names, raw)]
+                init = [self.as_jax(n, v) for n, v in zip(names, raw)] + init[n_values:]
             shapes = [None if isinstance(getattr(n, "type", None), StackType) else tuple(np.shape(v))
                       for n, v in zip(names, init)]
+        self.heap = heap
         trips = self.static_trip_count(r, env, raw)
         if trips is not None:
             # A counted loop: a scan of known length (no test per iteration, and XLA knows
@@ -368,7 +426,8 @@ class Trace:
             final = lax.fori_loop(0, trips, lambda _, carry: body_fn(carry), init)
         else:
             final = lax.while_loop(cond_fn, body_fn, init)
-        after = dict(zip(names, final))
+        self.heap = list(final[n_values:]) if threads else heap
+        after = dict(zip(names, final[:n_values]))
         for res in r.results:
             env[res.name] = after[res.var]
 
