@@ -190,3 +190,4 @@ def _tensor_dtype(node: Node) -> str:
 
 
 trace.PADDED_CONSUMER = consume
+trace.HOST_EFFECTS.update(DYNAMIC_OPS)

@@ -16,6 +16,7 @@ import numpy as np
 from jax import lax
 
 from nexus.backends.base import register_lowering
+from nexus.backends.xla import trace
 from nexus.backends.xla.rules import out_dtype
 from nexus.backends.xla.trace import BACKEND, Trace, is_static
 from nexus.ir.node import Node
@@ -284,6 +285,9 @@ HOST_OPS = (
     "RandomUniform", "Resize", "ResizeGrad", "ScatterND", "SetItem", "SetItemValueGrad", "SliceGrad",
     "TakeAlongAxisGrad", "TileGrad",
 )
+
+
+trace.HOST_EFFECTS.update(HOST_OPS)
 
 
 @register_lowering(BACKEND, *HOST_OPS)

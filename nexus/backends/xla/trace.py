@@ -92,6 +92,9 @@ class Padded:
 # The rule for ops reading a Padded value (nexus.backends.xla.dynamic sets it; trace.py is
 # below it and cannot import it).  Ops in _PADDED_AS_IS receive Padded values themselves.
 PADDED_CONSUMER: Callable[[Trace, Node, list[Any]], Any] | None = None
+# Ops whose rule calls back into Python: not run on both arms of a select (costly, and a
+# kernel may raise on the untaken arm's values).  rules_shape and dynamic add theirs.
+HOST_EFFECTS: set[str] = set()
 _PADDED_AS_IS = frozenset({"Proj", "NonMaxSuppression", "NonZero", "Unique", "BooleanMask", "TopK"})
 
 
@@ -174,6 +177,9 @@ class Trace:
         # The stack buffers when they live apart from the stack values (see StackLayout).
         self.heap: list[Any] | None = None
         self.dynamic_bound = dynamic_bound  # see nexus.backends.xla.dynamic
+        # > 0 inside an If arm or loop body that may not run: a failing check on static
+        # values there is not a compile-time error (XLA cannot raise it at run time either).
+        self.nested = 0
         self.dims: dict[sympy.Symbol, int] = {}
         self.abstract = 0  # > 0 while looking for a loop's carried shapes (jax.eval_shape)
         self.top: dict[Any, Any] | None = None  # the outermost graph's values (BuildComputation reads it)
@@ -211,6 +217,14 @@ class Trace:
                 self.if_(item, env)
             elif isinstance(item, Loop):
                 self.loop(item, env)
+
+    def nested_seq(self, seq: Seq, env: dict[Any, Any]) -> None:
+        """``seq`` as a region that may not run (a traced If's arm, a loop body)."""
+        self.nested += 1
+        try:
+            self.seq(seq, env)
+        finally:
+            self.nested -= 1
 
     # --- data nodes ----------------------------------------------------------------
     def node(self, n: Node, ins: list[Any]) -> Any:
@@ -251,7 +265,7 @@ class Trace:
             with np.errstate(all="ignore"):
                 return n.op.kernel(*ins, **attrs)
         except Exception as e:  # noqa: BLE001
-            if n.op.name in _STATIC_CHECKS:
+            if n.op.name in _STATIC_CHECKS and not self.nested:
                 raise XlaLoweringError(f"{type(e).__name__}: {e} (a check on static values fails "
                                        "while compiling)", n) from e
             return None  # e.g. an integer division by zero: the rule traces it instead
@@ -344,12 +358,15 @@ class Trace:
 
         heap = self.heap
         threads = heap is not None and (pushes(r.then) or pushes(r.orelse))
+        if not threads and _flat(r.then) and _flat(r.orelse):
+            self.select(r, c, env)
+            return
 
         def arm(body: Seq, picks: list[Value], shapes: list[Any]) -> Callable[[], Any]:
             def fn() -> Any:
                 local = dict(env)
                 self.heap = None if heap is None else list(heap)
-                self.seq(body, local)
+                self.nested_seq(body, local)
                 outs = [self.as_jax(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
                 return (outs, self.heap) if threads else (outs, None)
             return fn
@@ -365,6 +382,18 @@ class Trace:
         self.heap = after if threads else heap
         for m, v in zip(r.outputs, outs):
             env[m.name] = v
+
+    def select(self, r: If, c: Any, env: dict[Any, Any]) -> None:
+        """A small If without loops or effects as both arms and a select: a ``lax.cond``
+        costs a conditional and copies of its operands on every run, more than a few
+        small ops computed twice (the reverse sweep of a gradient is a chain of them)."""
+        outs = []
+        for body, picks in ((r.then, [m.then_value for m in r.outputs]), (r.orelse, [m.else_value for m in r.outputs])):
+            local = dict(env)
+            self.nested_seq(body, local)
+            outs.append([self.as_jax(m.name, self.value(p, local)) for m, p in zip(r.outputs, picks)])
+        for m, a, b in zip(r.outputs, *outs):
+            env[m.name] = jax.tree_util.tree_map(lambda x, y: _pick(c, x, y), a, b)
 
     def loop(self, r: Loop, env: dict[Any, Any]) -> None:
         names = [c.var for c in r.carried]
@@ -397,7 +426,7 @@ class Trace:
 
         def body_fn(carry: list[Any]) -> list[Any]:
             local = bind(carry)
-            self.seq(r.body, local)
+            self.nested_seq(r.body, local)
             nexts = [self.as_jax(c.var, self.value(c.next, local), s) for c, s in zip(r.carried, shapes)]
             return [*nexts, *(self.heap or [])] if threads else nexts
 
@@ -461,6 +490,43 @@ class Trace:
         if by != 1:
             return None
         return max(0, hi + (1 if test.op.name == "LessEqual" else 0) - lo)
+
+
+# An If whose arms hold at most this many nodes, no region and no op with effects or a host
+# callback becomes a select (Trace.select).
+_SELECT_NODES = 100
+
+
+def _flat(seq: Seq) -> bool:
+    return _size(seq) <= _SELECT_NODES
+
+
+def _size(seq: Seq) -> int:
+    """The nodes in ``seq`` and its nested Ifs; a large number where it holds a loop or an
+    op with effects."""
+    count = 0
+    for item in seq.items:
+        if isinstance(item, Loop):
+            return _SELECT_NODES + 1
+        if isinstance(item, If):
+            count += _size(item.then) + _size(item.orelse)
+        elif isinstance(item, Node):
+            # (StackPop is a read here: the buffers do not change, only the count)
+            if (not item.op.pure and item.op.name != "StackPop") or item.op.name in ("Call", "StackPush") \
+                    or item.op.name in HOST_EFFECTS:
+                return _SELECT_NODES + 1
+            count += 1
+    return count
+
+
+def _pick(c: Any, a: Any, b: Any) -> Any:
+    if a is None and b is None:
+        return None
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    if a.shape != b.shape:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        a, b = jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)
+    return lax.select(jnp.broadcast_to(jnp.asarray(c, np.bool_), a.shape), a, b.astype(a.dtype))
 
 
 def _refuse_growing(names: Sequence[Any], init: Sequence[Any], out: Sequence[Any],
