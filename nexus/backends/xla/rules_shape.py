@@ -244,7 +244,13 @@ def _stack_push(tr: Trace, node: Node, stack: Any, value: Any) -> Any:
     if tr.heap is not None:
         buf = tr.heap[k]  # the buffers live apart (StackLayout)
     slot = jnp.minimum(count, buf.shape[0] - 1)  # past the capacity: lost, and the peak says so
-    buf = lax.dynamic_update_index_in_dim(buf, value.astype(buf.dtype), slot, 0)
+    value = value.astype(buf.dtype)
+    if tr.heap is not None and tr.predicate is not None:
+        # An arm of a select (or an unrolled iteration) that may not be taken: write the
+        # slot's old value back there, so that the arm that is taken wins.
+        old = lax.dynamic_index_in_dim(buf, slot, 0, keepdims=False)
+        value = jnp.where(tr.predicate, value, old)
+    buf = lax.dynamic_update_index_in_dim(buf, value, slot, 0)
     new = list(bufs)
     if tr.heap is not None:
         tr.heap[k] = buf

@@ -176,6 +176,8 @@ class Trace:
         self.layout = layout or StackLayout()
         # The stack buffers when they live apart from the stack values (see StackLayout).
         self.heap: list[Any] | None = None
+        # Inside a select's arm or an unrolled iteration: where it runs (a traced bool).
+        self.predicate: Any = None
         self.dynamic_bound = dynamic_bound  # see nexus.backends.xla.dynamic
         # > 0 inside an If arm or loop body that may not run: a failing check on static
         # values there is not a compile-time error (XLA cannot raise it at run time either).
@@ -358,7 +360,7 @@ class Trace:
 
         heap = self.heap
         threads = heap is not None and (pushes(r.then) or pushes(r.orelse))
-        if not threads and _flat(r.then) and _flat(r.orelse):
+        if _flat(r.then, heap is not None) and _flat(r.orelse, heap is not None):
             self.select(r, c, env)
             return
 
@@ -388,10 +390,18 @@ class Trace:
         costs a conditional and copies of its operands on every run, more than a few
         small ops computed twice (the reverse sweep of a gradient is a chain of them)."""
         outs = []
-        for body, picks in ((r.then, [m.then_value for m in r.outputs]), (r.orelse, [m.else_value for m in r.outputs])):
-            local = dict(env)
-            self.nested_seq(body, local)
-            outs.append([self.as_jax(m.name, self.value(p, local)) for m, p in zip(r.outputs, picks)])
+        outer = self.predicate
+        c = jnp.asarray(c, np.bool_)
+        arms = ((r.then, [m.then_value for m in r.outputs], c), (r.orelse, [m.else_value for m in r.outputs], ~c))
+        try:
+            for body, picks, taken in arms:
+                # Pushes in an arm write only where it is taken (see rules_shape._stack_push).
+                self.predicate = taken if outer is None else outer & taken
+                local = dict(env)
+                self.nested_seq(body, local)
+                outs.append([self.as_jax(m.name, self.value(p, local)) for m, p in zip(r.outputs, picks)])
+        finally:
+            self.predicate = outer
         for m, a, b in zip(r.outputs, *outs):
             env[m.name] = jax.tree_util.tree_map(lambda x, y: _pick(c, x, y), a, b)
 
@@ -453,6 +463,23 @@ class Trace:
             # A counted loop: a scan of known length (no test per iteration, and XLA knows
             # the trip count without analysing the induction).
             final = lax.fori_loop(0, trips, lambda _, carry: body_fn(carry), init)
+        elif _flat(r.body, heap is not None) and _UNROLL > 1:
+            # A small body without effects: _UNROLL iterations per trip of the XLA loop,
+            # each after the first computed always and kept where the test still holds.
+            def unrolled(carry: list[Any]) -> list[Any]:
+                carry = body_fn(carry)
+                outer = self.predicate
+                try:
+                    for _ in range(_UNROLL - 1):
+                        again = jnp.asarray(self.value(r.test, bind(carry)), dtype=np.bool_)
+                        self.predicate = again if outer is None else outer & again
+                        nxt = body_fn(carry)
+                        carry = [*jax.tree_util.tree_map(lambda x, y, a=again: _pick(a, x, y), nxt[:n_values],
+                                                         carry[:n_values]), *nxt[n_values:]]
+                finally:
+                    self.predicate = outer
+                return carry
+            final = lax.while_loop(cond_fn, unrolled, init)
         else:
             final = lax.while_loop(cond_fn, body_fn, init)
         self.heap = list(final[n_values:]) if threads else heap
@@ -495,13 +522,16 @@ class Trace:
 # An If whose arms hold at most this many nodes, no region and no op with effects or a host
 # callback becomes a select (Trace.select).
 _SELECT_NODES = 100
+_UNROLL = 4
 
 
-def _flat(seq: Seq) -> bool:
-    return _size(seq) <= _SELECT_NODES
+def _flat(seq: Seq, heap: bool = False) -> bool:
+    """Whether ``seq`` may run as part of a select (see Trace.select); ``heap``: pushes
+    are allowed (predicated pushes to buffers that live apart)."""
+    return _size(seq, heap) <= _SELECT_NODES
 
 
-def _size(seq: Seq) -> int:
+def _size(seq: Seq, heap: bool = False) -> int:
     """The nodes in ``seq`` and its nested Ifs; a large number where it holds a loop or an
     op with effects."""
     count = 0
@@ -509,9 +539,12 @@ def _size(seq: Seq) -> int:
         if isinstance(item, Loop):
             return _SELECT_NODES + 1
         if isinstance(item, If):
-            count += _size(item.then) + _size(item.orelse)
+            count += _size(item.then, heap) + _size(item.orelse, heap)
         elif isinstance(item, Node):
             # (StackPop is a read here: the buffers do not change, only the count)
+            if item.op.name == "StackPush" and heap:
+                count += 1
+                continue
             if (not item.op.pure and item.op.name != "StackPop") or item.op.name in ("Call", "StackPush") \
                     or item.op.name in HOST_EFFECTS:
                 return _SELECT_NODES + 1
