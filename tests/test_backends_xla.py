@@ -246,3 +246,29 @@ def test_counted_loops_become_scans_of_known_length() -> None:
     want = ((x - 4.0) * 8.0) + 3.0
     np.testing.assert_allclose(other(x, 4), want, rtol=1e-14)
     assert other.source().count("optimization_barrier") == 3
+
+
+@nx.script
+def collatz(n: int, limit: int) -> tuple[int, int]:
+    steps = 0
+    while n != 1 and steps < limit:  # a branching body: selects, 4 iterations per XLA trip
+        if n % 2 == 0:
+            n = n // 2
+        else:
+            n = 3 * n + 1
+        steps = steps + 1
+    return n, steps
+
+
+def test_branching_loop_unrolled_stops_at_every_trip_count() -> None:
+    def plain(n: int, limit: int) -> tuple[int, int]:
+        steps = 0
+        while n != 1 and steps < limit:
+            n = n // 2 if n % 2 == 0 else 3 * n + 1
+            steps += 1
+        return n, steps
+
+    exe = nx.compile(collatz, backend="xla")
+    for n in (1, 2, 3, 6, 7, 27):
+        for limit in (0, 1, 2, 3, 4, 5, 9, 200):
+            assert tuple(int(v) for v in exe(n, limit)) == plain(n, limit), (n, limit)
