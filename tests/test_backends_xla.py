@@ -221,9 +221,9 @@ def counted(v: Tensor["N"]) -> Tensor:  # noqa: F821, UP037
 
 @nx.script
 def not_counted(v: Tensor["N"], b: int) -> Tensor:  # noqa: F821, UP037
-    for i in range(b):  # a run-time bound
+    for _ in range(b):  # a run-time bound
         v = v - 1.0
-    for i in range(0, 6, 2):  # a step of 2
+    for _ in range(0, 6, 2):  # a step of 2
         v = v * 2.0
     for i in range(9):  # leaves early
         if i > 2:

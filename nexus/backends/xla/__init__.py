@@ -13,6 +13,12 @@ Decisions, and where the backend differs from the NumPy reference semantics:
 * **64-bit types.** NumPy's int64/float64 need JAX's x64 mode.  It is switched on only
   around tracing, compiling and calling (``jax.enable_x64(True)`` as a context), never
   for the process: other JAX code (the peers in ``bench``) keeps its own setting.
+* **Regions.** An If becomes ``lax.cond``, or, when both arms are small (at most 100
+  nodes, no loop, no host callback), a select of both arms: a conditional costs more per
+  run than a few small ops computed twice.  A loop becomes ``lax.while_loop``; one whose
+  counter runs from a static start to a static bound by 1 without a break becomes
+  ``lax.fori_loop``; a small body that branches or pushes (a gradient's sweeps) runs 4
+  iterations per XLA trip, each after the first kept where the test still holds.
 * **Shapes.** Symbolic dims are specialised per call: the cache is keyed by the concrete
   shapes and dtypes of the arguments, and ``XlaExecutable.compiles`` counts the
   compilations.  Shape inputs (Reshape's shape, Slice's bounds, ...) must be known while
