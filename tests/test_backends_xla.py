@@ -272,3 +272,13 @@ def test_branching_loop_unrolled_stops_at_every_trip_count() -> None:
     for n in (1, 2, 3, 6, 7, 27):
         for limit in (0, 1, 2, 3, 4, 5, 9, 200):
             assert tuple(int(v) for v in exe(n, limit)) == plain(n, limit), (n, limit)
+
+
+def test_strict_float_keeps_numpys_rounding() -> None:
+    # XLA's algebraic simplifier folds -1.8 * (y * -1.5) into 2.7 * y (another rounding);
+    # strict_float turns it off for this executable.
+    y = np.random.default_rng(0).normal(size=1000) * 30
+    with nx.function("g", y=("f64", (1000,))) as f:
+        f.returns(-1.8 * (f.args[0] * -1.5))
+    got = nx.compile(f, backend="xla", strict_float=True)(y)
+    np.testing.assert_array_equal(got, -1.8 * (y * -1.5))

@@ -31,6 +31,12 @@ from nexus.ir.graph import Graph
 from nexus.ir.types import StackType
 
 Key = tuple[tuple[tuple[int, ...], str], ...]
+# strict_float=True: XLA's algebraic simplifier off for this executable's computations only
+# (not for other JAX code in the process).  It reassociates float arithmetic with constants
+# (`-1.8 * (y * -1.5)` becomes `2.7 * y`: a third of f64 inputs then differ from NumPy in
+# the last bit, which fuzzed programs iterate through `% 97.5` until it is every bit); off,
+# W3-small runs about 3x slower, so it is for differential testing, not the default.
+_STRICT_FLOAT = {"xla_disable_hlo_passes": "algsimp"}
 # How often a growing stack may double before we give up (64 * 2**24 entries).
 _MAX_DOUBLINGS = 24
 
@@ -54,9 +60,10 @@ class XlaExecutable(Executable):
 
     backend = BACKEND
 
-    def __init__(self, g: Graph, dynamic_bound: int | None = None):
+    def __init__(self, g: Graph, dynamic_bound: int | None = None, strict_float: bool = False):
         self.graph = g
         self.dynamic_bound = dynamic_bound
+        self.strict_float = strict_float
         self.compiles = 0
         self.compile_seconds = 0.0
         self._cache: dict[Key, Compiled] = {}
@@ -108,7 +115,7 @@ class XlaExecutable(Executable):
                 break
             except NewStackKind:
                 continue  # the layout grew: trace again
-        fn = lowered.compile()
+        fn = lowered.compile(compiler_options=dict(_STRICT_FLOAT) if self.strict_float else None)
         dt = time.perf_counter() - t0
         self.compiles += 1
         self.compile_seconds += dt
@@ -174,11 +181,13 @@ def _to_numpy(v: Any) -> Any:
     return arr[()] if arr.ndim == 0 else arr
 
 
-def compile_xla(g: Graph, dynamic_bound: int | None = None) -> XlaExecutable:
-    """The xla backend's executable for ``g`` (one per graph and option, cached on it).
+def compile_xla(g: Graph, dynamic_bound: int | None = None, strict_float: bool = False) -> XlaExecutable:
+    """The xla backend's executable for ``g`` (one per graph and options, cached on it).
     ``dynamic_bound``: the most results a data-dependent op (NMS, NonZero, ...) may have,
-    where its own bound from the input shapes is larger (see nexus.backends.xla.dynamic)."""
-    exe: XlaExecutable = g.cached(f"xla.exe.{dynamic_bound}", lambda g: XlaExecutable(g, dynamic_bound))
+    where its own bound from the input shapes is larger (see nexus.backends.xla.dynamic).
+    ``strict_float``: no reassociation of float arithmetic by XLA (slower; see above)."""
+    exe: XlaExecutable = g.cached(f"xla.exe.{dynamic_bound}.{strict_float}",
+                                  lambda g: XlaExecutable(g, dynamic_bound, strict_float))
     return exe
 
 
