@@ -18,12 +18,25 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import w1_seed, w2_count, w3_rnn, w5_llvm, w6_parallel, w8_call, w9_chain, w10_llvm, w10_ports
+from bench import (
+    w1_seed,
+    w2_count,
+    w3_rnn,
+    w4_grad,
+    w5_llvm,
+    w6_parallel,
+    w7_script,
+    w8_call,
+    w9_chain,
+    w10_llvm,
+    w10_ports,
+)
 from bench.common import Row, machine, table
 
 WORKLOADS: dict[str, Callable[[int], list[Row]]] = {
-    "W1": w1_seed.run, "W2": w2_count.run, "W3": w3_rnn.run, "W5": w5_llvm.run, "W6": w6_parallel.run,
-    "W8": w8_call.run, "W9": w9_chain.run, "W10": w10_ports.run, "W10L": w10_llvm.run,
+    "W1": w1_seed.run, "W2": w2_count.run, "W3": w3_rnn.run, "W4": w4_grad.run, "W5": w5_llvm.run,
+    "W6": w6_parallel.run, "W7": w7_script.run, "W8": w8_call.run, "W9": w9_chain.run, "W10": w10_ports.run,
+    "W10L": w10_llvm.run,
 }
 README = Path(__file__).with_name("README.md")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -84,6 +97,15 @@ def targets(rows: list[Row]) -> list[str]:
     check("W10 Viterbi @script / the NumPy loop (issue 17)", "W10 Viterbi", "nexus @script", "numpy loop", 1.5)
     check("W9 speedup llvm vs NumPy in-place out= (issue 12)", "W9", "nexus llvm", "numpy in-place out=", 2.0,
           speedup=True)
+    check("W2 xla / JAX lax.while_loop per iteration (issue 11)", "W2", "nexus xla", "jax jit while_loop", 1.3)
+    check("W3-small xla / JAX lax.while_loop (issue 11)", "W3 RNN small", "nexus xla", "jax jit while_loop", 1.3)
+    check("W4-small xla gradient (T at run time) / JAX grad through lax.scan (issue 11)", "W4 RNN gradient small",
+          "nexus xla", "jax scan (jit)", 2.0)
+    xla = _row(rows, "W7 fresh function to first result, RNN T=1000", "nexus xla script + compile + call")
+    jax = _row(rows, "W7 fresh function to first result, RNN T=1000", "jax jit lower+compile + call")
+    if xla is not None and jax is not None:
+        out.append(f"- W7 compile + first call, xla {xla.median * 1e3:.0f} ms beside JAX's own {jax.median * 1e3:.0f} "
+                   f"ms (issue 11: reported, no target)")
     return out
 
 

@@ -16,6 +16,7 @@ tape mode and checkpointed tape mode.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import statistics
@@ -38,10 +39,13 @@ def _threads_from_argv() -> str:
 
 
 THREADS = _threads_from_argv()
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = THREADS
-if THREADS == "1":
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+if __name__ == "__main__":
+    # Only as a script: imported by the suite runner (bench/run.py, W4), changing the
+    # environment would also pin the threads of every later workload's subprocesses.
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = THREADS
+    if THREADS == "1":
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
 
 import numpy as np  # noqa: E402
 
@@ -219,6 +223,23 @@ def run_size(name: str, repeat: int, memory: bool) -> None:
         full = peaks["nexus tape"]
         for label, b in peaks.items():
             print(f"  {label:<24}{b / 1e6:>9.2f} MB {b / full:>7.3f} of tape")
+
+
+def run(repeats: int) -> list[Any]:
+    """For the suite runner (``python -m bench --only W4``): W4-small, the xla backend's
+    gradient (T at run time) against JAX ``grad`` through ``lax.scan`` (T fixed at trace
+    time), interleaved in this process; the full comparison is ``python bench/w4_grad.py``."""
+    from bench.common import rows_from
+
+    p = SIZES["small"]
+    args = inputs(p["T"], p["D"], p["H"], p["B"])
+    g = rnn(dtype="f32", batched=True)
+    impls: dict[str, Callable[..., Any]] = {"nexus xla": _xla_grad(g), "jax scan (jit)": jax_scan_grad()}
+    want = impls["jax scan (jit)"](*args)
+    ok = {k: all(np.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(fn(*args), want)) for k, fn in impls.items()}
+    calls: dict[str, Callable[[], Any]] = {k: functools.partial(fn, *args) for k, fn in impls.items()}
+    times = measure(calls, repeats, warmup=3)
+    return rows_from(f"W4 RNN gradient small (T={p['T']} at run time, D=H={p['D']})", times, "call", ok=ok)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,8 @@ object, so no frontend cache can help) and measures:
 - TorchScript: ``torch.jit.script(fn)`` + two calls (its profiling executor optimises on
   the second call);
 - JAX: ``jax.jit(fn).lower(...).compile()`` + one call (``lax.while_loop`` version);
+- nexus xla: ``nx.compile(nx.script(fn), backend="xla")`` + the first call (script, then
+  lowering to XLA through JAX and XLA's compile: the row beside JAX's own compile time);
 - ONNX Runtime: building the ``Loop`` model with ``onnx.helper`` + the session + one run.
 
 Two sizes: T=1000 (W3 small: the run dominates) and T=1 (the build dominates).
@@ -132,13 +134,22 @@ def jax_impl(args: tuple[Any, ...], tmp: str) -> Callable[[], Any]:
     return run
 
 
+def xla_impl(args: tuple[Any, ...], tmp: str) -> Callable[[], Any]:
+    """A fresh function scripted, compiled by the xla backend, and called once."""
+    import nexus.backends.xla  # noqa: F401  (ImportError without jax: the row is skipped)
+
+    os.makedirs(os.path.join(tmp, "x"), exist_ok=True)
+    fns = fresh_functions(NEXUS_SRC, "rnn", "import numpy as np\n", FRESH, os.path.join(tmp, "x"))
+    return lambda: nx.compile(nx.script(next(fns)), backend="xla")(*args)
+
+
 def onnx_impl(args: tuple[Any, ...]) -> Callable[[], Any]:
     from bench import onnx_models
 
     return lambda: onnx_models.rnn_loop()(*args)
 
 
-PEERS = ("nexus", "torchscript", "jax", "onnxruntime")
+PEERS = ("nexus", "nexus-xla", "torchscript", "jax", "onnxruntime")
 
 
 def isolated(repeats: int, sizes: tuple[int, ...]) -> list[Row]:
@@ -174,6 +185,7 @@ def local(repeats: int, sizes: tuple[int, ...], peer: str = "all") -> list[Row]:
             for group, name, make in [
                 ("torchscript", "torchscript script + 2 calls", lambda: torch_impl(args, sub)),
                 ("jax", "jax jit lower+compile + call", lambda: jax_impl(args, sub)),
+                ("nexus-xla", "nexus xla script + compile + call", lambda: xla_impl(args, sub)),
                 ("onnxruntime", "onnxruntime Loop model + session + run", lambda: onnx_impl(args)),
             ]:
                 if peer not in ("all", group):

@@ -13,6 +13,12 @@ Decisions, and where the backend differs from the NumPy reference semantics:
 * **64-bit types.** NumPy's int64/float64 need JAX's x64 mode.  It is switched on only
   around tracing, compiling and calling (``jax.enable_x64(True)`` as a context), never
   for the process: other JAX code (the peers in ``bench``) keeps its own setting.
+* **Regions.** An If becomes ``lax.cond``, or, when both arms are small (at most 100
+  nodes, no loop, no host callback), a select of both arms: a conditional costs more per
+  run than a few small ops computed twice.  A loop becomes ``lax.while_loop``; one whose
+  counter runs from a static start to a static bound by 1 without a break becomes
+  ``lax.fori_loop``; a small body that branches or pushes (a gradient's sweeps) runs 4
+  iterations per XLA trip, each after the first kept where the test still holds.
 * **Shapes.** Symbolic dims are specialised per call: the cache is keyed by the concrete
   shapes and dtypes of the arguments, and ``XlaExecutable.compiles`` counts the
   compilations.  Shape inputs (Reshape's shape, Slice's bounds, ...) must be known while
@@ -20,15 +26,18 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   (constants, ``ShapeOf``, ``DimSize``).  One computed from run-time data is an error
   naming the node.
 * **Data-dependent sizes** (NonMaxSuppression, NonZero, Unique, BooleanMask, TopK with a
-  run-time k) have no rule yet: compiling a graph with one is a MissingLoweringError.
-  The chosen design is *splitting*: regions holding such an op run on the host (the
-  If's condition or the loop's test decided in Python, the op by its NumPy kernel), and
-  every maximal run of items without one is compiled to XLA as above, with the small
-  int values made on the host (sizes) passed as compile-time constants.  We prefer it
-  to a caller-given bound with padding because padding changes the meaning of every
-  downstream op (a mean or max over padded rows) and of every shape a later op reads.
-  A loop whose trip count comes from data is no problem on its own (``lax.while_loop``
-  tests a traced value).
+  run-time k): *a static bound with padding, plus the true size*
+  (:mod:`nexus.backends.xla.dynamic`).  The op's NumPy kernel runs on the host
+  (``jax.pure_callback``); its result is padded to a bound derived from the input's static
+  shape (NonZero <= the number of elements, NMS <= the number of boxes, ...) or to the
+  smaller ``nx.compile(f, backend="xla", dynamic_bound=N)``; the true size (the op's size
+  result) is a traced scalar.  Consumers that need it use it: ``ShapeOf``/``DimSize``
+  give it, reductions mask the padding, a loop ``while i < k`` runs k times, and a graph
+  result is sliced after the call.  An op whose meaning padding would change (a CumSum,
+  a Reshape of the padded value) is an error naming it.  We chose this over splitting the
+  graph (the dynamic part on the python backend): the whole program, branches and loops
+  around the op included, stays one XLA computation, and the LLVM backend's partitioner
+  (``nexus.backends.llvm.partition``) is the place for splitting.
 * **Run-time errors cannot be raised inside XLA.** Integer division or modulo by zero
   gives whatever XLA's division gives (no ZeroDivisionError); an out-of-range Gather
   index is clamped; a negative shift count or integer power does not raise; casting a
@@ -37,6 +46,16 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   compile time; an ``Assert`` on run-time values is not checked.  The fuzzer
   (``nexus.testing.py_gen --backend xla``) does not compare runs where plain Python
   raised.
+* **Floating point is XLA's.** Its algebraic simplifier reassociates arithmetic with
+  constants (``-1.8 * (y * -1.5)`` becomes ``2.7 * y``); ``strict_float=True`` turns that
+  pass off for one executable (about 3x slower on W3-small; the fuzzer uses it).  Its
+  CPU compiler contracts ``a * b + c`` into one fused multiply-add (one rounding instead
+  of NumPy's two: about a quarter of random f64 inputs differ in the last bit; no flag
+  of jaxlib 0.10 turns that off), and its transcendental functions are not correctly
+  rounded (tanh is exact only where it saturates, see ``rules._tanh``).  Results agree
+  to tolerance, but a program that feeds such a last-bit difference into a comparison
+  or into chaotic arithmetic (``(x * y) % 97.5`` iterated, as random fuzz programs do)
+  can take another path; the fuzz report in the notes counts those apart.
 * **Gradient graphs.** Their stack (``nexus.ops.stack``) becomes one preallocated buffer
   per kind (shape, dtype) of value pushed, with a count, carried through the loops, and
   the computation returns the peak depth; when the peak passed the capacity (64 at
@@ -49,10 +68,11 @@ Decisions, and where the backend differs from the NumPy reference semantics:
 """
 
 from nexus.backends.base import register_backend
-from nexus.backends.xla import rules, rules_shape  # noqa: F401  (they fill the lowering table)
+from nexus.backends.xla import dynamic, rules, rules_shape  # noqa: F401  (they fill the lowering table)
 from nexus.backends.xla.executable import XlaExecutable, compile_xla
 from nexus.backends.xla.trace import BACKEND, RULES, XlaLoweringError
 
-register_backend(BACKEND, compile_xla, doc="XLA through JAX (CPU here): regions as lax.cond / lax.while_loop")
+register_backend(BACKEND, compile_xla, options=("dynamic_bound", "strict_float"),
+                 doc="XLA through JAX (CPU here): regions as lax.cond / lax.while_loop")
 
 __all__ = ["RULES", "XlaExecutable", "XlaLoweringError", "compile_xla"]

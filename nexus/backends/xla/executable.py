@@ -25,12 +25,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus.backends.base import Executable
-from nexus.backends.xla.trace import BACKEND, NewStackKind, StackLayout, Trace, regions
+from nexus.backends.xla.trace import BACKEND, NewStackKind, Padded, StackLayout, Trace, regions
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.types import StackType
 
 Key = tuple[tuple[tuple[int, ...], str], ...]
+# strict_float=True: XLA's algebraic simplifier off for this executable's computations only
+# (not for other JAX code in the process).  It reassociates float arithmetic with constants
+# (`-1.8 * (y * -1.5)` becomes `2.7 * y`: a third of f64 inputs then differ from NumPy in
+# the last bit, which fuzzed programs iterate through `% 97.5` until it is every bit); off,
+# W3-small runs about 3x slower, so it is for differential testing, not the default.
+_STRICT_FLOAT = {"xla_disable_hlo_passes": "algsimp"}
 # How often a growing stack may double before we give up (64 * 2**24 entries).
 _MAX_DOUBLINGS = 24
 
@@ -44,6 +50,9 @@ class Compiled:
     layout: StackLayout
     has_stacks: bool
     seconds: float
+    # Per result: None, or the axis along which it comes padded, followed by its true size
+    # (a data-dependent size, nexus.backends.xla.dynamic); it is sliced after the call.
+    padded: list[int | None]
 
 
 class XlaExecutable(Executable):
@@ -51,8 +60,10 @@ class XlaExecutable(Executable):
 
     backend = BACKEND
 
-    def __init__(self, g: Graph):
+    def __init__(self, g: Graph, dynamic_bound: int | None = None, strict_float: bool = False):
         self.graph = g
+        self.dynamic_bound = dynamic_bound
+        self.strict_float = strict_float
         self.compiles = 0
         self.compile_seconds = 0.0
         self._cache: dict[Key, Compiled] = {}
@@ -66,24 +77,36 @@ class XlaExecutable(Executable):
         return list(signature(self.graph).convert(tuple(args)))
 
     def execute_graph(self, layout: StackLayout, args: Sequence[Any]) -> tuple[list[Any], dict[Any, Any]]:
-        tr = Trace(layout)
+        tr = Trace(layout, self.dynamic_bound)
         outs = tr.run(self.graph, args)
         return outs, tr.top or {}
 
-    def build_computation(self, outs: list[Any], top: dict[Any, Any]) -> tuple[Any, ...]:
-        """The output tuple: the results, then the largest stack depth reached (0 without
-        stacks), which tells whether the stack buffers were large enough."""
+    def build_computation(self, outs: list[Any], top: dict[Any, Any],
+                          padded: list[int | None]) -> tuple[Any, ...]:
+        """The output tuple: the results (a padded one followed by its true size; ``padded``
+        receives their axes), then the largest stack depth reached (0 without stacks),
+        which tells whether the stack buffers were large enough."""
         peaks = [v[0] for k, v in top.items() if isinstance(getattr(k, "type", None), StackType)]
         peak = jnp.max(jnp.stack(peaks)) if peaks else jnp.zeros((), np.int64)
-        return (*(jnp.asarray(o) for o in outs), peak)
+        flat: list[Any] = []
+        padded.clear()
+        for o in outs:
+            if isinstance(o, Padded):
+                flat += [jnp.asarray(o.data), jnp.asarray(o.size)]
+                padded.append(o.axis)
+            else:
+                flat.append(jnp.asarray(o))
+                padded.append(None)
+        return (*flat, peak)
 
     # --- compiling ------------------------------------------------------------------
     def _compile(self, values: list[Any], layout: StackLayout) -> Compiled:
         t0 = time.perf_counter()
+        padded: list[int | None] = []
 
         def computation(*args: Any) -> tuple[Any, ...]:
             outs, top = self.execute_graph(layout, args)
-            return self.build_computation(outs, top)
+            return self.build_computation(outs, top, padded)
 
         specs = [_spec(np.shape(v), np.asarray(v).dtype) for v in values]
         while True:
@@ -92,11 +115,11 @@ class XlaExecutable(Executable):
                 break
             except NewStackKind:
                 continue  # the layout grew: trace again
-        fn = lowered.compile()
+        fn = lowered.compile(compiler_options=dict(_STRICT_FLOAT) if self.strict_float else None)
         dt = time.perf_counter() - t0
         self.compiles += 1
         self.compile_seconds += dt
-        return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt)
+        return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt, padded)
 
     def _refresh(self) -> None:
         if self.graph.version != self._version:
@@ -133,7 +156,11 @@ class XlaExecutable(Executable):
                 grown = StackLayout(list(entry.layout.kinds), cap)
                 entry = self._cache[key] = self._compile(values, grown)
         self._last = entry
-        results = [_to_numpy(o) for o in outs]
+        results = []
+        it = iter(outs)
+        for axis in entry.padded:
+            o = next(it)
+            results.append(_to_numpy(o) if axis is None else Padded(o, next(it), axis).sliced())
         return results[0] if len(results) == 1 else tuple(results)
 
     # --- reading ----------------------------------------------------------------------
@@ -154,9 +181,13 @@ def _to_numpy(v: Any) -> Any:
     return arr[()] if arr.ndim == 0 else arr
 
 
-def compile_xla(g: Graph) -> XlaExecutable:
-    """The xla backend's executable for ``g`` (one per graph, cached on it)."""
-    exe: XlaExecutable = g.cached("xla.exe", XlaExecutable)
+def compile_xla(g: Graph, dynamic_bound: int | None = None, strict_float: bool = False) -> XlaExecutable:
+    """The xla backend's executable for ``g`` (one per graph and options, cached on it).
+    ``dynamic_bound``: the most results a data-dependent op (NMS, NonZero, ...) may have,
+    where its own bound from the input shapes is larger (see nexus.backends.xla.dynamic).
+    ``strict_float``: no reassociation of float arithmetic by XLA (slower; see above)."""
+    exe: XlaExecutable = g.cached(f"xla.exe.{dynamic_bound}.{strict_float}",
+                                  lambda g: XlaExecutable(g, dynamic_bound, strict_float))
     return exe
 
 

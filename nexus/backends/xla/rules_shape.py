@@ -16,6 +16,7 @@ import numpy as np
 from jax import lax
 
 from nexus.backends.base import register_lowering
+from nexus.backends.xla import trace
 from nexus.backends.xla.rules import out_dtype
 from nexus.backends.xla.trace import BACKEND, Trace, is_static
 from nexus.ir.node import Node
@@ -193,7 +194,14 @@ def _slice(tr: Trace, node: Node, data: Any, starts: Any, ends: Any, axes: Any =
 
 @register_lowering(BACKEND, "Range")
 def _range(tr: Trace, node: Node, start: Any, limit: Any, delta: Any) -> Any:
-    raise ValueError("Range with run-time bounds has a data-dependent size")
+    # Static bounds are folded by the kernel before the rule runs (trace.Trace.node); this
+    # is the same for a caller who calls the rule with static values directly.
+    if is_static((start, limit, delta)):
+        kernel = node.op.kernel
+        assert kernel is not None
+        return kernel(start, limit, delta)
+    raise ValueError("Range with run-time bounds has a data-dependent size (XLA shapes are static); "
+                     "its start, limit and delta must be known while compiling")
 
 
 @register_lowering(BACKEND, "Roll")
@@ -224,7 +232,7 @@ def _tensor(node: Node) -> TensorType:
 # --- stacks: fixed-size buffers (see StackLayout) ---------------------------------------------
 @register_lowering(BACKEND, "StackNew")
 def _stack_new(tr: Trace, node: Node) -> Any:
-    return tr.layout.empty()
+    return tr.layout.empty(tr.heap is not None)
 
 
 @register_lowering(BACKEND, "StackPush")
@@ -233,10 +241,22 @@ def _stack_push(tr: Trace, node: Node, stack: Any, value: Any) -> Any:
     k = tr.layout.index(tuple(value.shape), _dtype_name(node.input(1).type))
     peak, bufs = stack
     buf, count = bufs[k]
+    if tr.heap is not None:
+        buf = tr.heap[k]  # the buffers live apart (StackLayout)
     slot = jnp.minimum(count, buf.shape[0] - 1)  # past the capacity: lost, and the peak says so
-    buf = lax.dynamic_update_index_in_dim(buf, value.astype(buf.dtype), slot, 0)
+    value = value.astype(buf.dtype)
+    if tr.heap is not None and tr.predicate is not None:
+        # An arm of a select (or an unrolled iteration) that may not be taken: write the
+        # slot's old value back there, so that the arm that is taken wins.
+        old = lax.dynamic_index_in_dim(buf, slot, 0, keepdims=False)
+        value = jnp.where(tr.predicate, value, old)
+    buf = lax.dynamic_update_index_in_dim(buf, value, slot, 0)
     new = list(bufs)
-    new[k] = (buf, count + 1)
+    if tr.heap is not None:
+        tr.heap[k] = buf
+        new[k] = (None, count + 1)
+    else:
+        new[k] = (buf, count + 1)
     return (jnp.maximum(peak, count + 1), tuple(new))
 
 
@@ -247,9 +267,11 @@ def _stack_pop(tr: Trace, node: Node, stack: Any) -> Any:
     k = tr.layout.index(tr.shape(t.elems[1]), t.elems[1].dtype)
     peak, bufs = stack
     buf, count = bufs[k]
+    if tr.heap is not None:
+        buf = tr.heap[k]
     top = lax.dynamic_index_in_dim(buf, jnp.maximum(count - 1, 0), 0, keepdims=False)
     new = list(bufs)
-    new[k] = (buf, count - 1)
+    new[k] = (bufs[k][0], count - 1)
     return ((peak, tuple(new)), top)
 
 
@@ -279,6 +301,9 @@ def _cast(tr: Trace, node: Node, x: Any) -> Any:
 
 
 _ON_HOST = frozenset(NARROW_DTYPES) - {"bf16"}  # float8, float4 and the 4- and 2-bit ints
+
+
+trace.HOST_EFFECTS.update(HOST_OPS)
 
 
 @register_lowering(BACKEND, *HOST_OPS)

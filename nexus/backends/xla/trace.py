@@ -61,6 +61,43 @@ def regions(g: Graph) -> RegionTree:
     return tree
 
 
+@jax.tree_util.register_pytree_node_class
+@dataclass
+class Padded:
+    """A value whose dim ``axis`` has a run-time size: ``data`` is padded along it to a
+    static bound, ``size`` (an i64 scalar) is how much of it is real."""
+
+    data: Any
+    size: Any
+    axis: int
+
+    def tree_flatten(self) -> tuple[tuple[Any, Any], int]:
+        return (self.data, self.size), self.axis
+
+    @classmethod
+    def tree_unflatten(cls, axis: int, children: Sequence[Any]) -> Padded:
+        return cls(children[0], children[1], axis)
+
+    def mask(self) -> Any:
+        """True where ``data`` is real (broadcastable against ``data``)."""
+        shape = [1] * jnp.ndim(self.data)
+        shape[self.axis] = jnp.shape(self.data)[self.axis]
+        return jnp.reshape(jnp.arange(shape[self.axis]) < self.size, shape)
+
+    def sliced(self) -> np.ndarray:
+        """The real part, on the host (after the call)."""
+        return np.take(np.asarray(self.data), np.arange(int(self.size)), axis=self.axis)
+
+
+# The rule for ops reading a Padded value (nexus.backends.xla.dynamic sets it; trace.py is
+# below it and cannot import it).  Ops in _PADDED_AS_IS receive Padded values themselves.
+PADDED_CONSUMER: Callable[[Trace, Node, list[Any]], Any] | None = None
+# Ops whose rule calls back into Python: not run on both arms of a select (costly, and a
+# kernel may raise on the untaken arm's values).  rules_shape and dynamic add theirs.
+HOST_EFFECTS: set[str] = set()
+_PADDED_AS_IS = frozenset({"Proj", "NonMaxSuppression", "NonZero", "Unique", "BooleanMask", "TopK"})
+
+
 class NewStackKind(Exception):
     """Tracing met a stack value of a new kind; trace again with the grown layout."""
 
@@ -75,7 +112,14 @@ class StackLayout:
     the stack's order.  At run time a stack is ``(peak, ((buffer, count), ...))``, where
     ``peak`` is the largest count reached; a peak past ``capacity`` means pushes were lost
     (the executable then recompiles with the capacity doubled until it holds the peak,
-    and runs again; see :mod:`nexus.backends.xla.executable`)."""
+    and runs again; see :mod:`nexus.backends.xla.executable`).
+
+    With one stack per graph (a gradient graph's tape: one ``StackNew``), the buffers
+    live apart, in :attr:`Trace.heap`, and a stack is ``(peak, ((None, count), ...))``:
+    a ``lax.cond`` or ``lax.while_loop`` carries the buffers only where its region pushes
+    (:func:`pushes`).  Regions that only pop (the whole reverse sweep) read them as
+    constants instead of copying them through every conditional of every iteration,
+    which XLA does for a buffer carried through ``lax.cond``."""
 
     kinds: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
     capacity: int = 64
@@ -89,17 +133,55 @@ class StackLayout:
             raise NewStackKind(key)
         return self.kinds.index(key)
 
-    def empty(self) -> Any:
-        bufs = tuple((jnp.zeros((self.capacity, *shape), numpy_dtype(dt)), jnp.zeros((), np.int64))
-                     for shape, dt in self.kinds)
+    def buffers(self) -> list[Any]:
+        return [jnp.zeros((self.capacity, *shape), numpy_dtype(dt)) for shape, dt in self.kinds]
+
+    def empty(self, heap: bool = False) -> Any:
+        bufs = tuple((None if heap else buf, jnp.zeros((), np.int64)) for buf in self.buffers())
         return (jnp.zeros((), np.int64), bufs)
+
+
+def pushes(items: Seq | list[Any]) -> bool:
+    """Whether running ``items`` (a region's Seq, or a loop's cond nodes) may push to a
+    stack, nested regions included."""
+    for item in items.items if isinstance(items, Seq) else items:
+        if isinstance(item, Node) and item.op.name == "StackPush":
+            return True
+        if isinstance(item, If) and (pushes(item.then) or pushes(item.orelse)):
+            return True
+        if isinstance(item, Loop) and (pushes(item.cond) or pushes(item.body)):
+            return True
+    return False
+
+
+def stack_news(g: Graph, seen: set[int] | None = None) -> int:
+    """How many StackNew nodes ``g`` and its callees hold."""
+    seen = set() if seen is None else seen
+    if id(g) in seen:
+        return 0
+    seen.add(id(g))
+    count = 0
+    for n in g.nodes():
+        if n.op.name == "StackNew":
+            count += 1
+        elif n.op.name == "Call":
+            count += stack_news(n.attrs["callee"], seen)
+    return count
 
 
 class Trace:
     """One tracing of a graph (and its callees) for concrete argument shapes."""
 
-    def __init__(self, layout: StackLayout | None = None):
+    def __init__(self, layout: StackLayout | None = None, dynamic_bound: int | None = None):
         self.layout = layout or StackLayout()
+        # The stack buffers when they live apart from the stack values (see StackLayout).
+        self.heap: list[Any] | None = None
+        # Inside a select's arm or an unrolled iteration: where it runs (a traced bool).
+        self.predicate: Any = None
+        self.dynamic_bound = dynamic_bound  # see nexus.backends.xla.dynamic
+        # > 0 inside an If arm or loop body that may not run: a failing check on static
+        # values there is not a compile-time error (XLA cannot raise it at run time either).
+        self.nested = 0
         self.dims: dict[sympy.Symbol, int] = {}
         self.abstract = 0  # > 0 while looking for a loop's carried shapes (jax.eval_shape)
         self.top: dict[Any, Any] | None = None  # the outermost graph's values (BuildComputation reads it)
@@ -112,6 +194,8 @@ class Trace:
         env: dict[Any, Any] = {}
         if self.top is None:
             self.top = env
+            if self.layout.kinds and g.cached("xla.stack_news", stack_news) == 1:
+                self.heap = self.layout.buffers()
         for node, value in zip(g.args, args):
             env[node] = value
             self.unify(node.type, value)
@@ -136,6 +220,14 @@ class Trace:
             elif isinstance(item, Loop):
                 self.loop(item, env)
 
+    def nested_seq(self, seq: Seq, env: dict[Any, Any]) -> None:
+        """``seq`` as a region that may not run (a traced If's arm, a loop body)."""
+        self.nested += 1
+        try:
+            self.seq(seq, env)
+        finally:
+            self.nested -= 1
+
     # --- data nodes ----------------------------------------------------------------
     def node(self, n: Node, ins: list[Any]) -> Any:
         if n.op.name == "Call":
@@ -143,20 +235,31 @@ class Trace:
             outs = self.run(callee, ins)
             return outs[0] if len(outs) == 1 else tuple(outs)
         attrs = {k: v for k, v in n.attrs.items() if k not in _PLACEMENT}
-        if is_static(ins) and n.op.kernel is not None and (n.op.pure or n.op.name in _STATIC_CHECKS):
+        if is_static(tuple(ins)) and n.op.kernel is not None and (n.op.pure or n.op.name in _STATIC_CHECKS):
             out = self._fold(n, ins, attrs)
             if out is not None:
                 self.unify(n.type, out)
                 return out
+        if PADDED_CONSUMER is not None and n.op.name not in _PADDED_AS_IS and any(isinstance(i, Padded) for i in ins):
+            out = self.guarded(n, lambda: PADDED_CONSUMER(self, n, ins))
+        else:
+            out = self.apply_rule(n, ins)
+        self.unify(n.type, out)
+        return out
+
+    def apply_rule(self, n: Node, ins: Sequence[Any]) -> Any:
+        """``n``'s rule from the lowering table on ``ins``."""
         rule = RULES.rule(n)
+        return self.guarded(n, lambda: rule(self, n, *ins))
+
+    @staticmethod
+    def guarded(n: Node, fn: Callable[[], Any]) -> Any:
         try:
-            out = rule(self, n, *ins)
+            return fn()
         except (XlaLoweringError, NexusRuntimeError, NewStackKind):
             raise
         except Exception as e:  # noqa: BLE001  (a rule's failure is reported with its node)
             raise XlaLoweringError(f"{type(e).__name__}: {e}", n) from e
-        self.unify(n.type, out)
-        return out
 
     def _fold(self, n: Node, ins: list[Any], attrs: dict[str, Any]) -> Any:
         assert n.op.kernel is not None
@@ -164,7 +267,7 @@ class Trace:
             with np.errstate(all="ignore"):
                 return n.op.kernel(*ins, **attrs)
         except Exception as e:  # noqa: BLE001
-            if n.op.name in _STATIC_CHECKS:
+            if n.op.name in _STATIC_CHECKS and not self.nested:
                 raise XlaLoweringError(f"{type(e).__name__}: {e} (a check on static values fails "
                                        "while compiling)", n) from e
             return None  # e.g. an integer division by zero: the rule traces it instead
@@ -202,7 +305,7 @@ class Trace:
     def default(self, t: Type) -> Any:
         """Zeros of ``t``: a value no path reads (the region tree's :class:`Default`)."""
         if isinstance(t, StackType):
-            return self.layout.empty()
+            return self.layout.empty(self.heap is not None)
         if isinstance(t, TensorType):
             return np.zeros(self.shape(t), numpy_dtype(t.dtype))
         raise ValueError(f"no default value of type {t}")
@@ -212,8 +315,8 @@ class Trace:
         (both arms and every iteration must agree on dtypes and shapes).  ``shape``: the
         shape all paths agree on, where the type leaves it open (see :meth:`widen`)."""
         t = getattr(name, "type", None)
-        if isinstance(t, StackType) or isinstance(v, tuple):
-            return jax.tree_util.tree_map(jnp.asarray, v)
+        if isinstance(t, StackType) or isinstance(v, (tuple, Padded)):
+            return jax.tree_util.tree_map(jnp.asarray, v)  # (None leaves stay None)
         dtype = numpy_dtype(t.dtype) if isinstance(t, TensorType) else None
         if shape is not None and tuple(np.shape(v)) != shape:
             v = self.widen(name, v, shape)
@@ -255,23 +358,52 @@ class Trace:
                 env[m.name] = self.value(m.then_value if taken else m.else_value, env)
             return
 
-        def arm(body: Seq, picks: list[Value], shapes: list[Any]) -> Callable[[], list[Any]]:
-            def fn() -> list[Any]:
+        heap = self.heap
+        threads = heap is not None and (pushes(r.then) or pushes(r.orelse))
+        if _flat(r.then, heap is not None) and _flat(r.orelse, heap is not None):
+            self.select(r, c, env)
+            return
+
+        def arm(body: Seq, picks: list[Value], shapes: list[Any]) -> Callable[[], Any]:
+            def fn() -> Any:
                 local = dict(env)
-                self.seq(body, local)
-                return [self.as_jax(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
+                self.heap = None if heap is None else list(heap)
+                self.nested_seq(body, local)
+                outs = [self.as_jax(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
+                return (outs, self.heap) if threads else (outs, None)
             return fn
 
         thens, elses = [m.then_value for m in r.outputs], [m.else_value for m in r.outputs]
         shapes: list[Any] = [None] * len(r.outputs)
         if self.open_shape([m.name for m in r.outputs]):
             # Trace both arms abstractly first to agree on the shapes the types leave open.
-            a = jax.eval_shape(arm(r.then, thens, shapes))
-            b = jax.eval_shape(arm(r.orelse, elses, shapes))
+            a = jax.eval_shape(arm(r.then, thens, shapes))[0]
+            b = jax.eval_shape(arm(r.orelse, elses, shapes))[0]
             shapes = [_joint(x, y) for x, y in zip(a, b)]
-        outs = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
+        outs, after = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
+        self.heap = after if threads else heap
         for m, v in zip(r.outputs, outs):
             env[m.name] = v
+
+    def select(self, r: If, c: Any, env: dict[Any, Any]) -> None:
+        """A small If without loops or effects as both arms and a select: a ``lax.cond``
+        costs a conditional and copies of its operands on every run, more than a few
+        small ops computed twice (the reverse sweep of a gradient is a chain of them)."""
+        outs = []
+        outer = self.predicate
+        c = jnp.asarray(c, np.bool_)
+        arms = ((r.then, [m.then_value for m in r.outputs], c), (r.orelse, [m.else_value for m in r.outputs], ~c))
+        try:
+            for body, picks, taken in arms:
+                # Pushes in an arm write only where it is taken (see rules_shape._stack_push).
+                self.predicate = taken if outer is None else outer & taken
+                local = dict(env)
+                self.nested_seq(body, local)
+                outs.append([self.as_jax(m.name, self.value(p, local)) for m, p in zip(r.outputs, picks)])
+        finally:
+            self.predicate = outer
+        for m, a, b in zip(r.outputs, *outs):
+            env[m.name] = jax.tree_util.tree_map(lambda x, y: _pick(c, x, y), a, b)
 
     def loop(self, r: Loop, env: dict[Any, Any]) -> None:
         names = [c.var for c in r.carried]
@@ -279,9 +411,18 @@ class Trace:
         init = [self.as_jax(c.var, v) for c, v in zip(r.carried, raw)]
         shapes: list[Any] = [None] * len(names)
 
+        heap = self.heap
+        # Where the loop pushes, the stack buffers are carried too (after the values).
+        threads = heap is not None and (pushes(r.cond) or pushes(r.body))
+        n_values = len(names)
+        if threads:
+            assert heap is not None
+            init = [*init, *heap]
+
         def bind(carry: Sequence[Any]) -> dict[Any, Any]:
             local = dict(env)
             local.update(zip(names, carry))
+            self.heap = list(carry[n_values:]) if threads else heap
             for n in r.cond:
                 local[n] = self.node(n, [local[i] for i in n.inputs])
             return local
@@ -295,8 +436,9 @@ class Trace:
 
         def body_fn(carry: list[Any]) -> list[Any]:
             local = bind(carry)
-            self.seq(r.body, local)
-            return [self.as_jax(c.var, self.value(c.next, local), s) for c, s in zip(r.carried, shapes)]
+            self.nested_seq(r.body, local)
+            nexts = [self.as_jax(c.var, self.value(c.next, local), s) for c, s in zip(r.carried, shapes)]
+            return [*nexts, *(self.heap or [])] if threads else nexts
 
         if self.open_shape(names):
             # Iterate abstractly until the carried shapes the types leave open are stable.
@@ -306,18 +448,139 @@ class Trace:
                     out = jax.eval_shape(body_fn, init)
                 finally:
                     self.abstract -= 1
-                joint = [_joint(jax.eval_shape(lambda v=v: v), o) for v, o in zip(init, out)]
+                joint = [_joint(jax.eval_shape(lambda v=v: v), o) for v, o in zip(init, out)][:n_values]
+                _refuse_growing(names, init, out, joint)
                 if all(j is None or j == tuple(np.shape(v)) for j, v in zip(joint, init)):
                     break
                 raw = [v if j is None or j == tuple(np.shape(v)) else self.widen(n, v, j)
                        for n, v, j in zip(names, raw, joint)]
-                init = [self.as_jax(n, v) for n, v in zip(names, raw)]
+                init = [self.as_jax(n, v) for n, v in zip(names, raw)] + init[n_values:]
             shapes = [None if isinstance(getattr(n, "type", None), StackType) else tuple(np.shape(v))
                       for n, v in zip(names, init)]
-        final = lax.while_loop(cond_fn, body_fn, init)
-        after = dict(zip(names, final))
+        self.heap = heap
+        trips = self.static_trip_count(r, env, raw)
+        if trips is not None:
+            # A counted loop: a scan of known length (no test per iteration, and XLA knows
+            # the trip count without analysing the induction).
+            final = lax.fori_loop(0, trips, lambda _, carry: body_fn(carry), init)
+        elif _UNROLL > 1 and _flat(r.body, heap is not None) and (threads or _branches(r.body)):
+            # A small body without effects that branches or pushes (a gradient's sweeps):
+            # _UNROLL iterations per trip of the XLA loop, each after the first computed
+            # always and kept where the test still holds.  (Measured: W4-small 2.6x -> 1.7x
+            # of JAX; a straight-line body such as W3's gets slower, so it is left alone.)
+            def unrolled(carry: list[Any]) -> list[Any]:
+                carry = body_fn(carry)
+                outer = self.predicate
+                try:
+                    for _ in range(_UNROLL - 1):
+                        again = jnp.asarray(self.value(r.test, bind(carry)), dtype=np.bool_)
+                        self.predicate = again if outer is None else outer & again
+                        nxt = body_fn(carry)
+                        carry = [*jax.tree_util.tree_map(lambda x, y, a=again: _pick(a, x, y), nxt[:n_values],
+                                                         carry[:n_values]), *nxt[n_values:]]
+                finally:
+                    self.predicate = outer
+                return carry
+            final = lax.while_loop(cond_fn, unrolled, init)
+        else:
+            final = lax.while_loop(cond_fn, body_fn, init)
+        self.heap = list(final[n_values:]) if threads else heap
+        after = dict(zip(names, final[:n_values]))
         for res in r.results:
             env[res.name] = after[res.var]
+
+    def static_trip_count(self, r: Loop, env: Mapping[Any, Any], raw: Sequence[Any]) -> int | None:
+        """How many times ``r`` runs, where that is known while tracing: its test is
+        ``i < bound`` (or ``<=``) on a carried ``i`` that starts at a static int and every
+        iteration adds 1 to, unconditionally, with a static bound; a loop that leaves from
+        its body (``break``) has a flag as its test and is not counted.  Else None."""
+        test = r.test
+        if not isinstance(test, Node) or test not in r.cond or test.op.name not in ("Less", "LessEqual"):
+            return None
+        counter, bound_name = test.inputs
+        carries = {c.var: (c, v) for c, v in zip(r.carried, raw)}
+        if counter not in carries or bound_name in r.cond or bound_name in carries:
+            return None
+        carry, start = carries[counter]
+        bound = env.get(bound_name)
+        step = carry.next
+        if not (isinstance(step, Node) and step.op.name == "Add" and step in r.body.items):
+            return None
+        one = [v for v in step.inputs if v is not counter]
+        if len(one) != 1 or step.inputs.count(counter) != 1:
+            return None
+        inc = env.get(one[0]) if one[0] not in r.body.items else None
+        if isinstance(one[0], Node) and one[0] in r.body.items and one[0].op.name == "Constant":
+            inc = one[0].attrs["value"]
+        values: list[Any] = [start, bound, inc]
+        if not all(is_static(v) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iu" for v in values):
+            return None
+        lo, hi, by = (int(v) for v in values)
+        if by != 1:
+            return None
+        return max(0, hi + (1 if test.op.name == "LessEqual" else 0) - lo)
+
+
+# An If whose arms hold at most this many nodes, no region and no op with effects or a host
+# callback becomes a select (Trace.select).
+_SELECT_NODES = 100
+_UNROLL = 4
+
+
+def _branches(seq: Seq) -> bool:
+    return any(isinstance(item, If) for item in seq.items)
+
+
+def _flat(seq: Seq, heap: bool = False) -> bool:
+    """Whether ``seq`` may run as part of a select (see Trace.select); ``heap``: pushes
+    are allowed (predicated pushes to buffers that live apart)."""
+    return _size(seq, heap) <= _SELECT_NODES
+
+
+def _size(seq: Seq, heap: bool = False) -> int:
+    """The nodes in ``seq`` and its nested Ifs; a large number where it holds a loop or an
+    op with effects."""
+    count = 0
+    for item in seq.items:
+        if isinstance(item, Loop):
+            return _SELECT_NODES + 1
+        if isinstance(item, If):
+            count += _size(item.then, heap) + _size(item.orelse, heap)
+        elif isinstance(item, Node):
+            # (StackPop is a read here: the buffers do not change, only the count)
+            if item.op.name == "StackPush" and heap:
+                count += 1
+                continue
+            if (not item.op.pure and item.op.name != "StackPop") or item.op.name in ("Call", "StackPush") \
+                    or item.op.name in HOST_EFFECTS:
+                return _SELECT_NODES + 1
+            count += 1
+    return count
+
+
+def _pick(c: Any, a: Any, b: Any) -> Any:
+    if a is None and b is None:
+        return None
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    if a.shape != b.shape:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        a, b = jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)
+    return lax.select(jnp.broadcast_to(jnp.asarray(c, np.bool_), a.shape), a, b.astype(a.dtype))
+
+
+def _refuse_growing(names: Sequence[Any], init: Sequence[Any], out: Sequence[Any],
+                    joint: Sequence[tuple[int, ...] | None]) -> None:
+    """A carried value whose shape the body changes (a list appended to on every
+    iteration) has no one shape, and a run-time trip count gives it no bound: say so."""
+    for n, v, o, j in zip(names, init, out, joint):
+        if j is None or not hasattr(o, "shape") or tuple(o.shape) == j:
+            continue
+        label = getattr(n, "hint", None) or getattr(n, "name", None) or "?"
+        raise XlaLoweringError(
+            f"loop-carried value %{label} has shape {list(np.shape(v))} before an iteration and "
+            f"{list(o.shape)} after it: a value that grows in a loop (a list appended to, a "
+            "TensorList) has no static shape, so XLA cannot compile this loop; run the graph "
+            "on the python or llvm backend")
 
 
 def _is_concrete(v: Any) -> bool:
