@@ -96,3 +96,17 @@ def test_scalar_maximum_minimum_keep_numpys_nan_and_signed_zero(op: str, dtype: 
             assert np.asarray(got).dtype == np.asarray(want).dtype
             np.testing.assert_array_equal(got, want)
             assert np.signbit(got) == np.signbit(want), (a, b)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+def test_vector_argmax_argmin_as_the_array_method(op: str) -> None:
+    # Emitted as `_i64(x.argmax())`: NumPy's first index on ties and at a NaN, and an i64 result.
+    ref = {"ArgMax": np.argmax, "ArgMin": np.argmin}[op]
+    g = Graph("f", [TensorType("f64", (5,))])
+    y = g.add(op, [g.args[0]], g.start_block, {"axis": 0, "keepdims": False}, name="y")
+    g.end_block.append_input(g.add("Return", [y], g.start_block))
+    exe = nx.compile(g)
+    assert f".{op.lower()}()" in exe.source()
+    for x in ([1.0, 3.0, 3.0, -1.0, -1.0], [0.0, np.nan, 2.0, np.nan, -5.0], [2.0] * 5):
+        got = exe(np.array(x))
+        assert isinstance(got, np.int64) and got == ref(np.array(x))

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from nexus.backends.base import MissingLoweringError, lowering_table
 from nexus.backends.python.cost import is_heavy
 from nexus.backends.python.devices import constant_on, kernel_for
@@ -70,6 +72,7 @@ class _Gen:
         self.pending: list[Block] = []
         self.inplace: set[Node] = set()  # SetItem nodes that may update their data in place
         self.ns["_setitem_owned"] = setitem_owned
+        self.ns["_i64"] = np.int64  # lowering rules that must give an i64 scalar (ArgMax)
         for i, a in enumerate(plan.args):
             self.names[a] = f"a{i}"
         for i, c in enumerate(plan.consts):

@@ -86,6 +86,18 @@ def _max_min(node: Node, args: list[str]) -> str | None:
     return f"{x} if {x} {cmp} {y}{nan} else {y}"
 
 
+@register_lowering(BACKEND, "ArgMax", "ArgMin")
+def _arg_extremum(node: Node, args: list[str]) -> str | None:
+    """The index of a vector's extremum as the array method (no kernel call: Viterbi's inner
+    step takes one); the kernel's result type, i64, through ``_i64``."""
+    t = node.input(0).type
+    a = node.attrs
+    if not (isinstance(t, TensorType) and t.shape is not None and len(t.shape) == 1
+            and int(a.get("axis", 0)) in (0, -1) and not a.get("keepdims") and not a.get("select_last_index")):
+        return None
+    return f"_i64({args[0]}.{'argmax' if node.op.name == 'ArgMax' else 'argmin'}())"
+
+
 # A stack is a cons cell ``(top, rest)`` (see nexus.ops.stack): building and taking apart
 # a tuple inline costs what a list append/pop does, a kernel call several times that.
 @register_lowering(BACKEND, "StackPush")
