@@ -120,7 +120,9 @@ def tracked_files() -> list[str]:
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
     """A wheel and an sdist built from a copy of the tracked files (so nothing untracked in
     the checkout can hide a missing file), without network (setuptools as installed)."""
-    require("build", "release")
+    # build.__main__, not build: the checkout's build/ folder (CI's venvs) imports as an empty
+    # namespace package named build where the tool is not installed.
+    require("build.__main__", "release")
     files = tracked_files()
     tmp = tmp_path_factory.mktemp("release")
     src = tmp / "src"

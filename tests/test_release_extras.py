@@ -97,9 +97,22 @@ def hidden_except(allowed: set[str]) -> list[str]:
 
 
 def owners(top: str) -> list[str]:
-    """The extras whose closure provides the top-level module ``top``."""
+    """The extras whose closure provides the top-level module ``top`` (for an extra that is
+    not installed, one that names it: ``torch``, ``array_api_compat``)."""
     dists = top_levels().get(top, set())
-    return sorted(e for e in EXTRAS if e != "all" and dists & (closure(EXTRAS[e]) or set()))
+    return sorted(e for e in EXTRAS if e != "all" and (dists & (closure(EXTRAS[e]) or set())
+                                                       or top in declared_tops(e)))
+
+
+def declared_tops(extra: str) -> set[str]:
+    """The import names an extra's own requirements would have (their names, '-' as '_')."""
+    return {canonicalize_name(Requirement(r).name).replace("-", "_") for r in EXTRAS[extra]}
+
+
+def missing_tops() -> list[str]:
+    """Import names of the extras this run expects to be missing (NEXUS_EXPECT_MISSING):
+    hidden too, so a module that needs one counts as needing that extra."""
+    return sorted({t for e in expected_missing() if e in EXTRAS for t in declared_tops(e)})
 
 
 def modules() -> list[str]:
@@ -159,7 +172,7 @@ def core() -> set[str]:
 
 @cache
 def without_extras() -> dict[str, str]:
-    return probe(hidden_except(core()), modules())
+    return probe(sorted(set(hidden_except(core())) | set(missing_tops())), modules())
 
 
 def extra_closure_or_skip(extra: str) -> set[str]:
