@@ -19,7 +19,7 @@ import numpy as np
 import nexus as nx
 from bench.common import Row, Skip, measure, rows_from
 from bench.w5_nms import make_inputs
-from nexus.testing.ports import nms
+from nexus.testing.ports import nms, ort_nms_session
 
 
 @nx.script
@@ -51,21 +51,7 @@ def nms_kept(boxes, scores, thresh: float):
 
 
 def _ort(boxes: np.ndarray, scores: np.ndarray, iou: float) -> Any:
-    import onnx
-    import onnxruntime as rt
-    from onnx import TensorProto, helper
-
-    node = helper.make_node("NonMaxSuppression", ["b", "s", "m", "i"], ["sel"])
-    model = helper.make_model(helper.make_graph(
-        [node], "nms",
-        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, None, 4]),
-         helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, None]),
-         helper.make_tensor_value_info("m", TensorProto.INT64, [1]),
-         helper.make_tensor_value_info("i", TensorProto.FLOAT, [1])],
-        [onnx.ValueInfoProto(name="sel")]), opset_imports=[helper.make_opsetid("", 18)])
-    opts = rt.SessionOptions()
-    opts.intra_op_num_threads = 1
-    sess = rt.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = ort_nms_session()
     # make_inputs gives [y1, x1, y2, x2], ORT's layout; the script reads [x1, y1, x2, y2]: IoU is
     # symmetric in the axes, so both see the same boxes.
     feeds = {"b": boxes[None], "s": scores[None, None], "m": np.array([len(scores)], np.int64),

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nexus.ir.graph import Graph  # noqa: E402
 from nexus.ir.types import TensorType, sym  # noqa: E402
 from nexus.ops.dynamic import nms_single  # noqa: E402
+from nexus.testing.ports import ort_nms_session  # noqa: E402
 
 
 def make_inputs(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -72,22 +73,7 @@ def nexus_graph() -> Graph:
 
 
 def ort_session() -> Any:
-    import onnx
-    import onnxruntime as rt
-    from onnx import TensorProto, helper
-
-    node = helper.make_node("NonMaxSuppression", ["b", "s", "m", "i", "t"], ["sel"])
-    model = helper.make_model(helper.make_graph(
-        [node], "nms",
-        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, None, 4]),
-         helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, None]),
-         helper.make_tensor_value_info("m", TensorProto.INT64, [1]),
-         helper.make_tensor_value_info("i", TensorProto.FLOAT, [1]),
-         helper.make_tensor_value_info("t", TensorProto.FLOAT, [1])],
-        [onnx.ValueInfoProto(name="sel")]), opset_imports=[helper.make_opsetid("", 18)])
-    opts = rt.SessionOptions()
-    opts.intra_op_num_threads = 1
-    return rt.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return ort_nms_session(score_threshold=True)
 
 
 def timeit(fn: Callable[[], Any], repeat: int) -> list[float]:

@@ -23,23 +23,11 @@ onnx = require("onnx", "onnx")
 import nexus as nx  # noqa: E402
 from nexus.backends.llvm.partition import Partitioned  # noqa: E402
 from nexus.testing.ports import boxes as random_boxes  # noqa: E402
-from nexus.testing.ports import nms  # noqa: E402
+from nexus.testing.ports import nms, ort_nms_session  # noqa: E402
 
 
 def _session() -> Any:
-    from onnx import TensorProto, helper
-
-    node = helper.make_node("NonMaxSuppression", ["b", "s", "m", "i"], ["sel"])
-    model = helper.make_model(helper.make_graph(
-        [node], "nms",
-        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, None, 4]),
-         helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, None]),
-         helper.make_tensor_value_info("m", TensorProto.INT64, [1]),
-         helper.make_tensor_value_info("i", TensorProto.FLOAT, [1])],
-        [onnx.ValueInfoProto(name="sel")]), opset_imports=[helper.make_opsetid("", 18)])
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return ort_nms_session()
 
 
 def ort_nms(sess: Any, b: np.ndarray, s: np.ndarray, thresh: float) -> np.ndarray:

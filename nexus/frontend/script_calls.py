@@ -15,7 +15,7 @@ import numpy as np
 from nexus.frontend.dsl_state import StateMethod, script_state_call
 from nexus.frontend.names import FUNCTION_KINDS, public_ops
 from nexus.frontend.script_expr import Edge, ExprLowering, NexusOp, Scope, Static, TupleVal, Val, _dtype
-from nexus.frontend.script_numpy import NumpySurface
+from nexus.frontend.script_numpy import NumpySurface, _hashable
 from nexus.frontend.script_source import parse_function
 from nexus.frontend.script_ssa import generalize_all
 from nexus.frontend.script_types import is_int, is_number, py_dtype, weak_dtype_of
@@ -389,14 +389,6 @@ class CallLowering(NumpySurface, ExprLowering):
         if arity == 0:
             return Static(None)
         return out_values[0] if arity == 1 else TupleVal(tuple(out_values))
-
-
-def _hashable(obj: Any) -> bool:
-    try:
-        hash(obj)
-    except TypeError:
-        return False
-    return True
 
 
 def _reassigned(fdef: ast.FunctionDef, name: str) -> set[str]:

@@ -343,15 +343,19 @@ class NumpySurface(NumpyCalls):
     def npx_argmin(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
         return self._arg("ArgMin", node, args, kw)
 
-    def npx_cumsum(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+    def _running(self, op: str, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+        """``np.cumsum`` / ``np.cumprod``: along ``axis``, or over the flattened array."""
         x, _ = self._t(args[0])
         axis = self._axis(kw, args, 1, node)
         self._no_more(node, kw, args, 2)
         if _dtype(x) == "bool":
             x = self.cast(x, "i64")
         if axis is None:
-            return self.emit("CumSum", [self._flat(x)], {"axis": 0})
-        return self.emit("CumSum", [x], {"axis": int(axis)})
+            return self.emit(op, [self._flat(x)], {"axis": 0})
+        return self.emit(op, [x], {"axis": int(axis)})
+
+    def npx_cumsum(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+        return self._running("CumSum", node, args, kw)
 
     def _sorted(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> tuple[Node, Node]:
         x, r = self._rank(args[0], node)
@@ -590,14 +594,7 @@ class NumpySurface(NumpyCalls):
         return self.emit("Pad", [x, self.const(pads, "i64")], {"mode": modes[mode], "value": float(value)})
 
     def npx_cumprod(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
-        x, _ = self._t(args[0])
-        axis = self._axis(kw, args, 1, node)
-        self._no_more(node, kw, args, 2)
-        if _dtype(x) == "bool":
-            x = self.cast(x, "i64")
-        if axis is None:
-            return self.emit("CumProd", [self._flat(x)], {"axis": 0})
-        return self.emit("CumProd", [x], {"axis": int(axis)})
+        return self._running("CumProd", node, args, kw)
 
     def npx_norm(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
         x, r = self._rank(args[0], node)

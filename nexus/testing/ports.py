@@ -4,6 +4,8 @@ Each script's ``.fn`` is the plain NumPy function: the oracle, and the peer."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 import nexus as nx
@@ -70,3 +72,23 @@ def hmm(rng: np.random.Generator, S: int, V: int, T: int) -> tuple[np.ndarray, .
         p = rng.uniform(0.1, 1, shape)
         return np.log(p / p.sum(axis=-1, keepdims=True))
     return logp(S), logp(S, S), logp(S, V), rng.integers(0, V, T)
+
+
+def ort_nms_session(score_threshold: bool = False) -> Any:
+    """ONNX Runtime's NonMaxSuppression alone in a model (one thread), the oracle and peer of
+    the NMS ports: inputs b [1, n, 4] (y1, x1, y2, x2), s [1, 1, n], m [1] (max boxes), i [1]
+    (IoU threshold) and, with ``score_threshold``, t [1]; output sel [k, 3]."""
+    import onnx
+    import onnxruntime as rt
+    from onnx import TensorProto, helper
+
+    names = ["b", "s", "m", "i"] + (["t"] if score_threshold else [])
+    shapes: dict[str, list[int | None]] = {"b": [1, None, 4], "s": [1, 1, None], "m": [1], "i": [1], "t": [1]}
+    inputs = [helper.make_tensor_value_info(k, TensorProto.INT64 if k == "m" else TensorProto.FLOAT, shapes[k])
+              for k in names]
+    node = helper.make_node("NonMaxSuppression", names, ["sel"])
+    model = helper.make_model(helper.make_graph([node], "nms", inputs, [onnx.ValueInfoProto(name="sel")]),
+                              opset_imports=[helper.make_opsetid("", 18)])
+    opts = rt.SessionOptions()
+    opts.intra_op_num_threads = 1
+    return rt.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
