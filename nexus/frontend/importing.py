@@ -5,7 +5,7 @@ shared SSA builder (:mod:`nexus.ir.cons`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -73,3 +73,53 @@ class BlockBuilder:
         if t.shape != ():
             v = self.emit("Reshape", [v, self.const(np.array([], np.int64))], name="")
         return v
+
+    # --- structured regions: what If/cond and While/while_loop become in every importer ------------
+    def if_else(self, cond: Node, arm: Callable[[str], Sequence[Node]], scope: tuple[Hashable, ...],
+                mismatch: Callable[[int, int], Exception]) -> list[Node | None]:
+        """End the current block in a Cond on ``cond``; ``arm("then")`` / ``arm("else")`` import
+        each side in a block of its own; both jump to a join whose values (Phis where the sides
+        differ) are returned.  ``scope`` prefixes the SSA keys of the results (unique per
+        region); ``mismatch(n_then, n_else)`` is the error when the sides' arities differ."""
+        on_false, on_true = self.branch(cond)
+        arms = []
+        for label, edge in (("then", on_true), ("else", on_false)):
+            self.block = self.new_block(label, [edge])
+            outs = list(arm(label))
+            arms.append((self.block, outs, self.jump()))
+        (then_end, then_outs, j1), (else_end, else_outs, j2) = arms
+        if len(then_outs) != len(else_outs):
+            raise mismatch(len(then_outs), len(else_outs))
+        join = self.new_block("join", [j1, j2])
+        keys = [(*scope, k) for k in range(len(then_outs))]
+        for key, a, b in zip(keys, then_outs, else_outs):
+            self.ssa.set_value(key, then_end, a)
+            self.ssa.set_value(key, else_end, b)
+        self.block = join
+        return [self.ssa.get_value(key, join) for key in keys]
+
+    def while_loop(self, init: Sequence[Node], test: Callable[[list[Node]], Node],
+                   body: Callable[[list[Node]], Sequence[Node]], scope: tuple[Hashable, ...],
+                   mismatch: Callable[[int, int], Exception]) -> list[Node | None]:
+        """A loop carrying ``init``: the header's Phis are the carried values, ``test(values)``
+        (imported in the header, which it may extend) decides whether ``body(values)`` runs
+        and gives the next values; returns the values at the exit.  ``mismatch(n_body,
+        n_init)`` is the error when the body returns another number of values."""
+        keys = [(*scope, k) for k in range(len(init))]
+        for key, v in zip(keys, init):
+            self.ssa.set_value(key, self.block, v)
+        header = self.new_block("loop", [self.jump()], seal=False)
+        self.ssa.declare_assigned(header, keys)
+        self.block = header
+        on_false, on_true = self.branch(test([self.ssa.get_value(k, header) for k in keys]))  # type: ignore[misc]
+        exit_block = self.new_block("loop_exit", [on_false])
+        self.block = self.new_block("loop_body", [on_true])
+        outs = list(body([self.ssa.get_value(k, self.block) for k in keys]))  # type: ignore[misc]
+        if len(outs) != len(keys):
+            raise mismatch(len(outs), len(keys))
+        for key, v in zip(keys, outs):
+            self.ssa.set_value(key, self.block, v)
+        header.append_input(self.jump())
+        self.ssa.seal(header)
+        self.block = exit_block
+        return [self.ssa.get_value(k, exit_block) for k in keys]

@@ -44,23 +44,9 @@ def convert_if(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | No
     for need in ("then_branch", "else_branch"):
         if need not in attrs:
             raise OnnxImportError(f"If needs the graph attribute {need!r}")
-    on_false, on_true = imp.branch(cond)
-    arms = []
-    for branch, edge in (("then_branch", on_true), ("else_branch", on_false)):
-        imp.block = imp.new_block(branch.split("_")[0], [edge])
-        outs = imp.subgraph(attrs[branch], branch, [])
-        arms.append((imp.block, outs, imp.jump()))
-    (then_end, then_outs, j1), (else_end, else_outs, j2) = arms
-    if len(then_outs) != len(else_outs):
-        raise OnnxImportError(f"If's branches have {len(then_outs)} and {len(else_outs)} outputs")
-    join = imp.new_block("join", [j1, j2])
-    uid = next(imp._ids)
-    keys = [(uid, f"out{k}") for k in range(len(then_outs))]
-    for key, a, b in zip(keys, then_outs, else_outs):
-        imp.ssa.set_value(key, then_end, a)
-        imp.ssa.set_value(key, else_end, b)
-    imp.block = join
-    return [imp.ssa.get_value(key, join) for key in keys]
+    return imp.if_else(cond, lambda side: imp.subgraph(attrs[side + "_branch"], side + "_branch", []),
+                       (next(imp._ids),),
+                       lambda t, e: OnnxImportError(f"If's branches have {t} and {e} outputs"))
 
 
 BodyFn = Callable[[Node, Node, list[Node]], tuple["Node | None", list[Node], list[Node]]]

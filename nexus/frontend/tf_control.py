@@ -224,51 +224,25 @@ def convert_if(imp: Importer, n: TfNode) -> list[Node | None]:
     ins = imp.args(n)
     if not ins:
         raise TfImportError("If needs a condition")
-    on_false, on_true = imp.branch(ins[0])
-    ends = []
-    for key, edge in (("then_branch", on_true), ("else_branch", on_false)):
-        imp.block = imp.new_block(key.split("_")[0], [edge])
-        outs = imp.call(_func(n, key), ins[1:])
-        ends.append((imp.block, outs, imp.jump()))
-    (t_end, t_outs, j1), (e_end, e_outs, j2) = ends
-    if len(t_outs) != len(e_outs):
-        raise TfImportError(f"the branches return {len(t_outs)} and {len(e_outs)} values")
-    join = imp.new_block("join", [j1, j2])
-    uid = next(imp._ids)
-    keys = [(uid, n.name, k) for k in range(len(t_outs))]  # uid: a scope of its own
-    for k, a, b in zip(keys, t_outs, e_outs):
-        imp.ssa.set_value(k, t_end, a)
-        imp.ssa.set_value(k, e_end, b)
-    imp.block = join
-    return [imp.ssa.get_value(k, join) for k in keys]
+    return imp.if_else(ins[0], lambda side: imp.call(_func(n, side + "_branch"), ins[1:]),  # type: ignore[arg-type]
+                       (next(imp._ids), n.name),  # a scope of its own; the node names the Phis
+                       lambda t, e: TfImportError(f"the branches return {t} and {e} values"))
 
 
 def convert_while(imp: Importer, n: TfNode) -> list[Node | None]:
     init = imp.args(n)
     cond_fn, body_fn = _func(n, "cond"), _func(n, "body")
-    uid = next(imp._ids)
-    keys = [(uid, n.name, k) for k in range(len(init))]  # uid: a scope of its own
-    for key, v in zip(keys, init):
-        imp.ssa.set_value(key, imp.block, v)
-    header = imp.new_block("loop", [imp.jump()], seal=False)
-    imp.ssa.declare_assigned(header, keys)
-    imp.block = header
-    vals = [imp.ssa.get_value(k, header) for k in keys]
-    c = imp.call(cond_fn, vals)  # type: ignore[arg-type]
-    if len(c) != 1:
-        raise TfImportError(f"the cond function {cond_fn!r} returns {len(c)} values, not one")
-    on_false, on_true = imp.branch(c[0])
-    exit_block = imp.new_block("loop_exit", [on_false])
-    imp.block = imp.new_block("loop_body", [on_true])
-    outs = imp.call(body_fn, [imp.ssa.get_value(k, imp.block) for k in keys])  # type: ignore[misc]
-    if len(outs) != len(keys):
-        raise TfImportError(f"the body function {body_fn!r} returns {len(outs)} values, the loop has {len(keys)}")
-    for key, v in zip(keys, outs):
-        imp.ssa.set_value(key, imp.block, v)
-    header.append_input(imp.jump())
-    imp.ssa.seal(header)
-    imp.block = exit_block
-    return [imp.ssa.get_value(k, exit_block) for k in keys]
+
+    def test(vals: list[Node]) -> Node:
+        c = imp.call(cond_fn, vals)  # type: ignore[arg-type]
+        if len(c) != 1:
+            raise TfImportError(f"the cond function {cond_fn!r} returns {len(c)} values, not one")
+        return c[0]  # type: ignore[return-value]
+
+    return imp.while_loop(init, test, lambda vals: imp.call(body_fn, vals),  # type: ignore[arg-type, return-value]
+                          (next(imp._ids), n.name),
+                          lambda got, want: TfImportError(f"the body function {body_fn!r} returns {got} values, "
+                                                          f"the loop has {want}"))
 
 
 converts("If", "StatelessIf")(convert_if)

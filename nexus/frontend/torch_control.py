@@ -46,24 +46,12 @@ def convert_cond(imp: Importer, pred: Any, true_gm: Any, false_gm: Any, operands
         if isinstance(known, bool) or (known is not None and getattr(known, "size", 0) == 1):
             # a predicate known when the program is imported: only that branch exists
             return imp.emit_graph(true_gm if bool(known) else false_gm, None, ops)
-        p = _scalar_bool(imp, pred)
-        on_false, on_true = imp.branch(p)
-        arms = []
-        for label, gm, edge in (("then", true_gm, on_true), ("else", false_gm, on_false)):
-            imp.block = imp.new_block(label, [edge])
-            outs = [imp.as_node(v, "a branch output") for v in imp.emit_graph(gm, None, ops)]
-            arms.append((imp.block, outs, imp.jump()))
-    (then_end, then_outs, j1), (else_end, else_outs, j2) = arms
-    if len(then_outs) != len(else_outs):
-        raise TorchImportError(f"cond's branches return {len(then_outs)} and {len(else_outs)} values")
-    join = imp.new_block("join", [j1, j2])
-    uid = imp.new_id()
-    keys = [(uid, k) for k in range(len(then_outs))]
-    for key, a, b in zip(keys, then_outs, else_outs):
-        imp.ssa.set_value(key, then_end, a)
-        imp.ssa.set_value(key, else_end, b)
-    imp.block = join
-    return [imp.ssa.get_value(key, join) for key in keys]
+        return imp.if_else(
+            _scalar_bool(imp, pred),
+            lambda side: [imp.as_node(v, "a branch output")
+                          for v in imp.emit_graph(true_gm if side == "then" else false_gm, None, ops)],
+            (imp.new_id(),),
+            lambda t, e: TorchImportError(f"cond's branches return {t} and {e} values"))
 
 
 def convert_while(imp: Importer, cond_gm: Any, body_gm: Any, carried: Any, additional: Any) -> list[Any]:
@@ -71,30 +59,17 @@ def convert_while(imp: Importer, cond_gm: Any, body_gm: Any, carried: Any, addit
     fx = imp.fx
     init = [imp.as_node(v, "a loop-carried value") for v in carried]
     extra = list(additional)
-    uid = imp.new_id()
-    keys = [(uid, k) for k in range(len(init))]
+
+    def test(vals: list[Node]) -> Node:
+        out = imp.emit_graph(cond_gm, None, [*vals, *extra])
+        if len(out) != 1:
+            raise TorchImportError(f"while_loop's condition returns {len(out)} values, not one")
+        return _scalar_bool(imp, out[0])
+
+    def body(vals: list[Node]) -> list[Node]:
+        return [imp.as_node(v, "a loop body output") for v in imp.emit_graph(body_gm, None, [*vals, *extra])]
+
     with imp.inside(fx):
-        pre = imp.block
-        for key, v in zip(keys, init):
-            imp.ssa.set_value(key, pre, v)
-        jmp = imp.jump()
-        header = imp.new_block("loop", [jmp], seal=False)
-        imp.ssa.declare_assigned(header, keys)
-        imp.block = header
-        phis = [imp.ssa.get_value(key, header) for key in keys]
-        test = imp.emit_graph(cond_gm, None, [*phis, *extra])
-        if len(test) != 1:
-            raise TorchImportError(f"while_loop's condition returns {len(test)} values, not one")
-        on_false, on_true = imp.branch(_scalar_bool(imp, test[0]))
-        exit_block = imp.new_block("loop_exit", [on_false])
-        imp.block = imp.new_block("loop_body", [on_true])
-        vin = [imp.ssa.get_value(key, imp.block) for key in keys]
-        outs = [imp.as_node(v, "a loop body output") for v in imp.emit_graph(body_gm, None, [*vin, *extra])]
-        if len(outs) != len(init):
-            raise TorchImportError(f"while_loop's body returns {len(outs)} values for {len(init)} carried ones")
-        for key, v in zip(keys, outs):
-            imp.ssa.set_value(key, imp.block, v)
-        header.append_input(imp.jump())
-        imp.ssa.seal(header)
-    imp.block = exit_block
-    return [imp.ssa.get_value(key, exit_block) for key in keys]
+        return imp.while_loop(init, test, body, (imp.new_id(),),
+                              lambda got, want: TorchImportError(f"while_loop's body returns {got} values for "
+                                                                 f"{want} carried ones"))
