@@ -290,3 +290,10 @@ def test_docs_examples_run(tmp_path: Path, monkeypatch: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         importlib.import_module("docs_torch_examples")
+
+
+def test_a_missing_pt2_file_is_named_as_missing(tmp_path: Path) -> None:
+    from nexus.frontend.torch_pt2 import check_pt2
+
+    with pytest.raises(TorchImportError, match="no such file"):
+        check_pt2(str(tmp_path / "model.pt2"))

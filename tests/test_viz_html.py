@@ -134,6 +134,8 @@ def test_cli_html_and_errors(tmp_path, capsys) -> None:
     assert main(["viz", "seed:skip5_loop", "--run"]) == 1
     assert "--html" in capsys.readouterr().err
     assert main(["viz", "seed:ifelse", "--html", str(out), "-o", str(tmp_path / "x.svg")]) == 1
+    assert main(["viz", "seed:ifelse", "--html", str(tmp_path / "missing" / "x.html")]) == 1
+    assert "the directory" in capsys.readouterr().err and not (tmp_path / "missing").exists()
 
 
 def test_echoes_keep_constant_edges_inside_blocks() -> None:

@@ -61,6 +61,10 @@ def cmd_viz(args: argparse.Namespace) -> int:
         raise VizUsageError("--run and --input show a run in the viewer: add --html OUT.html or --serve")
     if args.output and viewer:
         raise VizUsageError("give either -o (a picture) or --html/--serve (the viewer), not both")
+    folder = os.path.dirname(args.html or "") or "."
+    if args.html and not os.path.isdir(folder):  # before the layout, which may take a while
+        print(f"nexus viz: cannot write {args.html}: the directory {folder} does not exist", file=sys.stderr)
+        return 1
     try:
         if not viewer:
             out = args.output or (os.path.splitext(os.path.basename(args.file.replace("seed:", "")))[0] + ".svg")

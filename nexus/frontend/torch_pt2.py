@@ -34,6 +34,8 @@ def check_pt2(path: str) -> None:
     without unpickling anything beyond tensors (see the module docstring)."""
     import torch
 
+    if not os.path.isfile(path):
+        raise TorchImportError(f"{path}: no such file")
     if not zipfile.is_zipfile(path):
         raise TorchImportError(f"{path}: not a .pt2 file (torch.export.save writes a zip archive)")
     with zipfile.ZipFile(path) as z:
