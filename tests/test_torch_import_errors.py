@@ -287,6 +287,7 @@ def test_docs_examples_run(tmp_path: Path, monkeypatch: Any) -> None:
     # a real module, which torch.export's tracing of the examples' classes can import
     (tmp_path / "docs_torch_examples.py").write_text("\n".join(re.findall(r"```python\n(.*?)```", text, re.S)))
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # the examples write files (model.pt2): not into the checkout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         importlib.import_module("docs_torch_examples")
