@@ -105,11 +105,7 @@ def _vjp_values(f: Any, args: Sequence[Any], argnums: tuple[int, ...], cts: Sequ
             raise ValueError("checkpoint= is implemented for mode='tape' (graph mode stores every iteration)")
         return checkpointed_vjp(g, args, argnums, cts, checkpoint, max_iterations)
     if mode == "tape":
-        tape, arg_ids, out_ids = tape_mode.record(g, args, argnums, max_iterations=max_iterations)
-        outs = [tape.values[i] for i in out_ids]
-        seeds = cts if cts is not None else [np.ones_like(o) for o in outs]
-        grads = tape_mode.backward(tape, out_ids, seeds, [arg_ids[i] for i in argnums])
-        return outs, grads
+        return tape_mode.vjp_values(g, args, argnums, cts, max_iterations)
     # Sequential: a gradient graph's independent heavy nodes are BLAS calls that use the
     # cores already; running them on the pool measured 1.1x-3.5x slower (bench/w4_grad.py).
     if cts is None:

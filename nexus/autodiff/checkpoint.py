@@ -17,16 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from nexus.autodiff.tape import Paused, Tape, _is_float, backward, run_from
-from nexus.ir.binding import signature
+from nexus.autodiff.tape import Paused, Record, backward, recorder, run_from
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 
-State = dict[Node, tuple[Any, bool]]  # node -> (current value, active)
-
-
-def _load(tape: Tape, state: State) -> dict[Node, int]:
-    return {n: tape.new_value(v, a) for n, (v, a) in state.items()}
+State = dict[Node, Any]  # node -> its current value
 
 
 def checkpointed_vjp(g: Graph, args: Sequence[Any], argnums: Sequence[int], cotangents: Sequence[Any] | None,
@@ -35,28 +30,26 @@ def checkpointed_vjp(g: Graph, args: Sequence[Any], argnums: Sequence[int], cota
     ones for every result), keeping a checkpoint every ``every`` block entries."""
     if every < 1:
         raise ValueError(f"checkpoint must be a positive number of block entries, got {every}")
-    state: State = {}
-    for i, v in enumerate(signature(g).convert(args)):
-        state[g.args[i]] = (v, i in argnums and _is_float(v))
-    start = dict(state)
+    rec = recorder(g, argnums)
+    h = rec.graph
+    values = rec.arguments(args)
+    state: State = dict(zip(h.args, values))
     # A value used only in its own block (and not by a Phi) is dead at every block entry:
     # the block recomputes it before any use, so checkpoints need not keep it.
-    live = {n for n in g.nodes() if any(u.block is not n.block or u.op.kind == "phi" for u in n.users)}
-    live.update(g.args)
+    live = {n for n in h.nodes() if any(u.block is not n.block or u.op.kind == "phi" for u in n.users)}
+    live.update(h.args)
 
     # Forward: segment by segment, keeping only the checkpoints.
     checkpoints: list[tuple[Block, int, State]] = []
-    block, edge = g.start_block, -1
+    block, edge = h.start_block, -1
     while True:
         checkpoints.append((block, edge, state))
-        tape = Tape()
-        res = run_from(tape, g, _load(tape, state), block, edge, every, max_iterations)
+        res = run_from(rec, None, dict(state), block, edge, every, max_iterations)
         if not isinstance(res, Paused):
-            outs = [tape.values[i] for i in res]
+            outs = res
             break
         block, edge = res.block, res.edge
-        state = {n: (tape.values[i], tape.active[i]) for n, i in res.env.items() if n in live}
-        del tape
+        state = {n: v for n, v in res.env.items() if n in live}
     seeds = list(cotangents) if cotangents is not None else [np.ones_like(o) for o in outs]
 
     # Reverse: re-run each segment from its checkpoint, last first.
@@ -64,25 +57,26 @@ def checkpointed_vjp(g: Graph, args: Sequence[Any], argnums: Sequence[int], cota
     n_segments = len(checkpoints)
     for k in range(n_segments - 1, -1, -1):
         block, edge, state = checkpoints.pop()
-        tape = Tape()
-        env = _load(tape, state)
-        leaves = dict(env)
+        records: list[Record] = []
         last = k == n_segments - 1
-        res = run_from(tape, g, env, block, edge, None if last else every, max_iterations)
+        res = run_from(rec, records, dict(state), block, edge, None if last else every, max_iterations)
         if last:
             assert not isinstance(res, Paused)
-            seed_ids, seed_cts = list(res), seeds
+            pairs = list(zip(res, seeds))
         else:
             assert isinstance(res, Paused)
             pairs = [(res.env[n], c) for n, c in ct_by_node.items()]
-            seed_ids, seed_cts = [i for i, _ in pairs], [c for _, c in pairs]
-        wrt = [(n, i) for n, i in leaves.items() if tape.active[i]]
-        grads = backward(tape, seed_ids, seed_cts, [i for _, i in wrt], zeros=False)
+        # Nodes holding one object (a Phi and its input) share its cotangent: one of them carries it.
+        leaves: dict[int, tuple[Node, Any]] = {}
+        for n, v in state.items():
+            if n in rec.active:
+                leaves.setdefault(id(v), (n, v))
+        wrt = list(leaves.values())
+        grads = backward(rec, records, pairs, [v for _, v in wrt], zeros=False)
         ct_by_node = {n: c for (n, _), c in zip(wrt, grads) if c is not None}
-        del tape, state
+        del records, state
     grads_out = []
     for i in argnums:
-        v = start[g.args[i]][0]
-        c = ct_by_node.get(g.args[i])
-        grads_out.append(np.zeros_like(v) if c is None else c)
+        c = ct_by_node.get(h.args[i]) if h.args[i] in rec.active else None
+        grads_out.append(np.zeros_like(values[i]) if c is None else c)
     return outs, grads_out

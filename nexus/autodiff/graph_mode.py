@@ -62,7 +62,35 @@ def vjp_graph(g: Graph, argnums: Sequence[int] = (0,), seed: str = "args") -> Gr
     return _Builder(g, tuple(argnums), seed).build()
 
 
-def _inline_calls(g: Graph) -> None:
+def active_values(g: Graph, argnums: Sequence[int]) -> set[Node]:
+    """Float values of ``g`` that depend on a differentiated argument; a GradError names
+    an active node that cannot be differentiated (a Call left after inlining, an op that
+    is not differentiable)."""
+    active = {g.args[i] for i in argnums if _float(g.args[i].type)}
+    nodes = [n for n in g.nodes() if not n.is_control and n.op.name != "Proj" or
+             (n.op.name == "Proj" and n.input(0).op.name not in ("Start", "Cond"))]
+    changed = True
+    while changed:
+        changed = False
+        for n in nodes:
+            if n in active or not _float(n.type):
+                continue
+            if any(v in active for v in n.inputs):
+                active.add(n)
+                changed = True
+    for n in active:
+        if n.op.kind == "phi" or n in g.args:
+            continue
+        if n.op.name == "Call":
+            raise GradError(f"{_where(n)}: autodiff cannot differentiate through a Call that cannot be "
+                            "inlined (a recursive call)")
+        if not n.op.differentiable and n.op.name not in ("Proj",):
+            raise GradError(f"{_where(n)}: gradient requested through op {n.op.name}, "
+                            "which is not differentiable")
+    return active
+
+
+def inline_calls(g: Graph) -> None:
     """Inline every Call (scripts calling scripts), so the reverse sees one CFG; a
     recursive call stays and is reported if a gradient must flow through it."""
     from nexus.passes.inline import can_inline, inline_call
@@ -125,37 +153,11 @@ class _Builder:
         self.argnums = argnums
         self.seed = seed
         self.g, _ = g.clone(f"{g.name}_vjp")
-        _inline_calls(self.g)
+        inline_calls(self.g)
         self.entry = self.g.start_block
         self.em = GraphEmitter(self.g, self.entry, self.entry)
 
     # --- analysis ------------------------------------------------------------------------
-    def _activity(self) -> set[Node]:
-        """Float values that depend on a differentiated argument."""
-        g = self.g
-        active = {g.args[i] for i in self.argnums if _float(g.args[i].type)}
-        nodes = [n for n in g.nodes() if not n.is_control and n.op.name != "Proj" or
-                 (n.op.name == "Proj" and n.input(0).op.name not in ("Start", "Cond"))]
-        changed = True
-        while changed:
-            changed = False
-            for n in nodes:
-                if n in active or not _float(n.type):
-                    continue
-                if any(v in active for v in n.inputs):
-                    active.add(n)
-                    changed = True
-        for n in active:
-            if n.op.kind == "phi" or n in g.args:
-                continue
-            if n.op.name == "Call":
-                raise GradError(f"{_where(n)}: graph mode cannot differentiate through a Call yet; "
-                                "inline the callee or use mode='tape'")
-            if not n.op.differentiable and n.op.name not in ("Proj",):
-                raise GradError(f"{_where(n)}: gradient requested through op {n.op.name}, "
-                                "which is not differentiable")
-        return active
-
     def _carried(self, active: set[Node]) -> list[Node]:
         """Active values whose adjoint crosses blocks: Phis, Phi inputs, values used in
         another block than their own."""
@@ -175,7 +177,7 @@ class _Builder:
         if not returns:
             raise GradError(f"graph @{g.name} never returns")
         self.cts: list[Node] = self._add_cotangent_args(returns[0]) if self.seed == "args" else []
-        self.active = self._activity()
+        self.active = active_values(self.g, self.argnums)
         self.carried = set(self._carried(self.active))
         self.ret_blocks = {r.block for r in returns}
         self.fresh = {b: {v for v in self.carried if _adjoint_zero_after(b, v)} for b in g.blocks}

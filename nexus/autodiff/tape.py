@@ -1,89 +1,227 @@
 """Tape mode (seed 002): run the graph forward while recording the dataflow nodes that
-actually execute as an acyclic graph, then run reverse mode on that record.
+actually execute, then run reverse mode over that record.
 
-Each executed node becomes one :class:`Record` keyed by ``(node, k)``, ``k`` counting
-that node's executions (its loop iteration).  Values are numbered; Phis only rename, so
-the record is the straight-line program the run performed, and reverse mode over it
-needs no knowledge of the control flow.  Calls are recorded inline.
+A :class:`Recorder` prepares a graph once per set of differentiated arguments: a copy
+with its calls inlined and placement dropped (tape mode runs on the host), the *active*
+nodes (float values that depend on a differentiated argument, as graph mode finds them)
+and, built on first need, each active node's VJP compiled to a Python function.
+
+The record of a run is a list of flat tuples ``(k, value, *inputs)``: the k-th active
+node ran and gave ``value``.  Phis only rename, so the record is the straight-line
+program the run performed, and its reverse needs no knowledge of the control flow.
+Cotangents are keyed by the identity of the value objects: the record keeps them alive,
+and no node's value is the same object as one of its inputs (the recording copies the
+value in that case), so a Phi's rename needs no bookkeeping.
+
+Where the time goes (issue 19): the forward is the python backend's generated function
+with one tuple appended per active node; the reverse makes, per record, one call of that
+node's VJP — the graph-mode rule emitted into a small graph of the node's static types,
+folded (``canonicalize``: no ``SumToLike`` of a value already of the target shape) and
+compiled by the python backend, so no rule logic runs per step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from nexus.autodiff.emit import EagerEmitter
+from nexus.autodiff.emit import GraphEmitter
+from nexus.autodiff.graph_mode import active_values, inline_calls
 from nexus.autodiff.vjp import vjp_rule
 from nexus.backends.base import NexusRuntimeError
+from nexus.backends.python import run
+from nexus.backends.python.codegen import fresh
+from nexus.backends.python.interpreter import prepare
 from nexus.ir.analysis import node_order
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
+from nexus.ir.opdef import OpTypeError
+from nexus.ir.types import TupleType
+from nexus.passes.manager import optimize
 
-# One executed active node: (node, input value ids, output value id).  A plain tuple:
-# the forward appends one per active node, so a class instance there cost a third of
-# the forward's time on small tensors.
-Record = tuple[Node, tuple[int, ...], int]
-
-
-@dataclass
-class Tape:
-    """The acyclic record of one forward run."""
-
-    values: list[Any] = field(default_factory=list)
-    active: list[bool] = field(default_factory=list)
-    records: list[Record] = field(default_factory=list)
-
-    def new_value(self, value: Any, active: bool) -> int:
-        self.values.append(value)
-        self.active.append(active)
-        return len(self.values) - 1
+Record = tuple[Any, ...]  # (k, value, *inputs)
+# A compiled VJP: fn(limit, *inputs, value, cotangent) (a multi-output op: fn(limit, *inputs,
+# *cotangents of the parts that have one)), the inputs it gives cotangents to, and whether
+# it returns one value rather than a tuple.
+Vjp = tuple[Callable[..., Any], tuple[int, ...], bool]
 
 
-def _is_float(value: Any) -> bool:
-    """Whether a value can carry a gradient (a float tensor, or a tuple holding one)."""
-    if isinstance(value, tuple):
-        return any(_is_float(v) for v in value)
-    return isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind == "f"
+class Recorder:
+    """``g`` prepared for tape mode with respect to the arguments ``argnums``."""
+
+    def __init__(self, g: Graph, argnums: tuple[int, ...]):
+        h, _ = g.clone(f"{g.name}_tape")
+        inline_calls(h)
+        for n in h.nodes():
+            if n.attrs and ("device" in n.attrs or "machine" in n.attrs):
+                n.attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
+        self.graph = h
+        self.active = active_values(h, argnums)
+        self.argnums = argnums
+        self.nodes = [n for n in h.nodes() if n in self.active and n.op.kind != "phi" and n not in h.args]
+        self.index = {n: k for k, n in enumerate(self.nodes)}
+        self.wants = [tuple(v in self.active for v in n.inputs) for n in self.nodes]
+        # For a Proj of a multi-output value: (part, number of parts); else None.
+        self.part: list[tuple[int, int] | None] = [
+            (n.attrs["num"], len(n.input(0).type.elems))  # type: ignore[attr-defined]
+            if n.op.name == "Proj" and isinstance(n.input(0).type, TupleType) else None for n in self.nodes]
+        self._vjps: dict[Any, Vjp] = {}
+
+    def arguments(self, args: Sequence[Any]) -> list[Any]:
+        """The converted arguments; a differentiated one that is the same object as
+        another argument is copied, so that each has its own cotangent."""
+        values = signature(self.graph).convert(args)
+        for i in self.argnums:
+            if any(values[i] is v for j, v in enumerate(values) if j != i):
+                values[i] = fresh(values[i])
+        return values
+
+    def record(self, values: Sequence[Any], max_iterations: int | None) -> tuple[list[Record], list[Any]]:
+        """Run the graph on converted ``values``: the record and the results."""
+        p = prepare(self.graph)
+        gen = p.recording(max_iterations is not None, self.nodes)
+        records: list[Record] = []
+        try:
+            res = gen.fn(max_iterations, records.append, *values)
+        except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
+            err = p.failure(e)
+            if err is e:
+                raise
+            raise err from e
+        return records, list(res) if len(self.graph.result_types) != 1 else [res]
+
+    def vjp(self, k: int, mask: tuple[bool, ...] | None = None) -> Vjp:
+        """The compiled VJP of the k-th active node (of a multi-output node: for the parts
+        ``mask`` says have a cotangent)."""
+        key = k if mask is None else (k, mask)
+        hit = self._vjps.get(key)
+        if hit is None:
+            hit = self._vjps[key] = self._build_vjp(self.nodes[k], self.wants[k], mask)
+        return hit
+
+    def _build_vjp(self, n: Node, wants: tuple[bool, ...], mask: tuple[bool, ...] | None) -> Vjp:
+        ins_t = [v.type for v in n.inputs]
+        if mask is not None:
+            parts = n.type.elems  # type: ignore[attr-defined]
+            types = [*ins_t, *(t for t, m in zip(parts, mask) if m)]
+        else:
+            types = [*ins_t, n.type, n.type]
+        h = Graph(f"vjp_{n.op.name}", types)
+        em = GraphEmitter(h, h.start_block)
+        ins = h.args[:len(ins_t)]
+        out: Any
+        gout: Any
+        if mask is not None:
+            it = iter(h.args[len(ins_t):])
+            out, gout = None, [next(it) if m else None for m in mask]  # multi-output rules read no value
+        else:
+            out, gout = h.args[-2], h.args[-1]
+        try:
+            grads = vjp_rule(n.op.name)(em, n, ins, out, gout, list(wants))
+        except OpTypeError as e:
+            raise NexusRuntimeError(f"its VJP rule failed: {e}", n) from e
+        targets = tuple(i for i, (gi, w) in enumerate(zip(grads, wants)) if w and gi is not None)
+        h.end_block.append_input(h.add("Return", [grads[i] for i in targets], h.start_block))
+        optimize(h, "canonicalize")
+        return prepare(h).variant(False, "off").fn, targets, len(targets) == 1
 
 
-def record(g: Graph, args: Sequence[Any], argnums: Sequence[int], *,
-           max_iterations: int | None = None) -> tuple[Tape, list[int], list[int]]:
-    """Run ``g`` on ``args``; returns the tape, the value ids of the arguments and of the
-    results.  Arguments in ``argnums`` (and float values computed from them) are active."""
-    tape = Tape()
-    arg_ids = []
-    for i, v in enumerate(signature(g).convert(args)):
-        arg_ids.append(tape.new_value(v, i in argnums and _is_float(v)))
-    out = _run(tape, g, arg_ids, max_iterations)
-    return tape, arg_ids, out
+def recorder(g: Graph, argnums: Sequence[int]) -> Recorder:
+    """The (cached) :class:`Recorder` of ``g`` for ``argnums``."""
+    cache: dict[tuple[int, ...], Recorder] = g.cached("autodiff.tape", lambda _: {})
+    key = tuple(argnums)
+    rec = cache.get(key)
+    if rec is None:
+        rec = cache[key] = Recorder(g, key)
+    return rec
 
 
-@dataclass
-class Paused:
-    """Where a run stopped after its step budget: the block about to be entered, the
-    edge it is entered by, and the value ids of every node computed so far."""
-
-    block: Block
-    edge: int
-    env: dict[Node, int]
-
-
-def _run(tape: Tape, g: Graph, arg_ids: list[int], max_iterations: int | None) -> list[int]:
-    out = run_from(tape, g, dict(zip(g.args, arg_ids)), g.start_block, -1, None, max_iterations)
-    assert not isinstance(out, Paused)
+def backward(rec: Recorder, records: Sequence[Record], seeds: Sequence[tuple[Any, Any]], wrt: Sequence[Any],
+             zeros: bool = True) -> list[Any]:
+    """Reverse mode over ``records``: the cotangents of the values ``wrt`` given the
+    cotangents of some values (``seeds``: pairs (value, cotangent or None)); a value that
+    got none has zeros, or None when ``zeros`` is false."""
+    ct: dict[int, Any] = {}
+    for v, c in seeds:
+        if c is not None:
+            c = np.asarray(c, dtype=np.asarray(v).dtype)
+            ct[id(v)] = ct[id(v)] + c if id(v) in ct else c
+    pop, get, part, vjps = ct.pop, ct.get, rec.part, rec._vjps
+    for r in reversed(records):
+        g = pop(id(r[1]), None)
+        if g is None:
+            continue
+        k = r[0]
+        p = part[k]
+        if p is not None:  # a part of a multi-output value: collect per part
+            parts = ct.setdefault(id(r[2]), [None] * p[1])
+            parts[p[0]] = g if parts[p[0]] is None else parts[p[0]] + g
+            continue
+        if isinstance(g, list):  # the parts of a multi-output value
+            fn, targets, single = rec.vjp(k, tuple(x is not None for x in g))
+            args = (*r[2:], *(x for x in g if x is not None))
+        else:
+            hit = vjps.get(k)
+            fn, targets, single = hit if hit is not None else rec.vjp(k)
+            args = (*r[2:], r[1], g)
+        try:
+            grads = fn(None, *args)
+        except Exception as e:  # noqa: BLE001  (a failing VJP is reported with its node)
+            raise NexusRuntimeError(f"in its VJP: {type(e).__name__}: {e}", rec.nodes[k]) from e
+        if single:
+            grads = (grads,)
+        for j, gi in zip(targets, grads):
+            key = id(r[2 + j])
+            old = get(key)
+            ct[key] = gi if old is None else old + gi
+    out: list[Any] = []
+    for v in wrt:
+        c = ct.get(id(v))
+        if c is None:
+            if not zeros:
+                out.append(None)
+                continue
+            c = np.zeros_like(v)
+        out.append(np.asarray(c, dtype=np.asarray(v).dtype)[()] if np.ndim(v) == 0 else np.asarray(c))
     return out
 
 
-# How run_from treats a node: skipped, a jump, a branch, a return, a call, a kernel.
-_SKIP, _JMP, _COND, _RET, _CALL, _KERNEL = range(6)
-Step = tuple[int, Node, Any, dict[str, Any], tuple[Node, ...]]
+def vjp_values(g: Graph, args: Sequence[Any], argnums: Sequence[int], cts: Sequence[Any] | None,
+               max_iterations: int | None) -> tuple[list[Any], list[Any]]:
+    """Results of ``g(*args)`` and the cotangents of ``args[argnums]`` (``cts=None``: ones
+    for every result), by recording one run."""
+    rec = recorder(g, argnums)
+    values = rec.arguments(args)
+    records, outs = rec.record(values, max_iterations)
+    seeds = cts if cts is not None else [np.ones_like(o) for o in outs]
+    grads = backward(rec, records, list(zip(outs, seeds)), [values[i] for i in argnums])
+    for j, i in enumerate(argnums):
+        if rec.graph.args[i] not in rec.active:  # not a float: its gradient is zero
+            grads[j] = np.zeros_like(grads[j])
+    return outs, grads
 
 
-def _steps(block: Block) -> tuple[list[Node], list[Step]]:
+# --- resumable runs (checkpointed tape mode) ------------------------------------------------
+@dataclass
+class Paused:
+    """Where a run stopped after its step budget: the block about to be entered, the
+    edge it is entered by, and the value of every node computed so far."""
+
+    block: Block
+    edge: int
+    env: dict[Node, Any]
+
+
+# How run_from treats a node: a jump, a branch, a return, a call, a kernel.
+_JMP, _COND, _RET, _CALL, _KERNEL = range(5)
+Step = tuple[int, Node, Any, dict[str, Any], tuple[Node, ...], Any]
+
+
+def _steps(block: Block, index: dict[Node, int]) -> tuple[list[Node], list[Step]]:
     """The Phis of ``block`` and what to do for each of its other nodes, in order."""
     order = node_order(block)
     phis = [n for n in order if n.op.kind == "phi"]
@@ -94,114 +232,59 @@ def _steps(block: Block) -> tuple[list[Node], list[Step]]:
                 name == "Proj" and n.input(0).op.name in ("Cond", "Start")):
             continue
         kind = {"Jmp": _JMP, "Cond": _COND, "Return": _RET, "Call": _CALL}.get(name, _KERNEL)
-        attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
-        steps.append((kind, n, n.op.kernel, attrs, tuple(n.inputs)))
+        extra: Any = index.get(n)
+        if kind == _COND:  # the Projs taken when the condition is false and true
+            extra = sorted((u for u in n.users if u.op.name == "Proj"), key=lambda u: u.attrs["num"])
+        steps.append((kind, n, n.op.kernel, dict(n.attrs), tuple(n.inputs), extra))
     return phis, steps
 
 
-def run_from(tape: Tape, g: Graph, env: dict[Node, int], block: Block, edge: int, max_steps: int | None,
-             max_iterations: int | None) -> list[int] | Paused:
-    """Run ``g`` from entering ``block`` by ``edge`` with the values ``env``, recording on
-    ``tape``; the result ids, or where it paused after entering ``max_steps`` blocks."""
+def run_from(rec: Recorder, records: list[Record] | None, env: dict[Node, Any], block: Block, edge: int,
+             max_steps: int | None, max_iterations: int | None) -> list[Any] | Paused:
+    """Interpret ``rec``'s graph from entering ``block`` by ``edge`` with the values ``env``,
+    appending to ``records`` (unless None); the results, or where it paused after entering
+    ``max_steps`` blocks.  (Slower than :meth:`Recorder.record`, but it can pause.)"""
     steps = 0
     plans: dict[Block, tuple[list[Node], list[Step]]] = {}
-    values, active, records = tape.values, tape.active, tape.records
     while True:
         if max_steps is not None and steps >= max_steps:
             return Paused(block, edge, env)
         steps += 1
         if max_iterations is not None and steps > max_iterations:
-            raise NexusRuntimeError(f"graph @{g.name} entered more than {max_iterations} blocks (max_iterations)")
+            raise NexusRuntimeError(f"graph @{rec.graph.name} entered more than {max_iterations} blocks "
+                                    "(max_iterations)")
         plan = plans.get(block)
         if plan is None:
-            plan = plans[block] = _steps(block)
+            plan = plans[block] = _steps(block, rec.index)
         phis, todo = plan
         if phis:
             new = [env[p.input(edge)] for p in phis]
             env.update(zip(phis, new))
         exit_value: Node | None = None
-        for kind, n, kernel, attrs, inputs in todo:
+        for kind, n, kernel, attrs, inputs, extra in todo:
             if kind == _KERNEL:
-                ins = tuple([env[v] for v in inputs])
+                ins = [env[v] for v in inputs]
                 if kernel is None:
                     raise NexusRuntimeError("this op has no kernel", n)
                 try:
-                    value = kernel(*[values[i] for i in ins], **attrs)
+                    value = kernel(*ins, **attrs)
                 except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
                     raise NexusRuntimeError(f"{type(e).__name__}: {e}", n) from e
-                values.append(value)
-                out = env[n] = len(values) - 1
-                if any([active[i] for i in ins]) and _is_float(value):
-                    active.append(True)
-                    if not n.op.differentiable and n.op.name != "Proj":
-                        raise NexusRuntimeError("gradient requested through an op that is not differentiable", n)
-                    records.append((n, ins, out))
-                else:
-                    active.append(False)
+                if extra is not None and records is not None:
+                    if any(value is x for x in ins):
+                        value = fresh(value)
+                    records.append((extra, value, *ins))
+                env[n] = value
             elif kind == _JMP:
                 exit_value = n
             elif kind == _COND:
-                taken = int(bool(values[env[n.input(0)]]))
-                exit_value = next(u for u in n.users if u.op.name == "Proj" and u.attrs["num"] == taken)
+                exit_value = extra[int(bool(env[n.input(0)]))]
             elif kind == _RET:
                 return [env[v] for v in n.inputs]
-            else:
-                outs = _run(tape, n.attrs["callee"], [env[v] for v in n.inputs], max_iterations)
-                if len(outs) == 1:
-                    env[n] = outs[0]
-                else:  # several results: a tuple value that Projs read (no gradient through it)
-                    env[n] = tape.new_value(tuple(values[i] for i in outs), False)
+            else:  # a call left after inlining (recursive): no gradient flows through it
+                res = run(n.attrs["callee"], *[env[v] for v in n.inputs], max_iterations=max_iterations)
+                env[n] = res
         if exit_value is None:
             raise NexusRuntimeError(f"block ^{block.name} has no terminator")
         (block, edge), = [(u, i) for u, i in exit_value.uses if isinstance(u, Block)]
-
-
-def backward(tape: Tape, outs: Sequence[int], cotangents: Sequence[Any], wrt: Sequence[int],
-             zeros: bool = True) -> list[Any]:
-    """Reverse mode over the tape: the cotangents of the values ``wrt`` given those of
-    ``outs`` (those that got none: zeros, or None when ``zeros`` is false)."""
-    e = EagerEmitter()
-    ct: dict[int, Any] = {}
-    for o, c in zip(outs, cotangents):
-        if tape.active[o] and c is not None:
-            ct[o] = ct[o] + c if o in ct else np.asarray(c, dtype=np.asarray(tape.values[o]).dtype)
-    values, active = tape.values, tape.active
-    rules: dict[str, Any] = {}
-    for node, rins, rout in reversed(tape.records):
-        g = ct.pop(rout, None)
-        if g is None:
-            continue
-        name = node.op.name
-        if name == "Proj":  # a part of a multi-output op: collect per part
-            (src,) = rins
-            parts = ct.setdefault(src, [None] * len(values[src]))
-            k = node.attrs["num"]
-            parts[k] = g if parts[k] is None else parts[k] + g
-            continue
-        wants = [active[i] for i in rins]
-        rule = rules.get(name)
-        if rule is None:
-            rule = rules[name] = vjp_rule(name)
-        try:
-            grads = rule(e, node, [values[i] for i in rins], values[rout], g, wants)
-        except NexusRuntimeError:
-            raise
-        except Exception as err:
-            raise NexusRuntimeError(f"in its VJP: {type(err).__name__}: {err}", node) from err
-        for i, gi in zip(rins, grads):
-            if gi is None or not active[i]:
-                continue
-            ct[i] = ct[i] + gi if i in ct else gi
-    out: list[Any] = []
-    for i in wrt:
-        v = tape.values[i]
-        c = ct.get(i)
-        if c is None:
-            if not zeros:
-                out.append(None)
-                continue
-            c = np.zeros_like(v)
-        out.append(np.asarray(c, dtype=np.asarray(v).dtype)[()] if np.ndim(v) == 0 else np.asarray(c))
-    return out
-
 

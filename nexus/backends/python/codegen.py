@@ -14,6 +14,12 @@ Values live in local variables (CPython's fast-locals array: the slot array of s
 
 Every generated line that runs a node is recorded, so an exception's traceback line
 names the node (:meth:`Generated.node_at`).
+
+A *recording* variant (tape-mode autodiff) takes a second parameter ``_tape``, a callable
+given ``(k, value, *inputs)`` after the k-th of the recorded nodes runs; it runs every node
+in this thread and never updates a value in place (the tape keeps the values), and a value
+that is the same object as one of its inputs (``x if c else y``, a no-op cast) is replaced
+by a fresh one (``_fresh``), so that a value's identity names one node's execution.
 """
 
 from __future__ import annotations
@@ -60,9 +66,12 @@ class Generated:
 
 
 class _Gen:
-    def __init__(self, plan: Plan, count: bool, parallel: str, hooks: dict[str, Any]):
+    def __init__(self, plan: Plan, count: bool, parallel: str, hooks: dict[str, Any],
+                 record: dict[Node, int] | None = None):
         self.plan = plan
         self.count = count
+        self.tape = record is not None  # a recording variant
+        self.record = record or {}
         self.parallel = parallel  # "on", "off" or "auto"
         self.blas_parallel: bool | None = None  # asked on first need (threadpoolctl is slow)
         self.pool_off = False
@@ -72,6 +81,7 @@ class _Gen:
         self.pending: list[Block] = []
         self.inplace: set[Node] = set()  # SetItem nodes that may update their data in place
         self.ns["_setitem_owned"] = setitem_owned
+        self.ns["_fresh"] = fresh
         self.ns["_i64"] = np.int64  # lowering rules that must give an i64 scalar (ArgMax)
         for i, a in enumerate(plan.args):
             self.names[a] = f"a{i}"
@@ -137,7 +147,7 @@ class _Gen:
             n = nodes[0]
             # A subscript assignment whose old value dies here may write into it (the
             # kernel still copies when another variable, view or the caller holds it).
-            if len(nodes) == 1 and n.op.name == "SetItem" and last.get(n.input(0)) == s \
+            if len(nodes) == 1 and n.op.name == "SetItem" and last.get(n.input(0)) == s and not self.tape \
                     and n.input(0) not in bp.live_out and n.input(0) not in n.inputs[1:]:
                 self.inplace.add(n)
         dead0 = [p for p in bp.phis if p not in last and p not in bp.live_out and self.freeable(p)]
@@ -192,6 +202,8 @@ class _Gen:
         for n in nodes:
             if n not in pooled[1:]:
                 out.append((ind, self.inline(n), n))
+                if n in self.record:
+                    out.append((ind, self.recording(n), n))
         # Join the last submitted first: the workers take the queue from the front, so this
         # thread steals from the back and the two meet in the middle (W6: 1.26x -> see bench).
         for n in reversed(pooled[1:]):
@@ -210,6 +222,14 @@ class _Gen:
             else:
                 expr = f"{self.kernel(n)}({', '.join(args)})"
         return f"{self.var(n)} = {expr}  # {_label(n)}"
+
+    def recording(self, n: Node) -> str:
+        """The lines that hand a recorded node's execution to ``_tape``."""
+        v = self.var(n)
+        args = [self.var(x) for x in n.inputs]
+        same = " or ".join(f"{v} is {a}" for a in dict.fromkeys(args))
+        fresh = f"if {same}: {v} = _fresh({v})\n" if same else ""
+        return f"{fresh}_tape(({', '.join([str(self.record[n]), v, *args])}))"
 
     def terminator(self, bp: BlockPlan, ind: int, out: list[Line]) -> None:
         term = bp.term
@@ -264,7 +284,7 @@ class _Gen:
         if regions:
             body.append((1, "while True:", None))
             body.extend(_dispatch(list(range(len(regions))), regions, 2))
-        params = ", ".join(["_lim", *(self.names[a] for a in self.plan.args)])
+        params = ", ".join(["_lim", *(["_tape"] if self.tape else []), *(self.names[a] for a in self.plan.args)])
         consts = ", ".join(f"{self.names[c]}=_K{i}" for i, c in enumerate(self.plan.consts))
         header = f"def _nexus_{_ident(g.name)}({params}{', *, ' + consts if consts else ''}):"
         lines = [header]
@@ -337,6 +357,15 @@ def _placed(n: Node) -> bool:
     return bool(device) and (n.op.name == "Memcpy" or not str(device).upper().lstrip("/").startswith("CPU"))
 
 
+def fresh(v: Any) -> Any:
+    """A new object with the value of ``v`` (an array: a view of the same memory)."""
+    if isinstance(v, np.ndarray):
+        return v.view()
+    if isinstance(v, np.generic):
+        return v.copy()
+    return v * 1.0  # a Python float: float * 1.0 is always a new object, -0.0 and NaN kept
+
+
 def _const_value(c: Node) -> Any:
     value = c.attrs["value"]
     return value[()] if getattr(value, "ndim", 1) == 0 else value
@@ -348,10 +377,15 @@ def _ident(name: str) -> str:
     return "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in name)
 
 
-def generate(plan: Plan, *, count: bool, parallel: str, hooks: dict[str, Any]) -> Generated:
+def generate(plan: Plan, *, count: bool, parallel: str, hooks: dict[str, Any],
+             record: dict[Node, int] | None = None) -> Generated:
     """Compile ``plan`` into a Python function.  ``hooks`` are the runtime helpers the
-    generated code calls (``_error``, ``_too_many``, ``_call``, ``_submit``, ...)."""
-    gen = _Gen(plan, count, parallel, hooks)
+    generated code calls (``_error``, ``_too_many``, ``_call``, ``_submit``, ...);
+    ``record`` makes a recording variant (see the module docstring) numbering the nodes
+    to record."""
+    if record is not None and parallel != "off":
+        raise ValueError("a recording variant runs sequentially (parallel='off')")
+    gen = _Gen(plan, count, parallel, hooks, record)
     source, line_nodes = gen.function()
     filename = f"<nexus @{plan.graph.name} #{next(_serial)}>"
     gen.ns["_par"] = {"on": True, "off": False}.get(parallel)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -27,6 +27,7 @@ from nexus.backends.python.plan import PlanError, make_plan
 from nexus.backends.python.pool import cores, get_pool
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
+from nexus.ir.node import Node
 from nexus.passes.placement import Place, PlacementError, needs_placement
 
 
@@ -84,7 +85,7 @@ class Prepared:
             self.plan = make_plan(g)
         except PlanError as e:
             raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
-        self.variants: dict[tuple[bool, str], Generated] = {}
+        self.variants: dict[tuple[bool, Any], Generated] = {}
 
     def variant(self, count: bool, parallel: str) -> Generated:
         key = (count, parallel)
@@ -92,6 +93,27 @@ class Prepared:
         if gen is None:
             gen = self.variants[key] = generate(self.plan, count=count, parallel=parallel, hooks=_HOOKS)
         return gen
+
+    def recording(self, count: bool, nodes: Sequence[Node]) -> Generated:
+        """The sequential variant ``fn(limit, tape, *args)`` that calls ``tape((k, value,
+        *inputs))`` after ``nodes[k]`` runs (tape-mode autodiff; see the codegen module)."""
+        if self.plan.graph is not self.graph:
+            raise NexusRuntimeError(f"graph @{self.graph.name}: a graph that needs placement cannot be recorded")
+        key = (count, tuple(nodes))
+        gen = self.variants.get(key)
+        if gen is None:
+            record = {n: k for k, n in enumerate(nodes)}
+            gen = self.variants[key] = generate(self.plan, count=count, parallel="off", hooks=_HOOKS, record=record)
+        return gen
+
+    def failure(self, e: Exception) -> Exception:
+        """What to raise for an exception out of this graph's generated code: a
+        :class:`NexusRuntimeError` naming the node whose line raised it."""
+        if isinstance(e, NexusRuntimeError):
+            if e.node is None and isinstance(e, _IterationLimit):
+                return NexusRuntimeError(f"graph @{self.graph.name}: {e}")
+            return e
+        return self.locate(e)
 
     def locate(self, e: BaseException) -> NexusRuntimeError:
         """Wrap a kernel's exception, naming the node whose generated line raised it."""
@@ -146,12 +168,11 @@ class PythonExecutable(Executable):
         values = self.convert(args)
         try:
             return self.fn(self.max_iterations, *values)
-        except NexusRuntimeError as e:
-            if e.node is None and isinstance(e, _IterationLimit):
-                raise NexusRuntimeError(f"graph @{self.graph.name}: {e}") from None
-            raise
         except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
-            raise self.prepared.locate(e) from e
+            err = self.prepared.failure(e)
+            if err is e:
+                raise
+            raise err from (None if isinstance(e, NexusRuntimeError) else e)
 
     def source(self) -> str:
         return source(self.graph, max_iterations=self.max_iterations is not None, parallel=self.parallel)
