@@ -52,13 +52,15 @@ def _peak(fn: Callable[[], Any]) -> int:
 def test_checkpoint_peak_memory_grows_like_sqrt_t() -> None:
     g = rnn(batched=True)
     peaks: dict[tuple[str, int], int] = {}
+    for every in (None, 4):  # warm up: the first call compiles the recorder and the VJPs, once
+        nx.grad(g, argnums=(1, 2, 3), mode="tape", checkpoint=every)(*_rnn_args(8))
     for T in (128, 512):
         args = _rnn_args(T)
         every = int(math.sqrt(2 * T))  # two block entries per iteration
         peaks["full", T] = _peak(lambda args=args: nx.grad(g, argnums=(1, 2, 3), mode="tape")(*args))
         peaks["ckpt", T] = _peak(lambda args=args, every=every: nx.grad(
             g, argnums=(1, 2, 3), mode="tape", checkpoint=every)(*args))
-    # (measured: full 1.0 -> 3.5 MB, checkpointed 0.24 -> 0.42 MB)
+    # (measured: full 0.66 -> 2.5 MB, checkpointed 0.14 -> 0.22 MB)
     assert peaks["full", 512] > 3.2 * peaks["full", 128]  # storing everything: linear in T
     assert peaks["ckpt", 512] < 2.5 * peaks["ckpt", 128]  # checkpoints: about sqrt(T)
     assert peaks["ckpt", 512] < peaks["full", 512] / 5
