@@ -110,8 +110,9 @@ def read(fe: FunctionEmitter, a: Ahead, dummy: ir.Value) -> ir.Value:
     ok: ir.Value = ir.Constant(ir.IntType(1), 1)
     idx = []
     for v, dim in zip(a.index, root.dims):
-        i = fe.vals[v]
-        signed = kind(v.type.dtype) == "i"  # type: ignore[union-attr]
+        i, t = fe.vals[v], v.type
+        assert isinstance(t, TensorType)  # _scalar_index made sure
+        signed = kind(t.dtype) == "i"
         if i.type.width < 64:
             i = b.sext(i, I64) if signed else b.zext(i, I64)
         if signed:  # a select is fine here: this runs once per entry into the loop
