@@ -176,7 +176,7 @@ def _address(a: np.ndarray) -> int:
     object on each use (~0.75 us, five of them a call for the NMS kernel); a ctypes view of
     the buffer costs a fifth of that.  Read-only and empty arrays have no such view."""
     try:
-        return _addressof(_char_at(a))
+        return _addressof(_char_at(a))  # type: ignore[arg-type]  # an ndarray exports its buffer
     except (TypeError, ValueError):
         return int(a.ctypes.data)
 
