@@ -155,6 +155,27 @@ def test_read_ahead_of_an_empty_argument_when_the_loop_does_not_run() -> None:
         exe(x, w, 0, 1)
 
 
+_TABLE = np.array([[0.5, 1.5], [2.5, 3.5], [4.5, 5.5]], np.float32)
+
+
+@nx.script
+def _lookup(i: int, n: int):
+    s = 0.0
+    for m in range(n):
+        s += float(_TABLE[i, 1]) * m
+    return s
+
+
+def test_elements_of_a_constant_array_are_read_ahead() -> None:
+    g = _lookup.graph_for(0, 0)
+    assert _plan_sizes(g) == [1]
+    exe = nx.compile(g, backend="llvm")
+    assert isinstance(exe, LLVMExecutable)
+    for i in (-4, -3, -1, 0, 2, 3):
+        for n in (0, 1, 4):
+            assert _native(exe, i, n) == _python(_lookup.fn, i, n), (i, n)
+
+
 def test_nms_loop_reads_the_current_box_ahead() -> None:
     from bench.w5_llvm import nms_kept
     from nexus.backends.llvm.partition import Partitioned

@@ -14,9 +14,10 @@ does, so LLVM hoists it out of the loop.  The Gather still checks its index wher
 stands and fails there as before; once its check (and those of the Gathers it indexes
 into) has passed, the indices were in bounds, so the value read ahead is the element.
 
-Only elements of arguments (directly or through a chain of scalar Gathers, ``boxes[i][0]``)
-with indices defined outside the loop: the function never writes an argument (a Phi
-copies one in), so the element read at the header is the one the Gather would load.
+Only elements of arguments and constant arrays (directly or through a chain of scalar
+Gathers, ``boxes[i][0]``) defined outside the loop, with indices defined outside it: the
+function never writes those buffers (a Phi copies one in, a SetItem copies one first), so
+the element read at the header is the one the Gather would load.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Ahead:
-    """A scalar Gather ``node`` whose element of the argument ``root`` is read ahead;
+    """A scalar Gather ``node`` whose element of ``root`` (an argument or constant) is read ahead;
     ``index`` holds the index node for each axis of ``root``."""
 
     node: Node
@@ -52,8 +53,13 @@ def _scalar_index(v: Node) -> bool:
     return isinstance(t, TensorType) and t.shape == () and kind(t.dtype) in "iu"
 
 
+def _read_only(v: Node, args: set[Node]) -> bool:
+    """Whether ``v``'s buffer is never written: an argument's or a constant array's."""
+    return v in args or v.op.name == "Constant"
+
+
 def _chain(n: Node, args: set[Node]) -> Ahead | None:
-    """``n`` as an element of an argument, or None where it is not one."""
+    """``n`` as an element of an argument or constant, or None where it is not one."""
     gathers = []
     v = n
     while v.op.name == "Gather":
@@ -62,7 +68,7 @@ def _chain(n: Node, args: set[Node]) -> Ahead | None:
         gathers.append(v)
         v = v.input(0)
     t = v.type
-    if v not in args or not isinstance(t, TensorType) or t.shape is None or len(t.shape) != len(gathers):
+    if not _read_only(v, args) or not isinstance(t, TensorType) or t.shape is None or len(t.shape) != len(gathers):
         return None
     remaining = list(range(len(t.shape)))  # axes of the root not indexed yet
     index: list[Node | None] = [None] * len(t.shape)
@@ -77,14 +83,16 @@ def _chain(n: Node, args: set[Node]) -> Ahead | None:
 
 def plan(g: Graph) -> dict[Block, list[Ahead]]:
     """Loop header -> the elements read ahead at its top: each scalar Gather of an argument
-    inside a loop goes to the outermost loop that its indices are defined outside of."""
+    or constant inside a loop goes to the outermost loop that its indices (and the array)
+    are defined outside of."""
     forest = loop_forest(g)
     if not forest.loops:
         return {}
     args = set(g.args)
     out: dict[Block, list[Ahead]] = {}
     for n in g.nodes():
-        if n.op.name != "Gather" or n.block is None or n.input(0).op.name != "Gather" and n.input(0) not in args:
+        if n.op.name != "Gather" or n.block is None or (n.input(0).op.name != "Gather"
+                                                         and not _read_only(n.input(0), args)):
             continue
         lp = forest.loop_of(n.block)
         if lp is None:
@@ -94,7 +102,7 @@ def plan(g: Graph) -> dict[Block, list[Ahead]]:
             continue
         best = None
         while lp is not None:
-            if all(i.block is not None and i.block not in lp.blocks for i in a.index):
+            if all(v.block is not None and v.block not in lp.blocks for v in (*a.index, a.root)):
                 best = lp
             lp = lp.parent
         if best is not None:
@@ -121,4 +129,6 @@ def read(fe: FunctionEmitter, a: Ahead, dummy: ir.Value) -> ir.Value:
         idx.append(i)
     et = mem_type(root.dtype)
     at = b.gep(root.ptr, [linear(b, idx, root.dims)], source_etype=et)
+    if dummy.type != at.type:  # llvmlite types a global's address (IR text: both are ``ptr``)
+        dummy = b.bitcast(dummy, at.type)
     return to_reg(b, b.load(b.select(ok, at, dummy), typ=et), root.dtype)
