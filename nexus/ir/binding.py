@@ -101,7 +101,25 @@ class Signature:
             lines.append(f"    if not ({guard}): {a} = _slow({k}, {a})")
         values = ", ".join(f"a{k}" for k in range(n))
         if shared:
-            lines.append(f"    _bind(_g, [{values}])")
+            # A symbol sizing several dims: compare the sizes inline (the solver costs ~7 us
+            # a call) and let it name the conflict only when they differ; an expression
+            # (2*N) needs the solver every time.
+            first: dict[Any, str] = {}
+            differ: list[str] = []
+            solve = False
+            for k, t in enumerate(self.types):
+                for i, d in enumerate((t.shape or ()) if t is not None else ()):
+                    if isinstance(d, sympy.Symbol):
+                        if d in first:
+                            differ.append(f"a{k}.shape[{i}] != {first[d]}")
+                        else:
+                            first[d] = f"a{k}.shape[{i}]"
+                    elif not isinstance(d, int):
+                        solve = True
+            if solve:
+                lines.append(f"    _bind(_g, [{values}])")
+            elif differ:
+                lines.append(f"    if {' or '.join(differ)}: _bind(_g, [{values}])")
         lines.append(f"    return [{values}]")
         source = "\n".join(lines)
         code = _CODE.get(source)

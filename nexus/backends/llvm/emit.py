@@ -24,6 +24,7 @@ import sympy
 from llvmlite import ir
 
 from nexus.backends.base import lowering_table, register_lowering
+from nexus.backends.llvm import ahead
 from nexus.backends.llvm.coalesce import coalesce
 from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import (
@@ -48,6 +49,9 @@ from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType
 
 RULES = lowering_table(BACKEND)
+# Branch weight of the likely side where the other is a failure (1): LLVM lays the failure
+# blocks out of line and keeps them from shaping the hot code.
+COLD = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,16 @@ class ModuleEmitter:
             return self.declare(sym, t, [t] * nargs)
         return self.module.declare_intrinsic(f"llvm.{name}", [t], ir.FunctionType(t, [t] * nargs))
 
+    def dummy(self) -> ir.GlobalVariable:
+        """An 8-byte zero global of the module (see FunctionEmitter._dummy)."""
+        gv = self.module.globals.get("nexus.dummy")
+        if gv is None:
+            gv = ir.GlobalVariable(self.module, I64, "nexus.dummy")
+            gv.initializer = I64(0)
+            gv.linkage = "internal"
+            gv.align = 8
+        return gv
+
     def global_array(self, value: np.ndarray, dtype: str) -> ir.GlobalVariable:
         arr = np.ascontiguousarray(value).reshape(-1)
         et = mem_type(dtype)
@@ -180,6 +194,11 @@ class FunctionEmitter:
         # buffers allocated where a node runs (TopK), freed on exit; dims bound there
         self.slots: list[ir.Value] = []
         self.late: set[Any] = set()
+        # (index, dim, signed) -> (index, dim, checked index) of this block's bounds checks
+        # (the values are kept so that their ids stay theirs); see index()
+        self.checked: dict[tuple[int, int, bool], tuple[ir.Value, ir.Value, ir.Value]] = {}
+        # elements of arguments read ahead at loop headers (nexus.backends.llvm.ahead)
+        self.ahead: dict[Node, ir.Value] = {}
 
     # --- what rules use ---------------------------------------------------------------------
     def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
@@ -188,11 +207,50 @@ class FunctionEmitter:
         code = self.mod.error_code(Failure(exc, msg, node))
         bad = self.b.append_basic_block("fail")
         ok = self.b.append_basic_block("ok")
-        self.b.cbranch(cond, bad, ok)
+        # failing is the rare case: the weights keep the failure blocks out of the hot code
+        self.b.cbranch(cond, bad, ok).set_weights([1, COLD])
         self.b.position_at_end(bad)
         self.b.store(I32(code), self.status)
         self.b.branch(self.exit)
         self.b.position_at_end(ok)
+
+    def index(self, i: ir.Value, dim: ir.Value, signed: bool, node: Node, msg: str) -> ir.Value:
+        """``i`` as an in-bounds i64 index into an axis of ``dim`` elements, a negative one
+        counting from the end as NumPy's does; fails with IndexError(``msg``) otherwise.
+        The usual case, ``0 <= i < dim``, costs one unsigned compare: the negative case is
+        a cold block of its own (a select there would cost every access a few instructions).
+
+        Call it where the node stands, not inside a loop nest the rule emits: the checked
+        index is reused by the later nodes of the same block (``boxes[i, 0]``, ``boxes[i, 1]``
+        check ``i`` once), which LLVM cannot do across the cold blocks."""
+        key = (id(i), id(dim), signed)
+        if key in self.checked:
+            return self.checked[key][2]
+        b = self.b
+        i0 = i
+        if i.type.width < 64:
+            i = b.sext(i, I64) if signed else b.zext(i, I64)
+        if not signed:
+            self.fail(b.icmp_unsigned(">=", i, dim), node, "IndexError", msg)
+            self.checked[key] = (i0, dim, i)
+            return i
+        here = b.block
+        neg = b.append_basic_block("index.neg")
+        done = b.append_basic_block("index.ok")
+        b.cbranch(b.icmp_unsigned("<", i, dim), done, neg).set_weights([COLD, 1])
+        b.position_at_end(neg)
+        # i < 0 or i >= dim: i + dim is in range exactly when -dim <= i < 0 (as unsigned,
+        # i >= dim gives i + dim >= dim without wrapping, and i < -dim gives a huge value)
+        wrapped = b.add(i, dim)
+        self.fail(b.icmp_unsigned(">=", wrapped, dim), node, "IndexError", msg)
+        neg_ok = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        phi = b.phi(I64)
+        phi.add_incoming(i, here)
+        phi.add_incoming(wrapped, neg_ok)
+        self.checked[key] = (i0, dim, phi)
+        return phi
 
     def math(self, name: str, dtype: str, args: list[ir.Value]) -> ir.Value:
         if name == "tanh" and dtype == "f32":
@@ -227,6 +285,7 @@ class FunctionEmitter:
         for blk in blocks:
             self.bbs[blk] = self.fn.append_basic_block(f"b.{blk.name or len(self.bbs)}")
         self.shared = coalesce(g)
+        self._ahead_plan = ahead.plan(g)
         for blk in blocks:  # Phis exist before any edge is emitted (back edges reach them first)
             self.b.position_at_end(self.bbs[blk])
             for n in blk.members:
@@ -255,9 +314,13 @@ class FunctionEmitter:
                 continue
             ptr = next(params)
             dims = [next(params) for _ in t.shape]
-            for d, v in zip(t.shape, dims):
-                if isinstance(d, sympy.Symbol) and d not in self.env:
-                    self.env[d] = v
+            for k, (d, v) in enumerate(zip(t.shape, dims)):
+                # The call binding has checked that a symbol sizes its dims alike and an int
+                # dim is that int: one value per size lets LLVM share the checks against it.
+                if isinstance(d, int):
+                    dims[k] = I64(d)
+                elif isinstance(d, sympy.Symbol):
+                    dims[k] = self.env.setdefault(d, v)
             self.vals[node] = Tensor(t.dtype, t.shape, dims, ptr=ptr)
         self.outs = list(params)
 
@@ -273,6 +336,9 @@ class FunctionEmitter:
         self.temps[n] = self.alloc(shape, _dtype(n))
 
     def _block(self, blk: Block) -> None:
+        self.checked.clear()  # a check made in another block need not dominate this one
+        for a in self._ahead_plan.get(blk, ()):
+            self.ahead[a.node] = ahead.read(self, a, self._dummy())
         for n in node_order(blk):
             op = n.op.name
             if n.op.kind == "phi" or op in ("Start", "End"):
@@ -294,6 +360,12 @@ class FunctionEmitter:
                 self.vals[n] = self._elementwise(n)
             else:
                 self.vals[n] = RULES.rule(n)(self, n, [self.vals[v] for v in n.inputs])
+
+    def _dummy(self) -> ir.Value:
+        """Eight zero bytes: where a read ahead goes when its indices are out of bounds.
+        A global, not an alloca: LLVM turns a load from a select of a stack slot back into
+        branches around the load, which then stays in the loop."""
+        return self.mod.dummy()
 
     def _constant(self, n: Node) -> Any:
         value = np.asarray(n.attrs["value"])
@@ -425,10 +497,12 @@ def _gather(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     axis = int(n.attrs.get("axis", 0))
     axis = axis if axis >= 0 else axis + data.rank
     dim = data.dims[axis]
-    i = b.sext(i, I64) if i.type.width < 64 else i
-    if kind(_dtype(n.input(1))) == "i":
-        i = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, dim), i)
-    fe.fail(b.icmp_unsigned(">=", i, dim), n, "IndexError", f"index out of bounds for axis {axis}")
+    ik = kind(_dtype(n.input(1)))
+    if ik == "b":
+        raise Unsupported("Gather with a bool index (a mask)")
+    i = fe.index(i, dim, ik == "i", n, f"index out of bounds for axis {axis}")
+    if n in fe.ahead:  # read at the loop's header; the checks up to here say it is this element
+        return fe.ahead[n]
     if data.rank == 1:
         return data.load(b, [i])
 

@@ -100,13 +100,7 @@ def _setitem(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Tensor:
     for axis, (i, node) in enumerate(zip(idx, n.inputs[2:])):
         dim = data.dims[axis]
         ik = kind(node.type.dtype) if isinstance(node.type, TensorType) else "i"
-        if i.type.width < 64:
-            i = b.zext(i, I64) if ik == "u" else b.sext(i, I64)
-        if ik == "i":
-            i = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, dim), i)
-        fe.fail(b.icmp_unsigned(">=", i, dim), n, "IndexError",
-                f"index out of bounds for axis {axis} of SetItem's data")
-        offs.append(i)
+        offs.append(fe.index(i, dim, ik == "i", n, f"index out of bounds for axis {axis} of SetItem's data"))
     if _may_write_in_place(fe, n, data, value):
         buf = data.ptr
     else:
