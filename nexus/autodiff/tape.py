@@ -54,7 +54,7 @@ class Recorder:
     """``g`` prepared for tape mode with respect to the arguments ``argnums``."""
 
     def __init__(self, g: Graph, argnums: tuple[int, ...]):
-        h, _ = g.clone(f"{g.name}_tape")
+        h, _ = g.clone()  # errors name the graph as the user knows it
         inline_calls(h)
         for n in h.nodes():
             if n.attrs and ("device" in n.attrs or "machine" in n.attrs):
