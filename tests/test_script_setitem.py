@@ -3,7 +3,6 @@ for gradients, tracemalloc for the in-place update of the python backend."""
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 
 import numpy as np
@@ -93,10 +92,6 @@ def test_loop_of_writes_updates_in_place():
     small, big = _peak(10), _peak(10_000)
     # The result itself is 80,000 bytes; a copy per step would be 10,000 times that.
     assert big - small < 80_000 + 16_384, (small, big)
-    t0 = time.perf_counter()
-    _fill(10_000)
-    per_step = (time.perf_counter() - t0) / 10_000
-    assert per_step < 50e-6  # O(1) per step (a copy of the 80 kB array per step would be ~10x more)
 
 
 def test_nested_subscript_target_is_refused():

@@ -42,6 +42,7 @@ from nexus.backends.python.pool import blas_threads
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType
 from nexus.ops.index import setitem_owned
+from nexus.ops.shape import append_owned
 
 _RULES = lowering_table(BACKEND).rules
 MAX_INLINE_DEPTH = 40  # CPython refuses more than 100 indentation levels
@@ -79,8 +80,9 @@ class _Gen:
         self.names: dict[Node, str] = {}
         self.states: dict[Block, int] = {}
         self.pending: list[Block] = []
-        self.inplace: set[Node] = set()  # SetItem nodes that may update their data in place
+        self.inplace: set[Node] = set()  # SetItem/Append nodes that may update their data in place
         self.ns["_setitem_owned"] = setitem_owned
+        self.ns["_append_owned"] = append_owned
         self.ns["_fresh"] = fresh
         self.ns["_i64"] = np.int64  # lowering rules that must give an i64 scalar (ArgMax)
         for i, a in enumerate(plan.args):
@@ -145,9 +147,9 @@ class _Gen:
                 last[v] = len(steps)
         for s, nodes in enumerate(steps):
             n = nodes[0]
-            # A subscript assignment whose old value dies here may write into it (the
-            # kernel still copies when another variable, view or the caller holds it).
-            if len(nodes) == 1 and n.op.name == "SetItem" and last.get(n.input(0)) == s and not self.tape \
+            # A subscript assignment or a list append whose old value dies here may write into
+            # it (the kernel still copies when another variable, view or the caller holds it).
+            if len(nodes) == 1 and n.op.name in ("SetItem", "Append") and last.get(n.input(0)) == s and not self.tape \
                     and n.input(0) not in bp.live_out and n.input(0) not in n.inputs[1:]:
                 self.inplace.add(n)
         dead0 = [p for p in bp.phis if p not in last and p not in bp.live_out and self.freeable(p)]
@@ -212,6 +214,8 @@ class _Gen:
 
     def inline(self, n: Node) -> str:
         args = [self.var(v) for v in n.inputs]
+        if n in self.inplace and n.op.name == "Append":
+            return f"{self.var(n)} = _append_owned({', '.join(args)})  # {_label(n)}"
         if n in self.inplace:
             return f"{self.var(n)} = _setitem_owned({', '.join(args)}, kinds={n.attrs['kinds']!r})  # {_label(n)}"
         rule = _RULES.get(n.op.name) if not _placed(n) else None
