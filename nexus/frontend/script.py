@@ -99,6 +99,8 @@ from nexus.ir.types import Dim, DimSyntaxError, TensorType, Type, dtype_of, pars
 
 __all__ = ["ScriptError", "ScriptFunction", "Tensor", "script", "script_source"]
 
+# A build is retried with one more type hint per loop variable or list that needed one; a
+# variable whose type still changes after this many hints of its own does not settle.
 _MAX_RETRIES = 8
 
 
@@ -252,17 +254,21 @@ class ScriptFunction:
                               hint="write the recursion as a loop")
         hints = self._hints.setdefault(key, {})
         self._building.add(key)
+        retries: dict[Hashable, int] = {}
         try:
-            for _ in range(_MAX_RETRIES):
+            while True:
                 try:
                     g = build_graph(self.parsed, self.fn.__globals__, self._closure, self._types_for(key), hints,
                                     _build_callee, self.fn.__name__)
                     break
                 except LoopTypeRetry as r:
+                    retries[r.key] = retries.get(r.key, 0) + 1
+                    if retries[r.key] > _MAX_RETRIES:
+                        what = r.key[1] if isinstance(r.key, tuple) and len(r.key) == 2 else r.key
+                        raise ScriptError(f"the type of `{what}` in `{self.fn.__name__}` does not settle: each "
+                                          f"iteration of its loop makes it more general (last: {r.hint})",
+                                          self.parsed.src.file, self.parsed.src.line_offset + 1) from None
                     hints[r.key] = r.hint
-            else:
-                raise ScriptError(f"the types of the loop variables of `{self.fn.__name__}` do not settle",
-                                  self.parsed.src.file, self.parsed.src.line_offset + 1)
         finally:
             self._building.discard(key)
         self._graphs[key] = g

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-INT, FLOAT, ARR, BOOL = "int", "float", "arr", "bool"
+INT, FLOAT, ARR, BOOL, LIST = "int", "float", "arr", "bool", "list"
 
 HELPERS = '''
 def _absdiff(p, q):
@@ -272,6 +272,9 @@ class Gen:
             if t == ARR and self.numpy and r.random() < 0.4:
                 self.set_item(env, ind, loops)
                 return False
+            if t == ARR and self.numpy and r.random() < 0.3:
+                self.list_stmt(env, ind, loops)
+                return False
             names = env.targets(t)
             name = r.choice(names) if names and r.random() < 0.6 else self.fresh({INT: "i", FLOAT: "f", ARR: "w"}[t])
             self.lines.append(f"{ind}{name} = {self.wrap(t, self.expr(t, env), loops > 0)}")
@@ -357,6 +360,32 @@ class Gen:
                            "np.pad({}, (0, 2), mode='edge')[:-2]", "np.repeat({}, 2)[::2]",
                            "np.cumprod(np.clip({}, -1.0, 1.0))", "{0} / (1.0 + np.linalg.norm({0}))"])
             self.lines.append(f"{ind}{name} = {self.wrap(ARR, fn.format(name), loops > 0)}")
+
+    def list_stmt(self, env: Env, ind: str, loops: int) -> None:
+        """A list of arrays: made (never empty, never aliased: ``b = a`` would share the
+        list in Python but copy the value in a script), appended to, and read back into
+        an array."""
+        r = self.rng
+        names = env.of(LIST)
+        if not names or r.random() < 0.25:
+            name = self.fresh("ls")
+            items = ", ".join(self.arr_expr(env, 1) for _ in range(r.randint(1, 2)))
+            self.lines.append(f"{ind}{name} = [{items}]")
+            env.vars[name] = LIST
+            if r.random() < 0.5:  # grown by a loop at once, from its own last item
+                k = self.fresh("k")
+                self.lines.append(f"{ind}for {k} in range(({self.int_expr(env, 1)}) % 6):")
+                self.lines.append(f"{ind}    {name}.append(np.tanh({name}[-1] * 0.5 + {k}))")
+        else:
+            name = r.choice(names)
+            self.lines.append(f"{ind}{name}.append({self.wrap(ARR, self.arr_expr(env), loops > 0)})")
+        if r.random() < 0.6:
+            read = r.choice([f"np.stack({name}).sum(axis=0)", f"{name}[-1]", f"{name}[0] * len({name})",
+                             f"{name}[({self.int_expr(env, 1)}) % len({name})]",
+                             f"np.stack({name})[len({name}) // 2]"])
+            w = self.pick_or_new(env, ARR)
+            self.lines.append(f"{ind}{w} = {self.wrap(ARR, read, loops > 0)}")
+            env.vars[w] = ARR
 
     def pick_or_new(self, env: Env, t: str) -> str:
         names = env.targets(t)
