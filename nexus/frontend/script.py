@@ -43,7 +43,8 @@ literals), shapes (``reshape`` with -1, ``transpose``/``.T``, ``swapaxes``, ``mo
 one dtype and rank and are kept as their stacked tensor ``[len, *shape]``: ``np.stack(xs)``,
 ``np.concatenate(xs)``, ``len(xs)``, ``xs[i]`` and ``for v in xs`` read it as NumPy reads an
 array (so a script returning ``xs`` returns that tensor, not a Python list), and another name
-bound to the list does not see later appends.
+bound to the list does not see later appends.  On the python backend an append costs what a
+Python ``list.append`` does (amortised O(1): the stacked tensor has spare rows).
 Module globals and closure variables that are numbers or arrays become constants.
 Anything else fails at decoration or first call with a :class:`ScriptError` quoting the
 line, with a caret at the column and what to write instead.
