@@ -136,6 +136,18 @@ def test_argsort_in_a_script_compiles_whole() -> None:
     assert top == 3.0
 
 
+@nx.script
+def _sort_of_a_strided_repeat(v):
+    return np.sort(np.repeat(v, 2)[::2])
+
+
+def test_sort_over_an_axis_whose_length_is_an_expression() -> None:
+    """The sorted axis has length ceil(2n / 2), an expression: no one buffer size, so the
+    sort stays on the python backend (it raised a bare TypeError; found by the fuzzer)."""
+    v = np.array([3.0, -1.0, 2.0])
+    np.testing.assert_array_equal(nx.compile(_sort_of_a_strided_repeat, backend="llvm")(v), np.sort(v))
+
+
 @pytest.mark.parametrize("strategy", ["loops", "auto"])
 def test_matmul_matches_numpy(strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from nexus.backends.llvm import matmul

@@ -75,4 +75,7 @@ def _topk_dims(n: Any, union: Any) -> None:
     axis, kaxis = axis % rank, kaxis % rank
     if axis == kaxis and isinstance(out.shape[axis], sympy.Symbol) and out.shape[axis] != xt.shape[axis]:
         d = xt.shape[axis]
+        if not isinstance(d, int | sympy.Symbol) and not sympy.sympify(d).is_Integer:
+            # an expression (the length of a list grown in a loop, 2 * n): no one buffer size
+            raise Unsupported(f"TopK %{n.name or '?'}: the sorted axis has length {d}")
         union(out.shape[axis], d if isinstance(d, sympy.Symbol) else int(d), f"TopK %{n.name or '?'}")
