@@ -114,3 +114,18 @@ def test_many_lists_in_one_function() -> None:
     exec(compile(src, "<oracle>", "exec"), ns)  # noqa: S102  (the test's own source)
     x = np.array([0.5, -1.0])
     np.testing.assert_allclose(nx.script_source(src, "f", {"np": np})(x, 3), ns["f"](x, 3), rtol=1e-14)
+
+
+def test_a_second_name_for_a_list_is_refused() -> None:
+    """Python would make ``zs`` the same list as ``ys`` (later appends show through both);
+    a script's list is a value, so the assignment is refused at its line, not run differently."""
+    src = "def f(x):\n    ys = [x]\n    zs = ys\n    ys.append(x * 2)\n    return np.stack(zs)\n"
+    with pytest.raises(nx.ScriptError, match="`ys` is a list") as info:
+        nx.script_source(src, "f", {"np": np})(np.ones(2))
+    assert info.value.line == 3
+    for ok in ("    zs = ys[:]\n", "    ys = np.stack(ys)\n    zs = ys\n", "    ys = ys\n    zs = x\n"):
+        src = "def f(x):\n    ys = [x, x * 2]\n" + ok + "    return zs\n"
+        ns: dict = {"np": np}
+        exec(compile(src, "<oracle>", "exec"), ns)  # noqa: S102  (the test's own source)
+        x = np.array([1.0, 3.0])
+        np.testing.assert_array_equal(nx.script_source(src, "f", {"np": np})(x), np.asarray(ns["f"](x)))

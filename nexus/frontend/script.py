@@ -42,8 +42,9 @@ literals), shapes (``reshape`` with -1, ``transpose``/``.T``, ``swapaxes``, ``mo
 **Lists** (``xs = []``, ``xs = [a, b]``, ``xs.append(v)``, also inside loops) hold values of
 one dtype and rank and are kept as their stacked tensor ``[len, *shape]``: ``np.stack(xs)``,
 ``np.concatenate(xs)``, ``len(xs)``, ``xs[i]`` and ``for v in xs`` read it as NumPy reads an
-array (so a script returning ``xs`` returns that tensor, not a Python list), and another name
-bound to the list does not see later appends.  On the python backend an append costs what a
+array (so a script returning ``xs`` returns that tensor, not a Python list); a second name for
+a list (``zs = xs``) is refused, since Python's names would share one list and a script's
+list is a value (``zs = xs[:]`` copies the items so far).  On the python backend an append costs what a
 Python ``list.append`` does (amortised O(1): the stacked tensor has spare rows).
 Module globals and closure variables that are numbers or arrays become constants.
 Anything else fails at decoration or first call with a :class:`ScriptError` quoting the

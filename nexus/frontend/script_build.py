@@ -152,9 +152,25 @@ class Lowering(CallLowering):
                                  "assign it to one name")
             self.list_new(node.targets[0], node.value)
             return
+        self.refuse_list_alias(node)
         value = self.expr(node.value)
         for target in node.targets:
             self.assign(target, value)
+
+    def refuse_list_alias(self, node: ast.Assign) -> None:
+        """``zs = ys`` for a list ``ys``: in Python both names are one list and see each
+        other's appends; a script's list is a value (its stacked tensor), so they would
+        not.  Refused rather than run differently."""
+        sources = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+        for src in sources:
+            if not (isinstance(src, ast.Name) and src.id in self.lists):
+                continue
+            if all(isinstance(t, ast.Name) and t.id == src.id for t in node.targets):
+                continue  # `ys = ys`
+            raise self.error(src, f"`{src.id}` is a list: another name for it would share it in Python but "
+                                  "hold a copy in a script (a list is its stacked tensor here)",
+                             f"keep one name for the list; `{src.id}[:]` copies its items so far (an array "
+                             "in a script)")
 
     def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -187,6 +203,7 @@ class Lowering(CallLowering):
             if node.name is None and node.op.name != "Constant":
                 node.name = target.id
             self.ssa.set_value(self.var(target.id), self.cur, node)
+            self.lists.pop(target.id, None)  # the name holds an array now, not a list
             return
         if isinstance(target, (ast.Tuple, ast.List)):
             items = self.unpack(value, len(target.elts), target)
