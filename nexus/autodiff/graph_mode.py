@@ -29,7 +29,7 @@ from nexus.autodiff.emit import GraphEmitter
 from nexus.autodiff.vjp import vjp_rule
 from nexus.ir.analysis import node_order
 from nexus.ir.graph import Graph
-from nexus.ir.node import Block, Node
+from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import OpTypeError
 from nexus.ir.types import FLOAT_DTYPES, TensorType, TupleType, Type
 from nexus.ops.stack import STACK
@@ -44,12 +44,6 @@ def _float(t: Type) -> bool:
     if isinstance(t, TupleType):
         return any(_float(e) for e in t.elems)
     return isinstance(t, TensorType) and t.dtype in FLOAT_DTYPES
-
-
-def _where(n: Node) -> str:
-    label = f"%{n.name}" if n.name else repr(n)
-    loc = f" (created at {n.loc})" if n.loc is not None else ""
-    return f"{n.op.name} {label} in ^{n.block.name if n.block else '?'}{loc}"
 
 
 def vjp_graph(g: Graph, argnums: Sequence[int] = (0,), seed: str = "args") -> Graph:
@@ -82,10 +76,10 @@ def active_values(g: Graph, argnums: Sequence[int]) -> set[Node]:
         if n.op.kind == "phi" or n in g.args:
             continue
         if n.op.name == "Call":
-            raise GradError(f"{_where(n)}: autodiff cannot differentiate through a Call that cannot be "
+            raise GradError(f"{node_where(n)}: autodiff cannot differentiate through a Call that cannot be "
                             "inlined (a recursive call)")
         if not n.op.differentiable and n.op.name not in ("Proj",):
-            raise GradError(f"{_where(n)}: gradient requested through op {n.op.name}, "
+            raise GradError(f"{node_where(n)}: gradient requested through op {n.op.name}, "
                             "which is not differentiable")
     return active
 
@@ -422,7 +416,7 @@ class _Builder:
             return
         src = n.input(0)
         if src.block is not b:
-            raise GradError(f"{_where(n)}: a part of a multi-output op is read in another block")
+            raise GradError(f"{node_where(n)}: a part of a multi-output op is read in another block")
         lst = parts.setdefault(src, [None] * len(src.type.elems))  # type: ignore[attr-defined]
         k = n.attrs["num"]
         old = lst[k]
@@ -434,7 +428,7 @@ class _Builder:
         try:
             grads = vjp_rule(n.op.name)(em, n, ins, out, gout, wants)
         except OpTypeError as e:
-            raise GradError(f"{_where(n)}: its VJP rule failed: {e}") from e
+            raise GradError(f"{node_where(n)}: its VJP rule failed: {e}") from e
         for v, gv, w in zip(n.inputs, grads, wants):
             if w and gv is not None:
                 self._acc(em, adj, v, gv)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from nexus.ir.graph import Graph
-from nexus.ir.node import Node
+from nexus.ir.node import Node, node_where
 from nexus.ir.opdef import REGISTRY
 
 
@@ -32,10 +32,7 @@ class NexusRuntimeError(RuntimeError):
     def __init__(self, msg: str, node: Node | None = None):
         self.node = node
         if node is not None:
-            where = f"{node.op.name} %{node.name or '?'} in ^{node.block.name if node.block else '?'}"
-            if node.loc is not None:
-                where += f" (created at {node.loc})"
-            msg = f"{where}: {msg}"
+            msg = f"{node_where(node)}: {msg}"
         super().__init__(msg)
 
 
@@ -48,10 +45,7 @@ class MissingLoweringError(NotImplementedError):
 
     def __init__(self, backend: str, node: Node):
         self.backend, self.node = backend, node
-        where = f"%{node.name or '?'} in ^{node.block.name if node.block else '?'}"
-        if node.loc is not None:
-            where += f" (created at {node.loc})"
-        super().__init__(f"backend {backend!r} has no lowering rule for op {node.op.name} ({where}); "
+        super().__init__(f"backend {backend!r} has no lowering rule for op {node.op.name} ({node_where(node)}); "
                          f"register one with @register_lowering({backend!r}, {node.op.name!r})")
 
 
@@ -60,12 +54,9 @@ class StateOpsUnsupportedError(MissingLoweringError):
 
     def __init__(self, backend: str, node: Node):
         self.backend, self.node = backend, node
-        where = f"%{node.name or '?'} in ^{node.block.name if node.block else '?'}"
-        if node.loc is not None:
-            where += f" (created at {node.loc})"
         runs = ", ".join(sorted(b.name for b in BACKENDS.values() if b.stateful)) or "none"
         NotImplementedError.__init__(
-            self, f"backend {backend!r} does not run state ops: {node.op.name} {where} of state "
+            self, f"backend {backend!r} does not run state ops: {node_where(node)} of state "
                   f"{node.attrs.get('name')!r}; run stateful graphs on a backend that does ({runs}), "
                   "e.g. nx.stream(f, backend='python')")
 

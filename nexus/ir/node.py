@@ -225,3 +225,11 @@ class Block(Node):
 
 
 TERMINATORS = frozenset({"Jmp", "Cond", "Return"})
+
+
+def node_where(n: Node) -> str:
+    """``Add %y in ^body (created at f.py:3:4)``: a node as errors name it."""
+    where = f"{n.op.name} %{n.name or '?'} in ^{n.block.name if n.block else '?'}"
+    if n.loc is not None:
+        where += f" (created at {n.loc})"
+    return where

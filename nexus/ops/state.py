@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.graph import Graph
-from nexus.ir.node import Block, Node
+from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import Attr, OpTypeError
 from nexus.ir.types import TensorType, Type
 from nexus.ops._rules import define, tensor
@@ -139,8 +139,6 @@ def state_types(g: Graph) -> dict[str, TensorType]:
         if name not in out:
             out[name], first[name] = t, n
         elif out[name] != t:
-            where = f" (created at {n.loc})" if n.loc is not None else ""
             raise StateError(f"graph @{g.name}: state {name!r} is {out[name]} at {first[name].op.name} "
-                             f"%{first[name].name or '?'} but {t} at {n.op.name} %{n.name or '?'} in "
-                             f"^{n.block.name if n.block else '?'}{where}")
+                             f"%{first[name].name or '?'} but {t} at {node_where(n)}")
     return out

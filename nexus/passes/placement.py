@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from nexus.ir.graph import Graph
-from nexus.ir.node import Block, Node
+from nexus.ir.node import Block, Node, node_where
 from nexus.ir.types import TensorType
 from nexus.passes.manager import Pass
 
@@ -119,8 +119,7 @@ class _Placer:
             try:
                 out: str | None = canonical_device(d)
             except PlacementError as e:
-                where = f" (created at {n.loc})" if n.loc else ""
-                raise PlacementError(f"{n.op.name} {n!r}{where}: {e}") from None
+                raise PlacementError(f"{node_where(n)}: {e}") from None
         elif n.op.name == "Constant":
             out = None
         elif n.op.name == "Proj" and n.input(0).op.name not in ("Start", "Cond"):

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from nexus.ir.analysis import node_order, reverse_postorder
 from nexus.ir.graph import Graph
-from nexus.ir.node import Block, Node
+from nexus.ir.node import Block, Node, node_where
 from nexus.ir.types import TensorType, format_dim
 from nexus.passes.manager import Pass
-from nexus.passes.shapes import assumed_dims, node_where
+from nexus.passes.shapes import assumed_dims
 
 
 def insert_shape_checks(g: Graph) -> Graph:

@@ -32,7 +32,7 @@ import sympy
 
 from nexus.ir.analysis import dominators, node_order, reverse_postorder
 from nexus.ir.graph import Graph, known_value
-from nexus.ir.node import Block, Node
+from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import DimEq, OpTypeError
 from nexus.ir.types import TensorType, TupleType, Type, fresh_dim, shape_str, simplify_dim
 from nexus.ops.index import _slice as slice_kernel
@@ -325,14 +325,6 @@ def _xreplace_type(t: Type, env: Mapping[Any, Any]) -> Type:
 
 
 # --- helpers ---------------------------------------------------------------------------
-def node_where(n: Node) -> str:
-    """``Add %y in ^body (created at f.py:3:4)``: a node as errors name it."""
-    where = f"{n.op.name} %{n.name or '?'} in ^{n.block.name if n.block else '?'}"
-    if n.loc is not None:
-        where += f" (created at {n.loc})"
-    return where
-
-
 def _dim_eq(a: Any, b: Any) -> bool:
     if isinstance(a, int) and isinstance(b, int):
         return a == b
@@ -454,4 +446,4 @@ SYMBOLIC_RULES: dict[str, SymbolicRule] = {
 }
 
 
-__all__ = ["SYMBOLIC_RULES", "ShapeInferenceError", "assumed_dims", "infer_shapes", "node_where", "shape_str"]
+__all__ = ["SYMBOLIC_RULES", "ShapeInferenceError", "assumed_dims", "infer_shapes", "shape_str"]
