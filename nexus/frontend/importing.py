@@ -4,6 +4,7 @@ shared SSA builder (:mod:`nexus.ir.cons`)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
@@ -123,3 +124,16 @@ class BlockBuilder:
         self.ssa.seal(header)
         self.block = exit_block
         return [self.ssa.get_value(k, exit_block) for k in keys]
+
+
+def read_source(source: Any, what: str, error: type[Exception]) -> tuple[bytes, str | None]:
+    """The bytes of a model given in memory or as a path, and the path (None in memory);
+    a file that cannot be read raises ``error`` naming ``what`` and the path."""
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source), None
+    path = os.fspath(source)
+    try:
+        with open(path, "rb") as f:
+            return f.read(), path
+    except OSError as e:
+        raise error(f"cannot read {what} {path!r}: {e.strerror}") from None

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.frontend.importing import read_source
 from nexus.ir.types import ALL_DTYPE_NAMES, is_dtype, numpy_dtype
 
 
@@ -58,16 +59,8 @@ def load_model(source: Any) -> tuple[Any, str | None]:
 
     if isinstance(source, onnx.ModelProto):
         return source, None
-    if isinstance(source, (bytes, bytearray)):
-        data, base = bytes(source), None
-    else:
-        path = os.fspath(source)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise OnnxImportError(f"cannot read ONNX model {path!r}: {e.strerror}") from None
-        base = os.path.dirname(os.path.abspath(path))
+    data, path = read_source(source, "ONNX model", OnnxImportError)
+    base = None if path is None else os.path.dirname(os.path.abspath(path))
     model = onnx.ModelProto()
     try:
         model.ParseFromString(data)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.frontend.importing import read_source
 from nexus.ir.types import TensorType, Type, fresh_dim
 
 
@@ -77,17 +78,9 @@ def load_graphdef(source: Any) -> tuple[Any, str]:
             from None
     if isinstance(source, graph_pb2.GraphDef):
         return source, "graph"
-    if isinstance(source, (bytes, bytearray)):
-        data, name, text = bytes(source), "graph.pb", False
-    else:
-        path = os.fspath(source)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise TfImportError(f"cannot read GraphDef {path!r}: {e.strerror}") from None
-        name = os.path.basename(path)
-        text = path.endswith((".pbtxt", ".txt", ".pbtext"))
+    data, path = read_source(source, "GraphDef", TfImportError)
+    name = "graph.pb" if path is None else os.path.basename(path)
+    text = path is not None and path.endswith((".pbtxt", ".txt", ".pbtext"))
     gd = graph_pb2.GraphDef()
     if text:
         try:
