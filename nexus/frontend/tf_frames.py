@@ -63,14 +63,19 @@ class Frames:
                 yield s
         yield from n.controls
 
-    def _order(self) -> list[str]:
-        """The cone in topological order, NextIteration -> Merge edges left out."""
+    def _edges(self) -> tuple[dict[str, int], dict[str, list[str]]]:
+        """In-degree and users of every node of the cone (NextIteration -> Merge left out)."""
         indeg = {name: 0 for name in self.cone}
         users: dict[str, list[str]] = {name: [] for name in self.cone}
         for name in self.cone:
             for s in self._preds(self.nodes[name]):
                 indeg[name] += 1
                 users[s].append(name)
+        return indeg, users
+
+    def _order(self) -> list[str]:
+        """The cone in topological order, NextIteration -> Merge edges left out."""
+        indeg, users = self._edges()
         ready = sorted((self.nodes[n].index, n) for n, d in indeg.items() if d == 0)
         order: list[str] = []
         heapq.heapify(ready)
@@ -164,12 +169,7 @@ class Frames:
         waiting: dict[str, int] = {f: len(es) for f, es in self.enters.items()}
         held: dict[str, list[str]] = {}
         done: set[str] = set()
-        indeg = {name: 0 for name in self.cone}
-        users: dict[str, list[str]] = {name: [] for name in self.cone}
-        for name in self.cone:
-            for s in self._preds(self.nodes[name]):
-                indeg[name] += 1
-                users[s].append(name)
+        indeg, users = self._edges()
         ready = [n for n in self.order if indeg[n] == 0]
         ready.reverse()
         while ready:

@@ -37,15 +37,27 @@ def _key_dtype(dtype: str, largest: bool) -> str:
     return "f64" if kind(dtype) in "ub" and largest else dtype
 
 
-def _comparator(mod: ModuleEmitter, dtype: str, largest: bool) -> ir.Function:
-    """``int cmp(i64 *a, i64 *b, ctx *c)`` over positions, by (key, position)."""
-    name = f"nexus.topk.cmp.{dtype}.{'max' if largest else 'min'}"
+def _new_comparator(mod: ModuleEmitter, name: str) -> tuple[ir.Function, ir.IRBuilder | None]:
+    """The module's ``int name(i64 *a, i64 *b, ctx *c)``, and a builder at its entry when
+    it is new (None when the module has it already)."""
     fn = mod.module.globals.get(name)
     if fn is not None:
-        return fn
+        return fn, None
     fn = ir.Function(mod.module, ir.FunctionType(I32, [PTR, PTR, PTR]), name)
     fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
+def _by_pos(b: ir.IRBuilder, ia: ir.Value, ib: ir.Value) -> ir.Value:
+    """-1, 0 or 1 as position ``ia`` is before, at or after ``ib``."""
+    return b.sub(b.zext(b.icmp_signed(">", ia, ib), I32), b.zext(b.icmp_signed("<", ia, ib), I32))
+
+
+def _comparator(mod: ModuleEmitter, dtype: str, largest: bool) -> ir.Function:
+    """``int cmp(i64 *a, i64 *b, ctx *c)`` over positions, by (key, position)."""
+    fn, b = _new_comparator(mod, f"nexus.topk.cmp.{dtype}.{'max' if largest else 'min'}")
+    if b is None:
+        return fn
     pa, pb, ctx = fn.args
     ia, ib = b.load(pa, typ=I64), b.load(pb, typ=I64)
     # ctx: two i64, the key row's base address and the stride along the axis
@@ -70,21 +82,14 @@ def _comparator(mod: ModuleEmitter, dtype: str, largest: bool) -> ir.Function:
     else:
         cmp = b.icmp_signed if k == "i" else b.icmp_unsigned
         less, more = cmp("<", ka, kb), cmp(">", ka, kb)
-    by_pos = b.sub(b.zext(b.icmp_signed(">", ia, ib), I32), b.zext(b.icmp_signed("<", ia, ib), I32))
-    b.ret(b.select(less, I32(-1), b.select(more, I32(1), by_pos)))
+    b.ret(b.select(less, I32(-1), b.select(more, I32(1), _by_pos(b, ia, ib))))
     return fn
 
 
 def _by_position(mod: ModuleEmitter) -> ir.Function:
-    name = "nexus.topk.cmp.position"
-    fn = mod.module.globals.get(name)
-    if fn is not None:
-        return fn
-    fn = ir.Function(mod.module, ir.FunctionType(I32, [PTR, PTR, PTR]), name)
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    ia, ib = b.load(fn.args[0], typ=I64), b.load(fn.args[1], typ=I64)
-    b.ret(b.sub(b.zext(b.icmp_signed(">", ia, ib), I32), b.zext(b.icmp_signed("<", ia, ib), I32)))
+    fn, b = _new_comparator(mod, "nexus.topk.cmp.position")
+    if b is not None:
+        b.ret(_by_pos(b, b.load(fn.args[0], typ=I64), b.load(fn.args[1], typ=I64)))
     return fn
 
 
