@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import runpy
 from pathlib import Path
 
 import pytest
 
+from nexus.testing.docs import examples_file
 from nexus.testing.extras import require
 
 require("llvmlite", "llvm")
@@ -16,9 +16,5 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "llvm.md"
 
 
 def test_llvm_doc_examples_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
-    assert len(blocks) >= 3
-    script = tmp_path / "llvm_doc.py"  # a file: @nx.script reads its functions' source
-    script.write_text("\n".join(blocks))
-    runpy.run_path(str(script), run_name="llvm_doc")
+    runpy.run_path(str(examples_file(DOC, tmp_path, at_least=3)), run_name="llvm_doc")
     assert capsys.readouterr().out.strip() == "['ConstantOfShape', 'Reshape', 'Slice']"

@@ -281,16 +281,16 @@ def test_causal_attention_and_embedding_transformer() -> None:
 
 def test_docs_examples_run(tmp_path: Path, monkeypatch: Any) -> None:
     import importlib
-    import re
 
-    text = (Path(__file__).parent.parent / "docs" / "torch.md").read_text()
+    from nexus.testing.docs import examples_file
+
     # a real module, which torch.export's tracing of the examples' classes can import
-    (tmp_path / "docs_torch_examples.py").write_text("\n".join(re.findall(r"```python\n(.*?)```", text, re.S)))
+    module = examples_file(Path(__file__).parent.parent / "docs" / "torch.md", tmp_path).stem
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)  # the examples write files (model.pt2): not into the checkout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        importlib.import_module("docs_torch_examples")
+        importlib.import_module(module)
 
 
 def test_a_missing_pt2_file_is_named_as_missing(tmp_path: Path) -> None:
