@@ -219,13 +219,8 @@ def nested_loops(x: Any, n: int, m: int) -> Any:
 
 
 def nested_python(x: np.ndarray, n: int, m: int) -> float:
-    s = x
-    for i in range(n):
-        for j in range(m):
-            if j < i:
-                s = np.sin(s) + s * 0.5
-        s = s * np.tanh(s)
-    return float(np.sum(s))
+    """The oracle: the script's own source run by Python and NumPy."""
+    return float(nested_loops.fn(x, n, m))
 
 
 def test_nested_loops_with_a_branch() -> None:
