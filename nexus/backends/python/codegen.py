@@ -45,6 +45,9 @@ from nexus.ops.index import setitem_owned
 from nexus.ops.shape import append_owned
 
 _RULES = lowering_table(BACKEND).rules
+# Kernels that may update their first input in place, where it dies at the node and the
+# reference counts prove nothing else sees it (the kernel copies otherwise).
+_OWNED = {"SetItem": setitem_owned, "Append": append_owned}
 MAX_INLINE_DEPTH = 40  # CPython refuses more than 100 indentation levels
 _GOTO = "@goto "  # placeholder for a state transition, resolved when the states are known
 _serial = itertools.count()
@@ -80,9 +83,8 @@ class _Gen:
         self.names: dict[Node, str] = {}
         self.states: dict[Block, int] = {}
         self.pending: list[Block] = []
-        self.inplace: set[Node] = set()  # SetItem/Append nodes that may update their data in place
-        self.ns["_setitem_owned"] = setitem_owned
-        self.ns["_append_owned"] = append_owned
+        self.inplace: set[Node] = set()  # nodes that may update their first input in place (_OWNED)
+        self.ns.update({f"_{fn.__name__}": fn for fn in _OWNED.values()})
         self.ns["_fresh"] = fresh
         self.ns["_i64"] = np.int64  # lowering rules that must give an i64 scalar (ArgMax)
         for i, a in enumerate(plan.args):
@@ -149,7 +151,7 @@ class _Gen:
             n = nodes[0]
             # A subscript assignment or a list append whose old value dies here may write into
             # it (the kernel still copies when another variable, view or the caller holds it).
-            if len(nodes) == 1 and n.op.name in ("SetItem", "Append") and last.get(n.input(0)) == s and not self.tape \
+            if len(nodes) == 1 and n.op.name in _OWNED and last.get(n.input(0)) == s and not self.tape \
                     and n.input(0) not in bp.live_out and n.input(0) not in n.inputs[1:]:
                 self.inplace.add(n)
         dead0 = [p for p in bp.phis if p not in last and p not in bp.live_out and self.freeable(p)]
@@ -214,10 +216,9 @@ class _Gen:
 
     def inline(self, n: Node) -> str:
         args = [self.var(v) for v in n.inputs]
-        if n in self.inplace and n.op.name == "Append":
-            return f"{self.var(n)} = _append_owned({', '.join(args)})  # {_label(n)}"
         if n in self.inplace:
-            return f"{self.var(n)} = _setitem_owned({', '.join(args)}, kinds={n.attrs['kinds']!r})  # {_label(n)}"
+            kws = "".join(f", {k}={v!r}" for k, v in n.attrs.items() if k not in ("device", "machine"))
+            return f"{self.var(n)} = _{_OWNED[n.op.name].__name__}({', '.join(args)}{kws})  # {_label(n)}"
         rule = _RULES.get(n.op.name) if not _placed(n) else None
         expr = rule(n, args) if rule is not None else None
         if expr is None:
