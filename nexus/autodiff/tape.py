@@ -88,10 +88,7 @@ class Recorder:
         try:
             res = gen.fn(max_iterations, records.append, *values)
         except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
-            err = p.failure(e)
-            if err is e:
-                raise
-            raise err from e
+            p.reraise(e)
         return records, list(res) if len(self.graph.result_types) != 1 else [res]
 
     def vjp(self, k: int, mask: tuple[bool, ...] | None = None) -> Vjp:

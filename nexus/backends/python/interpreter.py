@@ -18,7 +18,7 @@ import types
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, NoReturn
 
 from nexus.backends.base import Executable, NexusRuntimeError
 from nexus.backends.python.codegen import Generated, generate
@@ -106,14 +106,14 @@ class Prepared:
             gen = self.variants[key] = generate(self.plan, count=count, parallel="off", hooks=_HOOKS, record=record)
         return gen
 
-    def failure(self, e: Exception) -> Exception:
-        """What to raise for an exception out of this graph's generated code: a
+    def reraise(self, e: Exception) -> NoReturn:
+        """Raise what an exception out of this graph's generated code means: a
         :class:`NexusRuntimeError` naming the node whose line raised it."""
         if isinstance(e, NexusRuntimeError):
             if e.node is None and isinstance(e, _IterationLimit):
-                return NexusRuntimeError(f"graph @{self.graph.name}: {e}")
-            return e
-        return self.locate(e)
+                raise NexusRuntimeError(f"graph @{self.graph.name}: {e}") from None
+            raise e
+        raise self.locate(e) from e
 
     def locate(self, e: BaseException) -> NexusRuntimeError:
         """Wrap a kernel's exception, naming the node whose generated line raised it."""
@@ -169,10 +169,7 @@ class PythonExecutable(Executable):
         try:
             return self.fn(self.max_iterations, *values)
         except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
-            err = self.prepared.failure(e)
-            if err is e:
-                raise
-            raise err from (None if isinstance(e, NexusRuntimeError) else e)
+            self.prepared.reraise(e)
 
     def source(self) -> str:
         return source(self.graph, max_iterations=self.max_iterations is not None, parallel=self.parallel)
