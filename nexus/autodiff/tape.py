@@ -69,7 +69,7 @@ class Recorder:
         self.part: list[tuple[int, int] | None] = [
             (n.attrs["num"], len(n.input(0).type.elems))  # type: ignore[attr-defined]
             if n.op.name == "Proj" and isinstance(n.input(0).type, TupleType) else None for n in self.nodes]
-        self._vjps: dict[Any, Vjp] = {}
+        self.vjps: dict[Any, Vjp] = {}  # compiled VJPs by node number (and parts mask), built on first need
 
     def arguments(self, args: Sequence[Any]) -> list[Any]:
         """The converted arguments; a differentiated one that is the same object as
@@ -95,9 +95,9 @@ class Recorder:
         """The compiled VJP of the k-th active node (of a multi-output node: for the parts
         ``mask`` says have a cotangent)."""
         key = k if mask is None else (k, mask)
-        hit = self._vjps.get(key)
+        hit = self.vjps.get(key)
         if hit is None:
-            hit = self._vjps[key] = self._build_vjp(self.nodes[k], self.wants[k], mask)
+            hit = self.vjps[key] = self._build_vjp(self.nodes[k], self.wants[k], mask)
         return hit
 
     def _build_vjp(self, n: Node, wants: tuple[bool, ...], mask: tuple[bool, ...] | None) -> Vjp:
@@ -147,7 +147,7 @@ def backward(rec: Recorder, records: Sequence[Record], seeds: Sequence[tuple[Any
         if c is not None:
             c = np.asarray(c, dtype=np.asarray(v).dtype)
             ct[id(v)] = ct[id(v)] + c if id(v) in ct else c
-    pop, get, part, vjps = ct.pop, ct.get, rec.part, rec._vjps
+    pop, get, part, vjps = ct.pop, ct.get, rec.part, rec.vjps
     for r in reversed(records):
         g = pop(id(r[1]), None)
         if g is None:
