@@ -294,7 +294,7 @@ def test_docs_examples_run(tmp_path: Path, monkeypatch: Any) -> None:
 
 
 def test_a_missing_pt2_file_is_named_as_missing(tmp_path: Path) -> None:
-    from nexus.frontend.torch_pt2 import check_pt2
+    from nexus.frontend.torch_pt2 import read_pt2
 
     with pytest.raises(TorchImportError, match="no such file"):
-        check_pt2(str(tmp_path / "model.pt2"))
+        read_pt2(str(tmp_path / "model.pt2"))
