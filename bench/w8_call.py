@@ -114,6 +114,14 @@ def run(repeats: int) -> list[Row]:
     seed_impls: dict[str, Callable[[], Any]] = {
         "nexus @script(n)": lambda: sseed(10), "nexus DSL nx.run(g, n)": lambda: nx.run(dseed, 10),
         "nexus graph, n built in": lambda: nx.run(fixed), "python": lambda: py_seed(10)}
+    # the README's way of picking a backend: nx.compile of the @nx.script function
+    for backend in ("python", "llvm", "xla"):
+        try:
+            exe = nx.compile(sseed, backend=backend)
+            exe(10)
+        except ImportError:
+            continue
+        seed_impls[f"nexus nx.compile(script, {backend})(n)"] = lambda exe=exe: exe(10)
     try:
         tid, tseed = _torch()
         tx = __import__("torch").from_numpy(x)

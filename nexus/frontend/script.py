@@ -155,7 +155,10 @@ class ScriptFunction:
         self._named_dims = any(s is not None and s[1] is not None and any(not isinstance(d, int) for d in s[1])
                                for s in self.specs)
         self._graphs: dict[Hashable, Graph] = {}
-        self._entries: dict[Hashable, tuple[Graph, Any, Any]] = {}  # the call's fast path, see __call__
+        # the fast paths of a call and of nx.compile's specialize, keyed by _fast_key
+        self._entries: dict[Hashable, tuple[Graph, Any, Any]] = {}
+        self._signatures: dict[Hashable, tuple[Graph, Any]] = {}
+        self._one_tuple = _returns_one_tuple(fdef)
         self._hints: dict[Hashable, dict[Hashable, Type]] = {}
         self._building: set[Hashable] = set()
         self._last: Graph | None = None
@@ -309,42 +312,38 @@ class ScriptFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             args = self._bind(args, kwargs)
-        # The fast path: the arguments' classes (and dtype and rank of arrays) name the
-        # specialisation; anything else (lists, a new signature) takes _entry.
-        key: list[Any] = []
-        for a in args:
-            cls = a.__class__
-            if cls is np.ndarray:
-                key.append((a.dtype, a.ndim))
-            elif cls in _PY_KEYS or issubclass(cls, np.generic):
-                key.append(cls)
-            else:
-                break  # a list...: the slow path names the signature
-        fast_key = tuple(key) if len(key) == len(args) else None
+        fast_key = _fast_key(args)
         entry = self._entries.get(fast_key) if fast_key is not None else None
         if entry is None:
-            entry = self._entry(args, fast_key)
+            g, convert = self._signature(args, fast_key)
+            exe = g.compile() if self.max_iterations is None else g.compile(max_iterations=self.max_iterations)
+            entry = (g, exe, convert)
+            if fast_key is not None:
+                self._entries[fast_key] = entry
         g, exe, convert = entry
         self._last = g
         if self._named_dims:
             self._check_dims(args)
         return convert(exe(*args))
 
-    def _entry(self, args: tuple[Any, ...], fast_key: Hashable | None) -> tuple[Graph, Any, Any]:
-        """The graph, executable and result conversion for ``args``' signature."""
+    def _signature(self, args: tuple[Any, ...], fast_key: Hashable | None) -> tuple[Graph, Any]:
+        """The graph and result conversion for ``args``' signature, built on first use."""
+        hit = self._signatures.get(fast_key) if fast_key is not None else None
+        if hit is not None:
+            return hit
         if len(args) != len(self.params):
             self._check_arity(args)
         g = self._graph(self._key_of(args))
-        exe = g.compile() if self.max_iterations is None else g.compile(max_iterations=self.max_iterations)
-        entry = (g, exe, _converter(g, _returns_one_tuple(self.parsed.fdef)))
+        hit = (g, _converter(g, self._one_tuple))
         if fast_key is not None:
-            self._entries[fast_key] = entry
-        return entry
+            self._signatures[fast_key] = hit
+        return hit
 
     def specialize(self, args: tuple[Any, ...]) -> tuple[Graph, Any]:
         """The graph for ``args``' signature and the conversion of its results to what
-        the Python function returns (``nx.compile`` compiles one graph per signature)."""
-        g, _, convert = self._entry(args, None)
+        the Python function returns (``nx.compile`` compiles one graph per signature).
+        A signature seen before costs a dict lookup, as a call does."""
+        g, convert = self._signature(args, _fast_key(args))
         if self._named_dims:
             self._check_dims(args)
         return g, convert
@@ -379,6 +378,22 @@ class ScriptFunction:
 
 
 _PY_KEYS = {bool: ("bool", 0), int: ("i64", 0), float: ("f64", 0)}
+
+
+def _fast_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """What names ``args``' specialisation without building its type: the arguments'
+    classes, and dtype and rank of arrays; None for anything else (a list, say), whose
+    signature :meth:`ScriptFunction._key_of` works out."""
+    key: list[Any] = []
+    for a in args:
+        cls = a.__class__
+        if cls is np.ndarray:
+            key.append((a.dtype, a.ndim))
+        elif cls in _PY_KEYS or issubclass(cls, np.generic):
+            key.append(cls)
+        else:
+            return None
+    return tuple(key)
 _SYMBOLS: dict[str, Any] = {}
 
 
