@@ -115,6 +115,28 @@ def test_every_help_has_an_example(capsys, command: str) -> None:
         assert "example" in out and f"nexus {command}" in out
 
 
+GRAPH_COMMANDS = ["show", "verify", "viz", "run", "opt", "compile"]
+
+
+@pytest.mark.parametrize("command", GRAPH_COMMANDS)
+def test_every_command_takes_seed_and_example_names(capsys, tmp_path, command: str) -> None:
+    """One resolver for FILE (issue 32): ``example:seed004`` works wherever ``seed:NAME``
+    does, and each --help says so."""
+    extra = {"viz": ["-o", str(tmp_path / "g.dot")], "run": ["-i", "input=1"],
+             "compile": ["--backend", "python"]}.get(command, [])
+    code, out, err = _run(capsys, command, "example:seed004", *extra)
+    assert code == 0, err
+    if command == "run":
+        assert out == f"result 0: i32 = {((1 - 2) + 5) + 100}\n"
+    if command in ("show", "opt"):
+        assert out.startswith("graph @seed004 {")
+    code, _, err = _run(capsys, command, "example:nope", *extra)
+    assert code == 1 and err == "nexus: error: unknown example 'nope'; known: seed004, rnn\n"
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "example:NAME" in capsys.readouterr().out.replace("\n", " ")
+
+
 def test_top_level_help_and_usage_errors(capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(["--help"])
