@@ -140,10 +140,29 @@ def test_every_command_takes_seed_and_example_names(capsys, tmp_path, command: s
 def test_top_level_help_and_usage_errors(capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(["--help"])
-    assert info.value.code == 0 and "nexus run model.nx --input" in capsys.readouterr().out
+    assert info.value.code == 0 and "nexus run example:seed004 --input" in capsys.readouterr().out
     with pytest.raises(SystemExit) as info:
         main([])
     assert info.value.code == 2
+
+
+def test_top_level_examples_run_as_written(capsys, tmp_path, monkeypatch) -> None:
+    """The examples of ``nexus --help`` run in order in an empty folder (each makes the
+    files the next one reads); the pictures when Graphviz is here, --serve not at all
+    (it serves until stopped: tests/test_viz_serve.py)."""
+    from nexus.cli.main import EPILOG
+    from nexus.viz import dot_program
+
+    monkeypatch.chdir(tmp_path)
+    lines = [line.split("  ", 2)[1] for line in EPILOG.splitlines() if line.startswith("  nexus ")]
+    assert len(lines) >= 5
+    for line in lines:
+        argv = line.split()[1:]
+        if "--serve" in argv or (argv[0] == "viz" and dot_program() is None):
+            continue
+        code, out, err = _run(capsys, *argv)
+        assert code == 0 and not err, (line, err)
+    assert (tmp_path / "small.nx").exists()
 
 
 def test_values_are_parsed_not_evaluated() -> None:

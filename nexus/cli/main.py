@@ -81,17 +81,24 @@ def version_text() -> str:
 
 
 # --- the parser ----------------------------------------------------------------------------
+# Lines that run as written, in order, in an empty folder (tests/test_cli_main.py runs them).
+EPILOG = """\
+examples:
+  nexus show seed:skip5_loop                 print a built-in seed graph
+  nexus run example:seed004 --input input=1  run a pass example with the reference interpreter
+  nexus opt example:seed004 -o small.nx      optimise it and save it as text
+  nexus verify small.nx                      check every invariant of the IR
+  nexus viz small.nx -o small.svg            draw it (needs Graphviz's dot)
+  nexus viz seed:skip5_loop --serve --run    explore a graph in a browser, with the path of a run
+FILE is a saved graph, seed:NAME or example:NAME in every command.
+run 'nexus COMMAND --help' for each command's options."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nexus", formatter_class=_formatter,
         description="Nexus: one graph IR for deep-learning programs.  Work with graphs saved as text.",
-        epilog="examples:\n"
-               "  nexus show seed:skip5_loop          print a built-in seed graph\n"
-               "  nexus verify model.nx               check every invariant of the IR\n"
-               "  nexus viz model.nx -o model.svg     draw it (needs Graphviz's dot)\n"
-               "  nexus viz model.nx --serve --run    explore it in a browser, with the path of a run\n"
-               "  nexus run model.nx --input x=[1,2]  run it with the reference interpreter\n"
-               "run 'nexus COMMAND --help' for each command's options.")
+        epilog=EPILOG)
     parser.add_argument("--version", action="version", version=version_text(),
                         help="print the version of Nexus (distribution nexus-ir) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -99,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print a graph's text form", formatter_class=_formatter,
                        description="Print the canonical text form of a graph.",
-                       epilog="examples:\n  nexus show model.nx\n  nexus show --types seed:ifelse")
+                       epilog="examples:\n  nexus show example:seed004\n  nexus show --types seed:ifelse")
     p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("--types", action="store_true",
                    help="infer every value's type and shape first (symbolic dims included), "
@@ -110,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check a graph's invariants", formatter_class=_formatter,
                        description="Check structure, SSA dominance and every op's type rule.\n"
                                    "Exit status 0 when valid; otherwise each problem is printed and the status is 1.",
-                       epilog="example:\n  nexus verify model.nx\n  ok: graph @model is valid (4 blocks, 21 nodes)")
+                       epilog="example:\n  nexus verify example:seed004\n"
+                              "  ok: graph @seed004 is valid (2 blocks, 10 nodes)")
     p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.set_defaults(func=cmd_verify)
 
@@ -125,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n"
                               "  nexus run seed:skip5_loop\n"
                               "  result 0: i32 = 31\n"
+                              "  nexus run example:seed004 --input input=1\n"
+                              "  result 0: i32 = 104\n"
                               "  nexus run model.nx --input x=[[1,2],[3,4]] --input n=3")
     p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="an argument value (repeatable)")

@@ -111,7 +111,7 @@ class PageServer(ThreadingHTTPServer):
             super().__init__((HOST, port), _Handler)
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
-                raise ServeError(f"port {port} is in use (another program listens on {HOST}:{port}): "
+                raise ServeError(f"port {port} is in use (another program listens on it): "
                                  "give another --port, or --port 0 for a free one") from None
             raise ServeError(f"cannot serve on {HOST}:{port}: {e.strerror or e}") from None
         bound = self.server_address[1]
