@@ -115,13 +115,54 @@ def test_every_help_has_an_example(capsys, command: str) -> None:
         assert "example" in out and f"nexus {command}" in out
 
 
+GRAPH_COMMANDS = ["show", "verify", "viz", "run", "opt", "compile"]
+
+
+@pytest.mark.parametrize("command", GRAPH_COMMANDS)
+def test_every_command_takes_seed_and_example_names(capsys, tmp_path, command: str) -> None:
+    """One resolver for FILE (issue 32): ``example:seed004`` works wherever ``seed:NAME``
+    does, and each --help says so."""
+    extra = {"viz": ["-o", str(tmp_path / "g.dot")], "run": ["-i", "input=1"],
+             "compile": ["--backend", "python"]}.get(command, [])
+    code, out, err = _run(capsys, command, "example:seed004", *extra)
+    assert code == 0, err
+    if command == "run":
+        assert out == f"result 0: i32 = {((1 - 2) + 5) + 100}\n"
+    if command in ("show", "opt"):
+        assert out.startswith("graph @seed004 {")
+    code, _, err = _run(capsys, command, "example:nope", *extra)
+    assert code == 1 and err == "nexus: error: unknown example 'nope'; known: seed004, rnn\n"
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "example:NAME" in capsys.readouterr().out.replace("\n", " ")
+
+
 def test_top_level_help_and_usage_errors(capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(["--help"])
-    assert info.value.code == 0 and "nexus run model.nx --input" in capsys.readouterr().out
+    assert info.value.code == 0 and "nexus run example:seed004 --input" in capsys.readouterr().out
     with pytest.raises(SystemExit) as info:
         main([])
     assert info.value.code == 2
+
+
+def test_top_level_examples_run_as_written(capsys, tmp_path, monkeypatch) -> None:
+    """The examples of ``nexus --help`` run in order in an empty folder (each makes the
+    files the next one reads); the pictures when Graphviz is here, --serve not at all
+    (it serves until stopped: tests/test_viz_serve.py)."""
+    from nexus.cli.main import EPILOG
+    from nexus.viz import dot_program
+
+    monkeypatch.chdir(tmp_path)
+    lines = [line.split("  ", 2)[1] for line in EPILOG.splitlines() if line.startswith("  nexus ")]
+    assert len(lines) >= 5
+    for line in lines:
+        argv = line.split()[1:]
+        if "--serve" in argv or (argv[0] == "viz" and dot_program() is None):
+            continue
+        code, out, err = _run(capsys, *argv)
+        assert code == 0 and not err, (line, err)
+    assert (tmp_path / "small.nx").exists()
 
 
 def test_values_are_parsed_not_evaluated() -> None:

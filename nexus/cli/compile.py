@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import sympy
 
+from nexus.cli.files import FILE_HELP, load_graph
+from nexus.ir.extras import needing
 from nexus.ir.graph import Graph
 from nexus.ir.types import TensorType, numpy_dtype
 
@@ -36,7 +38,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "compile", help="compile a graph on a backend and print the generated code",
         formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__, epilog=EPILOG)
-    p.add_argument("file", metavar="FILE", help="a graph saved with nx.save, seed:NAME or example:seed004")
+    p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("--backend", default="xla", choices=sorted(EMITS), help="the backend (default %(default)s)")
     p.add_argument("--emit", default=None,
                    help="xla: stablehlo; llvm: llvm-ir (after O3, default), llvm-ir-raw (as emitted), asm; "
@@ -67,19 +69,24 @@ def example_args(g: Graph, dims: dict[str, int]) -> list[np.ndarray]:
 
 
 def run_compile(args: argparse.Namespace) -> int:
-    from nexus.cli.opt import _load
     from nexus.ir.verify import verify
 
     emits = EMITS[args.backend]
     if args.emit is not None and args.emit not in emits:
         raise ValueError(f"backend {args.backend!r} emits {', '.join(emits)}, not {args.emit!r}")
-    g = _load(args.file)
+    g = load_graph(args.file)
     verify(g)
+    with needing(f"compiling with the {args.backend} backend"):
+        sys.stdout.write(_generated(g, args))
+    return 0
+
+
+def _generated(g: Graph, args: argparse.Namespace) -> str:
+    """The text ``nexus compile`` prints: what the backend generated for ``g``."""
     if args.backend == "llvm":
         from nexus.backends.llvm.cli import emit_text
 
-        sys.stdout.write(emit_text(g, args.emit or "llvm-ir", args.target))
-        return 0
+        return emit_text(g, args.emit or "llvm-ir", args.target)
     from nexus.backends import compile as compile_on
     from nexus.cli.values import parse_inputs
 
@@ -93,5 +100,4 @@ def run_compile(args: argparse.Namespace) -> int:
             dims[name.strip()] = int(size)
         values = example_args(g, dims)
     lower = getattr(exe, "lower", None)
-    print(lower(*values) if callable(lower) else exe.source(), end="")
-    return 0
+    return str(lower(*values) if callable(lower) else exe.source())

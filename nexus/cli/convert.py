@@ -8,6 +8,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from nexus.cli.files import FILE_HELP, load_graph, writing
+from nexus.ir.extras import needing
+from nexus.ir.graph import Graph
+
 
 class ConvertError(ValueError):
     """A conversion the command cannot do; the message says why."""
@@ -22,7 +26,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "external data is read only from inside the model's directory.",
         epilog="examples:\n  nexus convert model.onnx -o model.nx\n  nexus convert model.nx -o model.onnx",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", metavar="FILE", help="model.onnx or model.nx")
+    p.add_argument("file", metavar="FILE",
+                   help=f"model.onnx, model.pt2, graph.pb or graph.pbtxt to import; to export to ONNX: {FILE_HELP}")
     p.add_argument("-o", "--output", metavar="OUT", required=True, help="model.nx or model.onnx")
     _add_tf_options(p)
     p.set_defaults(func=cmd_convert)
@@ -36,24 +41,34 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if src.endswith(".pt2"):
         return _convert_pt2(src, dst)
     if src.endswith(".onnx") and not dst.endswith(".onnx"):
-        from nexus.frontend.onnx_import import from_onnx
-        from nexus.io import save
+        with needing("reading .onnx files"):
+            from nexus.frontend.onnx_import import from_onnx
 
-        save(from_onnx(src), dst)
+            g = from_onnx(src)
+        _save(g, dst)
         return 0
     if dst.endswith(".onnx") and not src.endswith(".onnx"):
         from nexus.backends.base import MissingLoweringError
-        from nexus.backends.onnx.export import to_onnx
-        from nexus.io import load
 
-        try:
-            model = to_onnx(load(src))
-        except MissingLoweringError as e:
-            raise ConvertError(str(e)) from None
-        with open(dst, "wb") as f:
-            f.write(model.SerializeToString())
+        g = load_graph(src)
+        with needing("writing .onnx files"):
+            from nexus.backends.onnx.export import to_onnx
+
+            try:
+                data = to_onnx(g).SerializeToString()
+            except MissingLoweringError as e:
+                raise ConvertError(str(e)) from None
+        with writing(dst), open(dst, "wb") as f:
+            f.write(data)
         return 0
     raise ConvertError(f"cannot tell the direction from {src!r} -> {dst!r}: one side must end in .onnx")
+
+
+def _save(g: Graph, dst: str) -> None:
+    from nexus.io import save
+
+    with writing(dst):
+        save(g, dst)
 
 
 # --- TensorFlow GraphDef (.pb / .pbtxt) -> .nx ------------------------------------------------
@@ -73,7 +88,6 @@ def _add_tf_options(p: argparse.ArgumentParser) -> None:
 def _convert_tf(args: argparse.Namespace, src: str, dst: str) -> int:
     """Import a TensorFlow GraphDef (binary .pb or text .pbtxt) and save it as .nx."""
     from nexus.frontend.tf_import import from_tf
-    from nexus.io import save
 
     if dst.endswith((".onnx", *TF_SUFFIXES)):
         raise ConvertError(f"a TensorFlow GraphDef converts to a Nexus graph (.nx), not to {dst!r}")
@@ -81,16 +95,17 @@ def _convert_tf(args: argparse.Namespace, src: str, dst: str) -> int:
     def names(text: str | None) -> list[str] | None:
         return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
 
-    save(from_tf(src, names(args.inputs), names(args.outputs)), dst)
+    _save(from_tf(src, names(args.inputs), names(args.outputs)), dst)
     return 0
 
 
 def _convert_pt2(src: str, dst: str) -> int:
     """A ``torch.export.save`` file -> a Nexus graph (parameters become named constants)."""
-    from nexus.frontend.torch_pt2 import from_pt2
-    from nexus.io import save
-
     if dst.endswith((".onnx", ".pt2")):
         raise ConvertError(f"{src!r} -> {dst!r}: a .pt2 file converts to a Nexus file (.nx)")
-    save(from_pt2(src).graph, dst)
+    with needing("reading .pt2 files"):
+        from nexus.frontend.torch_pt2 import from_pt2
+
+        g = from_pt2(src).graph
+    _save(g, dst)
     return 0

@@ -2,8 +2,8 @@
 
 Every subcommand registers itself with ``parser.set_defaults(func=handler)``; a handler
 takes the parsed arguments and returns the exit status.  Errors users meet (a missing
-file, malformed text, an invalid graph, a failing run) print one message to stderr and
-exit with status 1, never a traceback.
+file, malformed text, an invalid graph, a failing run, a full disk, a missing optional
+extra) print one message to stderr and exit with status 1, never a traceback.
 """
 
 from __future__ import annotations
@@ -17,39 +17,17 @@ from typing import Any
 import numpy as np
 
 from nexus import __version__
+from nexus.cli.files import FILE_HELP, CliError, load_graph
 from nexus.cli.values import InputError, parse_inputs
-from nexus.ir.graph import Graph
+from nexus.ir.extras import MissingExtra, missing_module
 from nexus.ir.parser import ParseError
 from nexus.ir.printer import print_graph
 from nexus.ir.tensorio import LoadError
 from nexus.ir.verify import VerifyError, verify
 
-FILE_HELP = ("a graph saved with nx.save (text, with its tensors in FILE.safetensors), "
-             "or seed:NAME for a built-in seed graph (seed:ifelse, seed:skip5_loop, seed:first_example)")
-
-
-class CliError(Exception):
-    """An error reported as one line on stderr, exit status 1."""
-
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
-
-
-def load_graph(path: str) -> Graph:
-    """Load a graph file, or build a seed graph for ``seed:NAME``."""
-    if path.startswith("seed:"):
-        from nexus.seeds import ALL
-
-        build = ALL.get(path[5:])
-        if build is None:
-            raise CliError(f"unknown seed graph {path[5:]!r}; known: {', '.join(ALL)}")
-        return build()
-    from nexus.io import load
-
-    if os.path.isdir(path):
-        raise CliError(f"{path}: is a directory, not a graph file")
-    return load(path)
 
 
 # --- show ----------------------------------------------------------------------------------
@@ -103,17 +81,24 @@ def version_text() -> str:
 
 
 # --- the parser ----------------------------------------------------------------------------
+# Lines that run as written, in order, in an empty folder (tests/test_cli_main.py runs them).
+EPILOG = """\
+examples:
+  nexus show seed:skip5_loop                 print a built-in seed graph
+  nexus run example:seed004 --input input=1  run a pass example with the reference interpreter
+  nexus opt example:seed004 -o small.nx      optimise it and save it as text
+  nexus verify small.nx                      check every invariant of the IR
+  nexus viz small.nx -o small.svg            draw it (needs Graphviz's dot)
+  nexus viz seed:skip5_loop --serve --run    explore a graph in a browser, with the path of a run
+FILE is a saved graph, seed:NAME or example:NAME in every command.
+run 'nexus COMMAND --help' for each command's options."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nexus", formatter_class=_formatter,
         description="Nexus: one graph IR for deep-learning programs.  Work with graphs saved as text.",
-        epilog="examples:\n"
-               "  nexus show seed:skip5_loop          print a built-in seed graph\n"
-               "  nexus verify model.nx               check every invariant of the IR\n"
-               "  nexus viz model.nx -o model.svg     draw it (needs Graphviz's dot)\n"
-               "  nexus viz model.nx --serve --run    explore it in a browser, with the path of a run\n"
-               "  nexus run model.nx --input x=[1,2]  run it with the reference interpreter\n"
-               "run 'nexus COMMAND --help' for each command's options.")
+        epilog=EPILOG)
     parser.add_argument("--version", action="version", version=version_text(),
                         help="print the version of Nexus (distribution nexus-ir) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -121,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print a graph's text form", formatter_class=_formatter,
                        description="Print the canonical text form of a graph.",
-                       epilog="examples:\n  nexus show model.nx\n  nexus show --types seed:ifelse")
+                       epilog="examples:\n  nexus show example:seed004\n  nexus show --types seed:ifelse")
     p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("--types", action="store_true",
                    help="infer every value's type and shape first (symbolic dims included), "
@@ -132,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check a graph's invariants", formatter_class=_formatter,
                        description="Check structure, SSA dominance and every op's type rule.\n"
                                    "Exit status 0 when valid; otherwise each problem is printed and the status is 1.",
-                       epilog="example:\n  nexus verify model.nx\n  ok: graph @model is valid (4 blocks, 21 nodes)")
+                       epilog="example:\n  nexus verify example:seed004\n"
+                              "  ok: graph @seed004 is valid (2 blocks, 10 nodes)")
     p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.set_defaults(func=cmd_verify)
 
@@ -147,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n"
                               "  nexus run seed:skip5_loop\n"
                               "  result 0: i32 = 31\n"
+                              "  nexus run example:seed004 --input input=1\n"
+                              "  result 0: i32 = 104\n"
                               "  nexus run model.nx --input x=[[1,2],[3,4]] --input n=3")
     p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="an argument value (repeatable)")
@@ -182,8 +170,7 @@ def _add_opt(sub: Any) -> None:
     opt.add_parser(sub)
 
 
-ERRORS = (CliError, ParseError, VerifyError, LoadError, InputError, FileNotFoundError, PermissionError,
-          IsADirectoryError)
+ERRORS = (CliError, ParseError, VerifyError, LoadError, InputError, MissingExtra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -195,9 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:  # a subcommand that did not set_defaults(func=...)
         parser.print_help(sys.stderr)
         return 2
+    stdout = sys.stdout
+    sys.stdout = _Stdout(stdout)  # type: ignore[assignment]
     try:
         status = int(func(args))
-        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        sys.stdout.flush()  # a closed pipe or a full disk shows here, inside the handlers below
         return status
     except BrokenPipeError:
         return _closed_pipe()
@@ -206,6 +195,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130  # 128 + SIGINT, as shells report it
     except ERRORS as e:
         return _fail(e, file)
+    except OSError as e:  # one that no handler named: its file (if it has one) and the reason
+        why = e.strerror or str(e) or type(e).__name__
+        return _fail(CliError(why if e.filename is None else f"{e.filename}: {why}"), file)
+    except ImportError as e:  # an optional module no handler expected: name its extra all the same
+        module = missing_module(e)
+        if module is None:
+            raise
+        return _fail(MissingExtra(f"nexus {args.command}", module, e), file)
     except Exception as e:  # noqa: BLE001  (runtime and type errors name their node; no traceback)
         from nexus.backends.python import NexusRuntimeError
         from nexus.ir.opdef import OpTypeError
@@ -213,6 +210,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(e, (NexusRuntimeError, OpTypeError, ValueError, RecursionError, MemoryError)):
             return _fail(e, file)
         raise
+    finally:
+        sys.stdout = stdout
+
+
+class _Stdout:
+    """Stands for ``sys.stdout`` while a subcommand runs, so that a write that fails (a full
+    disk) says it was standard output: the OSError of a write has no file name."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return int(self._guard(self._stream.write, text))
+
+    def flush(self) -> None:
+        self._guard(self._stream.flush)
+
+    def _guard(self, method: Any, *args: Any) -> Any:
+        try:
+            return method(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            _closed_pipe()  # or Python reports the unwritten output again at exit
+            raise CliError(f"cannot write standard output: {e.strerror or e}") from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _closed_pipe() -> int:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from nexus.cli.files import FILE_HELP, load_graph, writing
 from nexus.ir.graph import Graph
 from nexus.ir.printer import print_graph
 
@@ -39,8 +40,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, max_help_position=32),
         description=DESCRIPTION.replace("{default}", DEFAULT_PIPELINE).replace("{passes}", listing),
         epilog=EPILOG)
-    p.add_argument("file", metavar="FILE",
-                   help="a graph saved with nx.save, seed:NAME for a seed graph, or example:seed004 / example:rnn")
+    p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("-p", "--passes", metavar="PIPELINE", default=None,
                    help="comma-separated pass names (default: the default pipeline)")
     p.add_argument("-o", "--output", metavar="OUT", help="save the result here (default: print it)")
@@ -52,27 +52,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _load(path: str) -> Graph:
-    if path.startswith("example:"):
-        from nexus.passes import examples
-
-        name = path[len("example:"):]
-        if name == "seed004":
-            return examples.seed004()
-        if name == "rnn":
-            return examples.rnn(8, 4, 6)
-        raise ValueError(f"unknown example {name!r}; known: seed004, rnn")
-    from nexus.cli.main import load_graph
-
-    return load_graph(path)
-
-
 def run_opt(args: argparse.Namespace) -> int:
     from nexus.ir.verify import verify
     from nexus.passes.loops import loop_forest
     from nexus.passes.manager import optimize
 
-    g = _load(args.file)
+    g = load_graph(args.file)
     verify(g)
     if args.loops:
         forest = loop_forest(g)
@@ -93,7 +78,8 @@ def run_opt(args: argparse.Namespace) -> int:
     if args.output:
         from nexus.io import save
 
-        save(g, args.output)
+        with writing(args.output):
+            save(g, args.output)
     else:
         print(print_graph(g), end="")
     return 0

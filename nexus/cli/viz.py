@@ -7,10 +7,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from nexus.cli.main import FILE_HELP
-from nexus.viz.serve import DEFAULT_SECONDS
+from nexus.cli.files import FILE_HELP, CliError, load_graph, writing
+from nexus.viz.serve import DEFAULT_SECONDS, PageServer, ServeError, make_server, serve
 
 
 class VizUsageError(ValueError):
@@ -51,9 +53,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
-    from nexus.cli.main import load_graph
-    from nexus.viz import DrawError, GraphvizMissing, render
-
     g = load_graph(args.file)
     types = not args.no_types
     viewer = args.html or args.serve
@@ -61,31 +60,61 @@ def cmd_viz(args: argparse.Namespace) -> int:
         raise VizUsageError("--run and --input show a run in the viewer: add --html OUT.html or --serve")
     if args.output and viewer:
         raise VizUsageError("give either -o (a picture) or --html/--serve (the viewer), not both")
+    if not viewer:
+        from nexus.viz import render
+
+        out = args.output or _picture_name(args.file)
+        with _drawing(), writing(out):
+            written = render(g, out, types=types)
+        print(f"wrote {written}")
+        return 0
     folder = os.path.dirname(args.html or "") or "."
     if args.html and not os.path.isdir(folder):  # before the layout, which may take a while
-        print(f"nexus viz: cannot write {args.html}: the directory {folder} does not exist", file=sys.stderr)
-        return 1
+        raise CliError(f"cannot write {args.html}: the directory {folder} does not exist")
+    if not 0 <= args.port <= 65535:
+        raise VizUsageError(f"--port {args.port}: a port is 0..65535")
+    server = _server(args.port) if args.serve else None  # bound before the layout: a busy port shows at once
     try:
-        if not viewer:
-            out = args.output or (os.path.splitext(os.path.basename(args.file.replace("seed:", "")))[0] + ".svg")
-            print(f"wrote {render(g, out, types=types)}")
-            return 0
-        text = _page(g, args, types)
-    except (GraphvizMissing, DrawError) as e:
-        print(f"nexus viz: {e}", file=sys.stderr)
-        return 1
-    if args.html:
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(text)
-        print(f"wrote {args.html}")
-    if args.serve:
-        from nexus.viz.serve import serve
-
-        if not 0 <= args.port <= 65535:
-            raise VizUsageError(f"--port {args.port}: a port is 0..65535")
-        serve(text, args.port, args.serve_for,
-              ready=lambda url: print(f"serving graph @{g.name} at {url} (Ctrl-C stops)", flush=True))
+        with _drawing():
+            text = _page(g, args, types)
+        if args.html:
+            with writing(args.html), open(args.html, "w", encoding="utf-8") as f:
+                f.write(text)
+            print(f"wrote {args.html}")
+        if server is not None:
+            server.set_page(text)
+            serve(server, args.serve_for,
+                  ready=lambda url: print(f"serving graph @{g.name} at {url} (Ctrl-C stops)", flush=True))
+    finally:
+        if server is not None:
+            server.server_close()  # serve closed it already, unless the page could not be made
     return 0
+
+
+def _picture_name(file: str) -> str:
+    """The default picture of FILE: its stem (a seed's or example's name) + .svg, here."""
+    for prefix in ("seed:", "example:"):
+        if file.startswith(prefix):
+            return file[len(prefix):] + ".svg"
+    return os.path.splitext(os.path.basename(file))[0] + ".svg"
+
+
+@contextmanager
+def _drawing() -> Iterator[None]:
+    """Graphviz missing, or failing on this graph: one line."""
+    from nexus.viz import DrawError, GraphvizMissing
+
+    try:
+        yield
+    except (GraphvizMissing, DrawError) as e:
+        raise CliError(str(e)) from None
+
+
+def _server(port: int) -> PageServer:
+    try:
+        return make_server("", port)
+    except ServeError as e:
+        raise CliError(str(e)) from None
 
 
 def _page(g: Any, args: argparse.Namespace, types: bool) -> str:
