@@ -1,9 +1,10 @@
 """The docs' example runner (docs/_ext/nexus_exec.py) fails the build on a stale example.
 
 A tiny site is built with Sphinx (the ``docs`` extra) from pages whose examples are wrong in
-each way the runner must catch (a python block that raises, a command that fails, a
-command or doctest whose printed output differs) and one page that is right; the oracle is
-Sphinx's own warning list under ``-W``.  The real site is built by .ci/run.
+each way the runner must catch (a python block that raises, a fragment that uses a name no
+block made, a command that fails, a command no rule runs, a command or doctest whose printed
+output differs) and one page that is right; the oracle is Sphinx's own warning list under
+``-W``.  The real site is built by .ci/run.
 """
 
 from __future__ import annotations
@@ -86,6 +87,15 @@ result 0: i32 = 30
 ```bash
 nexus show no-such-file.nx
 ```
+
+```python
+nx.run(graph_no_block_made, max_iterations=1_000)
+```
+
+```bash
+python -c "import nexus as nx; nx.save(nx.parse('not a graph'), 'model.nx')"
+cp model.nx copy.nx
+```
 """
 
 
@@ -117,10 +127,14 @@ def test_each_stale_example_is_a_warning_naming_its_line(tmp_path: Path) -> None
     done = build(tmp_path, {"bad": BAD})
     assert done.returncode != 0
     warnings = [line for line in done.stderr.splitlines() if "example failed" in line]
-    assert len(warnings) == 4, done.stderr
+    assert len(warnings) == 7, done.stderr
     text = done.stderr
     assert "bad.md:8: WARNING: example failed: python block raised" in text, text
     assert "ValueError: stale example" in text
     assert "bad.md:12: WARNING: example failed: doctest failed" in text, text
     assert "`nexus run seed:skip5_loop` printed" in text and "result 0: i32 = 31" in text
     assert "`nexus show no-such-file.nx` exited with status 1" in text
+    assert "NameError: name 'graph_no_block_made' is not defined" in text  # a fragment
+    assert "`python -c \"import nexus as nx; nx.save(nx.parse('not a graph'), 'model.nx')\"` exited with " \
+           "status 1" in text
+    assert "`cp model.nx copy.nx`: no rule runs this command" in text
