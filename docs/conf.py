@@ -44,6 +44,9 @@ exclude_patterns = ["_build", "_generated/*.dot", "Thumbs.db", ".DS_Store"]
 # Each page's examples run in a fresh directory; these names in it link to the repository's
 # files (pages read test fixtures as from the checkout: tests/fixtures/tf/seed004.pb).
 nexus_exec_links = {"tests": "../tests"}
+# Pages whose examples run in an empty directory: the README (readme.md includes it), whose
+# reader starts from nothing, so its examples must make every file they use.
+nexus_exec_fresh = ["readme"]
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3  # links like format.md#grammar

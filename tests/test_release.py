@@ -119,7 +119,9 @@ def tracked_files() -> list[str]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
     """A wheel and an sdist built from a copy of the tracked files (so nothing untracked in
-    the checkout can hide a missing file), without network (setuptools as installed)."""
+    the checkout can hide a missing file), without network (setuptools as installed), after
+    the README's quick start ran the demo there: its output folder, ./nexus-demo/, lies
+    beside nexus/ as it does in a user's checkout, and must not be packed."""
     # build.__main__, not build: the checkout's build/ folder (CI's venvs) imports as an empty
     # namespace package named build where the tool is not installed.
     require("build.__main__", "release")
@@ -129,6 +131,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[st
     for f in files:
         (src / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, src / f)
+    demo = subprocess.run([sys.executable, "-m", "nexus.demo", "--quiet"], capture_output=True, text=True,
+                          cwd=src, env={**os.environ, "PYTHONPATH": str(src)}, timeout=300)
+    assert demo.returncode == 0 and (src / "nexus-demo" / "skip5_loop.nx").is_file(), demo.stdout + demo.stderr
     done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp / "dist"), str(src)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -144,6 +149,25 @@ def test_the_wheel_holds_every_file_of_the_package(built: tuple[Path, Path, list
     package = sorted(n for n in names if not n.startswith(f"nexus_ir-{nexus.__version__}.dist-info/"))
     assert package == sorted(f for f in files if f.startswith("nexus/"))
     assert "nexus/py.typed" in package  # package data: typed (PEP 561)
+
+
+def test_the_wheel_holds_only_the_package(built: tuple[Path, Path, list[str]]) -> None:
+    """Nothing beside nexus/ is installed into site-packages: package discovery once matched
+    `nexus*`, so the demo's ./nexus-demo/ went into the wheel as a namespace package."""
+    wheel, _, _ = built
+    top = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert top == {"nexus", f"nexus_ir-{nexus.__version__}.dist-info"}, sorted(top)
+
+
+def test_the_installed_wheel_holds_only_the_package() -> None:
+    """The wheel .ci/run built from the checkout (after running the demo there) and installed:
+    its files are nexus/, its .dist-info and the `nexus` script, nothing else."""
+    if not os.environ.get("NEXUS_SMOKE_WHEEL"):
+        pytest.skip("not the wheel's smoke run (.ci/run sets NEXUS_SMOKE_WHEEL=1 there)")
+    files = md.distribution("nexus-ir").files or []
+    # RECORD names the script as ../../../bin/nexus: outside site-packages, not a package.
+    top = {f.parts[0] for f in files if f.parts[0] != ".."}
+    assert top == {"nexus", f"nexus_ir-{nexus.__version__}.dist-info"}, sorted(top)
 
 
 def test_the_wheel_metadata(built: tuple[Path, Path, list[str]]) -> None:
@@ -169,6 +193,7 @@ def test_the_sdist_holds_the_sources_docs_and_tests(built: tuple[Path, Path, lis
               and not f.startswith("docs/_generated/")}
     wanted |= {"pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in"}
     assert not wanted - names, sorted(wanted - names)[:20]
+    assert not any(n.startswith("nexus-demo/") for n in names), "the sdist packed the demo's output"
 
 
 # --- the nx namespace (documented by the API reference) ------------------------------------

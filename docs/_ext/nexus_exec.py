@@ -7,15 +7,21 @@ that pages read (``nexus_exec_links`` in conf.py: ``tests`` for its fixtures):
 - a ``python`` block is executed and what it prints is shown under it; a ``pycon`` block
   or a docstring's ``>>>`` example is run by :mod:`doctest`, its printed output compared
   (``...`` and whitespace are forgiven);
-- a ``bash`` / ``console`` block: each ``nexus ...`` or ``python -m nexus...`` line runs in
-  this process (``nexus`` is ``python -m nexus``); after a ``$ `` prompt, the lines up to the
-  next prompt are the expected output, compared like a doctest's; without prompts, the
-  commands' output is shown under the block (unless it also has commands not run).  Other commands (``pip``,
-  ``pytest``) are not run: installing is what CI's wheel check does.
+- a ``bash`` / ``console`` block: each ``nexus ...``, ``python -m nexus...`` or
+  ``python -c CODE`` command runs in this process (``nexus`` is ``python -m nexus``); after a
+  ``$ `` prompt, the lines up to the next prompt are the expected output, compared like a
+  doctest's; without prompts, the commands' output is shown under the block (unless it also
+  has commands not run).  The commands in :data:`NOT_RUN` (installing, the test suite, this
+  build, CI itself) are not run, and the end of the build lists each with the reason; any
+  other command is a failure, so that no example is skipped without a word.
 
 A failure is a Sphinx warning naming the page and line, so ``sphinx-build -W`` stops on it.
 A block that must not run (it needs a file the reader has) says so with ``:class: no-exec``
 (MyST: a ``{code-block}`` directive); the end of the build lists every one of them.
+
+A page named in conf.py's ``nexus_exec_fresh`` (the README, included as ``readme``) runs in an
+empty directory instead, as a reader who follows it from a fresh directory does: its examples
+must make every file they use.
 """
 
 from __future__ import annotations
@@ -48,6 +54,20 @@ CHECKER = doctest.OutputChecker()
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 MAX_OUTPUT_LINES = 40  # of a block's printed output shown on the page
 
+# The commands a shell block may show that the build does not run, by how they start: why not.
+NOT_RUN: dict[tuple[str, ...], str] = {
+    ("pip",): "installs packages (CI installs the wheel and each extra)",
+    ("python", "-m", "pip"): "installs packages (CI installs the wheel and each extra)",
+    ("apt-get",): "installs system packages (.ci/run does)",
+    ("python", "-m", "pytest"): "the test suite: minutes (.ci/run runs it)",
+    ("pytest",): "the test suite: minutes (.ci/run runs it)",
+    ("python", "-m", "build"): "builds the wheel and sdist (.ci/run and tests/test_release.py do)",
+    ("sphinx-build",): "builds this site: it is this build",
+    ("python", "-m", "sphinx"): "builds this site: it is this build",
+    (".ci/run",): "CI itself: about 14 minutes",
+    ("torchrun",): "starts one process per rank (tests/test_distributed.py runs it)",
+}
+
 
 @dataclass
 class Stats:
@@ -72,14 +92,8 @@ class Page:
         self.app = app
         self.docname = docname
         self.workdir = tempfile.mkdtemp(prefix="nexus-docs-")
-        # The example graphs (docs/_graphs/*.nx) are there for the examples to open.
-        graphs = os.path.join(app.srcdir, "_graphs")
-        for name in sorted(os.listdir(graphs)) if os.path.isdir(graphs) else []:
-            shutil.copy(os.path.join(graphs, name), self.workdir)
-        # Files of the repository that pages read by relative paths (conf.py's nexus_exec_links,
-        # e.g. tests/fixtures): links, so an example sees them as run from the checkout.
-        for name, target in app.config.nexus_exec_links.items():
-            os.symlink(os.path.normpath(os.path.join(app.srcdir, target)), os.path.join(self.workdir, name))
+        if docname not in app.config.nexus_exec_fresh:
+            self.furnish()
         # The page's namespace is a module that stands in as __main__ while the page's code
         # runs: tools that look a function's globals up through sys.modules (torch.export's
         # tracer) find them there, as they would for a script.
@@ -88,6 +102,17 @@ class Page:
         self.count = 0
         self.printed: list[str] = []  # the current shell block's commands and their output
         self.skipped = False  # whether it has commands that are not run (pip install ...)
+
+    def furnish(self) -> None:
+        """Put in the working directory the files that the site's pages open."""
+        # The example graphs (docs/_graphs/*.nx) are there for the examples to open.
+        graphs = os.path.join(self.app.srcdir, "_graphs")
+        for name in sorted(os.listdir(graphs)) if os.path.isdir(graphs) else []:
+            shutil.copy(os.path.join(graphs, name), self.workdir)
+        # Files of the repository that pages read by relative paths (conf.py's nexus_exec_links,
+        # e.g. tests/fixtures): links, so an example sees them as run from the checkout.
+        for name, target in self.app.config.nexus_exec_links.items():
+            os.symlink(os.path.normpath(os.path.join(self.app.srcdir, target)), os.path.join(self.workdir, name))
 
     def fail(self, node: nodes.Node, what: str) -> None:
         logger.warning("example failed: %s", what, location=node, type="nexus", subtype="example")
@@ -182,15 +207,21 @@ class Page:
             argv = shlex.split(command, comments=True)
             if not argv:
                 continue
-            if argv[0] == "nexus":
-                module, args = "nexus", argv[1:]
-            elif argv[:2] == ["python", "-m"] and len(argv) > 2 and argv[2].split(".")[0] == "nexus":
-                module, args = argv[2], argv[3:]
-            else:
-                stats.not_run.append(f"{self.docname}: {command.strip()}")
+            why = next((why for start, why in NOT_RUN.items() if tuple(argv[:len(start)]) == start), None)
+            if why is not None:
+                stats.not_run.append(f"{self.docname}: {command.strip()}  ({why})")
                 self.skipped = True
                 continue
-            status, output = self.run_module(module, args)
+            if argv[0] == "nexus":
+                status, output = self.run_module("nexus", argv[1:])
+            elif argv[:2] == ["python", "-m"] and len(argv) > 2 and argv[2].split(".")[0] == "nexus":
+                status, output = self.run_module(argv[2], argv[3:])
+            elif argv[:2] == ["python", "-c"] and len(argv) > 2:
+                status, output = self.run_code(argv[2], argv[3:])
+            else:
+                self.fail(node, f"`{command.strip()}`: no rule runs this command (nexus, python -m nexus..., "
+                                "python -c; or list it in NOT_RUN of docs/_ext/nexus_exec.py)")
+                continue
             self.printed.append(f"$ {command.strip()}\n{output}")
             stats.commands += 1
             if status != 0:
@@ -200,15 +231,25 @@ class Page:
 
     def run_module(self, module: str, args: list[str]) -> tuple[int, str]:
         """``python -m module args`` in this process: its exit status and output."""
+        return self.run_main([module, *args], lambda: runpy.run_module(module, run_name="__main__", alter_sys=True))
+
+    def run_code(self, code: str, args: list[str]) -> tuple[int, str]:
+        """``python -c code args`` in this process, in a namespace of its own: its exit status
+        and output."""
+        namespace = {"__name__": "__main__"}
+        return self.run_main(["-c", *args], lambda: exec(compile(code, "<string>", "exec"), namespace))  # noqa: S102
+
+    def run_main(self, argv: list[str], main: Any) -> tuple[int, str]:
+        """Run ``main()`` as a program with ``sys.argv = argv``: its exit status and output."""
         old_argv = sys.argv
-        sys.argv = [module, *args]
+        sys.argv = argv
         status: Any = 0
         with self.inside() as out, warnings.catch_warnings():
             # runpy's note that nexus.X was imported before it ran as __main__ (it was: by
             # an earlier example) is no fault of the example.
             warnings.filterwarnings("ignore", ".*found in sys.modules.*", RuntimeWarning)
             try:
-                runpy.run_module(module, run_name="__main__", alter_sys=True)
+                main()
             except SystemExit as e:
                 status = e.code
             except BaseException:  # noqa: BLE001
@@ -275,6 +316,7 @@ def summary(app: Sphinx, exception: Exception | None) -> None:
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("nexus_exec_links", {}, "env")
+    app.add_config_value("nexus_exec_fresh", [], "env")
     app.connect("doctree-read", run_page)
     app.connect("build-finished", summary)
     # Examples change the working directory and share a process: read pages one at a time.
