@@ -28,7 +28,6 @@ from nexus.backends.base import lowering_table, register_lowering
 from nexus.backends.llvm import ahead
 from nexus.backends.llvm.coalesce import coalesce
 from nexus.backends.llvm.dimalias import phi_dim_aliases
-from nexus.backends.llvm.poll import Poll, leave, polls
 from nexus.backends.llvm.dtypes import (
     I1,
     I32,
@@ -43,6 +42,7 @@ from nexus.backends.llvm.dtypes import (
     to_mem,
     to_reg,
 )
+from nexus.backends.llvm.poll import Poll, leave, polls
 from nexus.backends.llvm.rules import BACKEND, ELEMENTWISE
 from nexus.backends.llvm.tensors import Tensor, broadcast_index, dim_value, store_all
 from nexus.ir.analysis import node_order, reverse_postorder

@@ -157,7 +157,7 @@ def learn_python_handler(jit: object | None = None) -> None:
         return
     flags = ctypes.c_int.from_buffer(action, _FLAGS_OFFSET).value
     if not flags & _SA_SIGINFO:  # Python's handler takes the signal number only
-        slot.value = ctypes.c_void_p.from_buffer(action).value
+        slot.value = ctypes.c_uint64.from_buffer(action).value
 
 
 def interrupted() -> None:
