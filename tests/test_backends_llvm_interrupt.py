@@ -149,3 +149,19 @@ def test_max_iterations_bounds_an_endless_native_loop_and_a_bounded_one_runs() -
 def test_max_iterations_is_checked() -> None:
     with pytest.raises(TypeError, match="max_iterations is a non-negative int"):
         nx.compile(seeds.skip5_loop(), backend="llvm", max_iterations=-1)
+
+
+def test_a_partitioned_graph_bounds_its_native_loop_too() -> None:
+    import numpy as np
+
+    from nexus.backends.llvm.partition import Partitioned
+    from nexus.testing.ports import boxes, nms
+
+    b, s = boxes(np.random.default_rng(0), 200)
+    g = nms.graph_for(b, s, 0.5)
+    exe = nx.compile(g, backend="llvm", max_iterations=10 ** 6)
+    assert isinstance(exe, Partitioned) and exe.kernels
+    assert np.array_equal(exe(b, s, 0.5), nms.fn(b, s, 0.5))
+    # the kernel counts its own loop from 0, as a Call's callee does on the python backend
+    with pytest.raises(NexusRuntimeError, match=r"graph @nms\.loop0: entered more than 50 blocks"):
+        nx.compile(g, backend="llvm", max_iterations=50)(b, s, 0.5)

@@ -18,6 +18,10 @@ than it saves, except for the rare big fused array expression.
 the nodes the python backend runs, the kernels' Calls not counted), which of them have no
 llvm rule (``missing``), the kernels (``kernels``: the outlined graphs' executables) and
 why the whole graph did not compile (``reason``).
+
+With ``max_iterations`` the python backend bounds the host graph and each kernel bounds its
+own loop, counting from 0 on each call, as the python backend counts a ``Call``'s callee:
+the outlined loop's entries are not added to the host's count.
 """
 
 from __future__ import annotations
