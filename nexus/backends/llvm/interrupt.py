@@ -3,7 +3,7 @@
 Python's own SIGINT handler only marks the signal pending; the KeyboardInterrupt is
 raised by the interpreter between bytecodes, which never come while a native loop runs.
 So generated code polls (:mod:`nexus.backends.llvm.poll`): every ``CHUNK`` counted block
-entries it calls :func:`tick <_build>` here (``nexus_rt_tick``, native, in a small module
+entries it calls the tick here (``nexus_rt_tick``, native, in a small module
 of its own loaded once per process), which answers whether the call must stop.
 
 The design, and why:
