@@ -10,6 +10,11 @@ scalars and arrays, as the python backend returns them; an array result is writt
 the previous call's array when the caller has let go of it.  An executable is not
 re-entrant across threads (its result slots are shared).
 
+A loop can be stopped: Ctrl-C (SIGINT) on the main thread ends a native call with
+KeyboardInterrupt, and ``nx.compile(g, backend="llvm", max_iterations=N)`` bounds the blocks
+entered as the python backend does, with its error (``nexus.backends.llvm.poll`` says how
+the generated code checks both, ``nexus.backends.llvm.interrupt`` how SIGINT reaches it).
+
 A graph with ops the backend cannot lower runs as a :class:`~nexus.backends.llvm.partition.Partitioned`
 graph (``fallback=True``, the default): compiled kernels inside the python backend, with
 ``.stayed_out`` naming the ops left to Python.
@@ -28,7 +33,8 @@ import sympy
 from nexus.backends.base import Executable, MissingLoweringError, NexusRuntimeError, register_backend
 from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import Unsupported
-from nexus.backends.llvm.emit import ModuleEmitter
+from nexus.backends.llvm.emit import INTERRUPTED, ModuleEmitter
+from nexus.backends.llvm.interrupt import interrupted, learn_python_handler, runtime
 from nexus.backends.llvm.rules import BACKEND
 from nexus.backends.llvm.target import Jitted, assembly, host_machine
 from nexus.ir.binding import signature
@@ -47,9 +53,10 @@ def _ctype(dtype: str) -> Any:
     return np.ctypeslib.as_ctypes_type(dt)
 
 
-def emit_module(g: Graph) -> ModuleEmitter:
-    """The LLVM module of ``g`` (unoptimised), its entry function named ``nexus_main``."""
-    me = ModuleEmitter(g.name)
+def emit_module(g: Graph, max_iterations: int | None = None) -> ModuleEmitter:
+    """The LLVM module of ``g`` (unoptimised), its entry function named ``nexus_main``;
+    with ``max_iterations``, every block entry counts (see ``nexus.backends.llvm.poll``)."""
+    me = ModuleEmitter(g.name, max_iterations)
     me.function(g, ENTRY)
     return me
 
@@ -69,16 +76,19 @@ def asm(g: Graph, triple: str | None = None) -> str:
 
 class LLVMExecutable(Executable):
     """``g`` as native code; ``compile_time`` is the seconds emitting, optimising and
-    loading took."""
+    loading took.  ``max_iterations`` bounds the blocks a call enters (None: no bound)."""
 
     backend = BACKEND
 
-    def __init__(self, g: Graph):
+    def __init__(self, g: Graph, max_iterations: int | None = None):
         t0 = time.perf_counter()
         self.graph = g
-        me = emit_module(g)
+        self.max_iterations = max_iterations
+        me = emit_module(g, max_iterations)
         self.errors = me.errors
         self.ir = str(me.module)
+        runtime()  # the symbols the polls call
+        learn_python_handler()
         self.jit = Jitted(self.ir)
         _fn, fallible = me.functions[g]
         self._native = self._prototype(g, fallible)(self.jit.address(ENTRY))
@@ -154,6 +164,10 @@ class LLVMExecutable(Executable):
 
     def _fail(self, code: int) -> None:
         f = self.errors[code - 1]
+        if f.exc == INTERRUPTED:
+            interrupted()
+        if f.node is None:
+            raise NexusRuntimeError(f.msg)
         exc = _EXCEPTIONS.get(f.exc, RuntimeError)(f.msg)
         raise NexusRuntimeError(f"{f.exc}: {f.msg}", f.node) from exc
 
@@ -192,19 +206,27 @@ def _py_dim(d: Any, syms: dict[Any, str]) -> str:
     return "(" + str(expr.subs({s: sympy.Symbol(f"__{v}") for s, v in syms.items()})).replace("__", "") + ")"
 
 
-def compile_llvm(g: Graph, fallback: bool = True) -> Executable:
+def compile_llvm(g: Graph, fallback: bool = True, max_iterations: int | None = None) -> Executable:
     """Compile ``g`` for the host; with ``fallback``, partition a graph that has ops (or
-    types) the backend cannot lower (see :mod:`nexus.backends.llvm.partition`)."""
+    types) the backend cannot lower (see :mod:`nexus.backends.llvm.partition`).
+    ``max_iterations``: a call that enters more blocks fails as on the python backend."""
+    _check_limit(max_iterations)
     try:
-        return LLVMExecutable(g)
+        return LLVMExecutable(g, max_iterations)
     except (Unsupported, MissingLoweringError) as e:
         if not fallback:
             raise
         reason = str(e)
     from nexus.backends.llvm.partition import Partitioned
 
-    return Partitioned(g, reason)
+    return Partitioned(g, reason, max_iterations)
 
 
-register_backend(BACKEND, compile_llvm, options=("fallback",),
+def _check_limit(max_iterations: Any) -> None:
+    if max_iterations is not None and (isinstance(max_iterations, bool) or not isinstance(max_iterations, int)
+                                       or max_iterations < 0):
+        raise TypeError(f"max_iterations is a non-negative int or None, got {max_iterations!r}")
+
+
+register_backend(BACKEND, compile_llvm, options=("fallback", "max_iterations"),
                  doc="native code through LLVM (llvmlite): fused loops, scalars in registers")

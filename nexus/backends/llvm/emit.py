@@ -8,7 +8,8 @@ its target are written (all into temporaries first, then copied: a parallel copy
 The ABI of ``@<name>``: per argument, a scalar by value (bools as ``i8``) or a tensor as
 a data pointer followed by its dims (``i64`` each); then one output pointer per result.
 It returns an ``i32`` status (0, or the code of the failure in :attr:`ModuleEmitter.errors`)
-when something in it can fail, else ``void``.  Tensor buffers (Phis, values read twice)
+when something in it can fail, else ``void``; a function with a loop can always fail, since
+it polls for Ctrl-C and ``max_iterations`` (:mod:`nexus.backends.llvm.poll`).  Tensor buffers (Phis, values read twice)
 are ``malloc``-ed once on entry (every shape is a function of the argument dims) and
 freed on the way out; a node overwrites its buffer each time it runs, which SSA allows
 (a value's live range never contains its own definition).
@@ -41,6 +42,7 @@ from nexus.backends.llvm.dtypes import (
     to_mem,
     to_reg,
 )
+from nexus.backends.llvm.poll import Poll, leave, polls
 from nexus.backends.llvm.rules import BACKEND, ELEMENTWISE
 from nexus.backends.llvm.tensors import Tensor, broadcast_index, dim_value, store_all
 from nexus.ir.analysis import node_order, reverse_postorder
@@ -56,11 +58,15 @@ COLD = 1 << 20
 
 @dataclass(frozen=True)
 class Failure:
-    """What a status code means: the exception to raise, its message and the node."""
+    """What a status code means: the exception to raise, its message and the node (None:
+    the message says where, as the ``max_iterations`` one names graph and block)."""
 
     exc: str
     msg: str
-    node: Node
+    node: Node | None
+
+
+INTERRUPTED = "KeyboardInterrupt"  # the exc of the failure a SIGINT ends a call with
 
 
 def _shape(node: Node) -> tuple[Any, ...]:
@@ -100,9 +106,11 @@ def may_fail(g: Graph, seen: set[Graph] | None = None) -> bool:
 class ModuleEmitter:
     """One LLVM module: the entry graph's function, its callees' and the failure table."""
 
-    def __init__(self, name: str = "nexus"):
+    def __init__(self, name: str = "nexus", max_iterations: int | None = None):
         self.module = ir.Module(name)
+        self.max_iterations = max_iterations
         self.errors: list[Failure] = []
+        self._codes: dict[Any, int] = {}
         self.functions: dict[Graph, tuple[ir.Function, bool]] = {}
         self._math: dict[str, ir.Function] = {}
         self._consts = 0
@@ -110,6 +118,20 @@ class ModuleEmitter:
     def error_code(self, f: Failure) -> int:
         self.errors.append(f)
         return len(self.errors)
+
+    def interrupt_code(self) -> int:
+        """The status of a call that a SIGINT stopped (one per module)."""
+        if INTERRUPTED not in self._codes:
+            self._codes[INTERRUPTED] = self.error_code(Failure(INTERRUPTED, "interrupted", None))
+        return self._codes[INTERRUPTED]
+
+    def limit_code(self, g: Graph, blk: Block, msg: str) -> int:
+        """The status of a call of ``g`` that entered more blocks than ``max_iterations``
+        and was about to enter ``blk``."""
+        key = (g, blk)
+        if key not in self._codes:
+            self._codes[key] = self.error_code(Failure("NexusRuntimeError", msg, None))
+        return self._codes[key]
 
     def function(self, g: Graph, name: str, internal: bool = False) -> tuple[ir.Function, bool]:
         """The function of ``g`` (emitted on first request) and whether it returns a status."""
@@ -157,9 +179,12 @@ class ModuleEmitter:
 class FunctionEmitter:
     """Emits one graph's function (see the module docstring for its ABI)."""
 
+    COLD = COLD
+
     def __init__(self, mod: ModuleEmitter, g: Graph, name: str, internal: bool):
         self.mod, self.g = mod, g
-        self.fallible = may_fail(g)
+        self.internal = internal
+        self.fallible = may_fail(g) or polls(g, mod.max_iterations)
         params: list[ir.Type] = []
         for t in g.arg_types:
             if not isinstance(t, TensorType) or t.shape is None:
@@ -199,12 +224,17 @@ class FunctionEmitter:
         self.checked: dict[tuple[int, int, bool], tuple[ir.Value, ir.Value, ir.Value]] = {}
         # elements of arguments read ahead at loop headers (nexus.backends.llvm.ahead)
         self.ahead: dict[Node, ir.Value] = {}
+        # the count of blocks entered and when to poll next (nexus.backends.llvm.poll)
+        self.poll = Poll(self, mod.max_iterations) if polls(g, mod.max_iterations) else None
 
     # --- what rules use ---------------------------------------------------------------------
     def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
         if self.status is None:
             raise Unsupported(f"{node.op.name} may fail, but graph @{self.g.name} was thought infallible")
-        code = self.mod.error_code(Failure(exc, msg, node))
+        self.fail_code(cond, self.mod.error_code(Failure(exc, msg, node)))
+
+    def fail_code(self, cond: ir.Value, code: int) -> None:
+        """Where ``cond`` holds, leave with status ``code``; go on here otherwise."""
         bad = self.b.append_basic_block("fail")
         ok = self.b.append_basic_block("ok")
         # failing is the rare case: the weights keep the failure blocks out of the hot code
@@ -300,6 +330,8 @@ class FunctionEmitter:
             xb.call(self.mod.declare("free", ir.VoidType(), [PTR]), [p])
         for slot in self.slots:
             xb.call(self.mod.declare("free", ir.VoidType(), [PTR]), [xb.load(slot, typ=PTR)])
+        if not self.internal and self.poll is not None:
+            leave(self, xb)
         if self.status is not None:
             xb.ret(xb.load(self.status, typ=I32))
         else:
@@ -339,6 +371,8 @@ class FunctionEmitter:
         self.checked.clear()  # a check made in another block need not dominate this one
         for a in self._ahead_plan.get(blk, ()):
             self.ahead[a.node] = ahead.read(self, a, self._dummy())
+        if self.poll is not None and blk in self.poll.blocks:
+            self.poll.check(blk)
         for n in node_order(blk):
             op = n.op.name
             if n.op.kind == "phi" or op in ("Start", "End"):
@@ -358,8 +392,13 @@ class FunctionEmitter:
                 self.vals[n] = self._constant(n)
             elif op in ELEMENTWISE:
                 self.vals[n] = self._elementwise(n)
+                if self.poll is not None:
+                    self.poll.spend_node(n, self.vals[n], [self.vals[v] for v in n.inputs])
             else:
-                self.vals[n] = RULES.rule(n)(self, n, [self.vals[v] for v in n.inputs])
+                ins = [self.vals[v] for v in n.inputs]
+                self.vals[n] = RULES.rule(n)(self, n, ins)
+                if self.poll is not None:
+                    self.poll.spend_node(n, self.vals[n], ins)
 
     def _dummy(self) -> ir.Value:
         """Eight zero bytes: where a read ahead goes when its indices are out of bounds.
@@ -423,6 +462,8 @@ class FunctionEmitter:
                 n = b.mul(n, d)
             memcpy = self.mod.module.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
             b.call(memcpy, [t.ptr, srcs[p], n, I1(0)])
+            if self.poll is not None:
+                self.poll.spend(t.dims)
         for p in phis:
             if p not in tensors:
                 self.vals[p].add_incoming(self.vals[p.input(index)], b.block)

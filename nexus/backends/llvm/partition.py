@@ -18,6 +18,10 @@ than it saves, except for the rare big fused array expression.
 the nodes the python backend runs, the kernels' Calls not counted), which of them have no
 llvm rule (``missing``), the kernels (``kernels``: the outlined graphs' executables) and
 why the whole graph did not compile (``reason``).
+
+With ``max_iterations`` the python backend bounds the host graph and each kernel bounds its
+own loop, counting from 0 on each call, as the python backend counts a ``Call``'s callee:
+the outlined loop's entries are not added to the host's count.
 """
 
 from __future__ import annotations
@@ -146,7 +150,7 @@ class Partitioned(Executable):
 
     backend = BACKEND
 
-    def __init__(self, g: Graph, reason: str = ""):
+    def __init__(self, g: Graph, reason: str = "", max_iterations: int | None = None):
         import time
 
         from nexus.backends.llvm.backend import LLVMExecutable
@@ -166,7 +170,7 @@ class Partitioned(Executable):
                 cut = None  # called from a Python loop, it would copy its arrays in and out each time
             if cut is not None and not unsupported_ops(cut[0]):
                 try:
-                    exe = LLVMExecutable(cut[0])
+                    exe = LLVMExecutable(cut[0], max_iterations)
                 except (Unsupported, MissingLoweringError):
                     exe = None
             if exe is None or cut is None:
@@ -185,11 +189,11 @@ class Partitioned(Executable):
                 continue
             self.stayed_out[n.op.name] = self.stayed_out.get(n.op.name, 0) + 1
         try:
-            self._run = compile_python(host)
+            self._run = compile_python(host, max_iterations)
         except Exception as e:  # noqa: BLE001  (an outlining bug must not cost the user the program)
             self.reason += f"; outlining failed ({type(e).__name__}: {e}), ran whole in Python"
             self.host, self.kernels, self.stayed_out = g, [], dict(self.missing)
-            self._run = compile_python(g)
+            self._run = compile_python(g, max_iterations)
         self.compile_time = time.perf_counter() - t0
 
     @staticmethod
