@@ -46,6 +46,16 @@ times, a fraction its numerator and denominator together, a symbol nothing.  The
 refused at the operator whose result would be larger (``3**2000``, 3170 bits, at its
 ``**``), before sympy evaluates it."""
 
+MAX_DIM_WORK = 20_000
+"""Units of symbolic work that the dims of one text (a whole file) may ask of sympy's
+functions.  Each ``floor``, ``ceiling``, ``Max``, ``Min`` or ``Mod`` costs 20 plus the
+tokens inside its parentheses, and ``Max`` and ``Min`` that times half the square of
+their number of arguments (sympy compares their arguments pairwise: ``Max`` of 99
+symbols took 22 s, of 8 symbols 50 ms).  A dim written again is parsed once and costs
+nothing.  A unit is about 0.25 ms of sympy on a busy machine, so a text past the budget
+is refused within about 5 s; ``floor`` nested 50 deep (the nesting limit) costs 6,100,
+the dims that shape inference prints for the test models far less."""
+
 MAX_NUMBER_CHARS = 600
 """Characters in one number literal, sign and exponent included.  A value of any Nexus
 dtype takes at most 24; the limit stays below 640, the smallest digit limit that

@@ -14,7 +14,7 @@ from typing import TypeAlias
 import numpy as np
 import sympy
 
-from nexus.ir.limits import MAX_DIM_BITS, MAX_DIM_NESTING, MAX_DIM_OPS, MAX_SIMPLIFY_OPS, number_too_long
+from nexus.ir.limits import MAX_DIM_BITS, MAX_DIM_NESTING, MAX_DIM_OPS, MAX_DIM_WORK, MAX_SIMPLIFY_OPS, number_too_long
 
 Dim: TypeAlias = "int | sympy.Expr"
 
@@ -322,7 +322,23 @@ class DimSyntaxError(ValueError):
         self.pos = pos
 
 
-def parse_dim(text: str) -> Dim:
+class DimBudget:
+    """The symbolic work that one text's dims may still ask of sympy (``MAX_DIM_WORK``
+    units, see :mod:`nexus.ir.limits`), and the dims it has parsed already: the parser
+    keeps one per text, so that the cost is bounded per file, not per dim."""
+
+    def __init__(self, units: int = MAX_DIM_WORK):
+        self.left = units
+        self.parsed: dict[str, Dim] = {}
+
+    def spend(self, units: int, pos: int) -> None:
+        self.left -= units
+        if self.left < 0:
+            raise DimSyntaxError(f"the dims of this text ask for more symbolic work than the budget of "
+                                 f"{MAX_DIM_WORK} units (floor, ceiling, Max, Min, Mod)", pos)
+
+
+def parse_dim(text: str, budget: DimBudget | None = None) -> Dim:
     """Parse ``N``, ``2*N + 1``, ``floor(N/2)``, ``Max(N, M)`` into a dim.  No eval.
 
     Within the limits of :mod:`nexus.ir.limits`: at most ``MAX_DIM_OPS`` operations
@@ -330,7 +346,10 @@ def parse_dim(text: str) -> Dim:
     ``MAX_DIM_NESTING`` deep, numbers of at most ``MAX_DIM_BITS`` (checked before each
     operation that could make a larger one).  Sums and products are built in one sympy
     call each rather than one per operator, so the work grows with the text's length, not
-    with its square."""
+    with its square.  ``budget`` bounds the work of the function calls across the dims
+    that share it (a fresh one of ``MAX_DIM_WORK`` units when None)."""
+    if budget is not None and text in budget.parsed:
+        return budget.parsed[text]
     tokens: list[tuple[str, str, int]] = []
     pos, ops = 0, 0
     while pos < len(text):
@@ -350,19 +369,21 @@ def parse_dim(text: str) -> Dim:
                 raise DimSyntaxError(f"dim expression has more than {MAX_DIM_OPS} operations", tok[2])
         tokens.append(tok)
         pos = m.end()
-    parser = _DimParser(tokens, len(text))
+    parser = _DimParser(tokens, len(text), DimBudget() if budget is None else budget)
     result = parser.expr()
     if parser.i != len(tokens):
         raise DimSyntaxError(f"unexpected {tokens[parser.i][1]!r} in dim", tokens[parser.i][2])
-    return simplify_dim(result)
+    dim = simplify_dim(result)
+    parser.budget.parsed[text] = dim
+    return dim
 
 
 _FOLD = 16  # operands of a sum or product combined one by one, as Python's operators would
 
 
 class _DimParser:
-    def __init__(self, tokens: list[tuple[str, str, int]], end: int):
-        self.tokens = tokens
+    def __init__(self, tokens: list[tuple[str, str, int]], end: int, budget: DimBudget):
+        self.tokens, self.budget = tokens, budget
         self.i = 0
         self.end = end
         self.depth = 0
@@ -477,11 +498,14 @@ class _DimParser:
                 if fn is None:
                     raise DimSyntaxError(f"unknown function {text!r} in dim", pos)
                 self.take()
+                first = self.i
                 args = [self.expr()]
                 while self.peek() == ",":
                     self.take()
                     args.append(self.expr())
                 self.expect(")")
+                cost = 20 + self.i - first  # sympy's Max and Min compare their arguments pairwise
+                self.budget.spend(cost * len(args) ** 2 // 2 if fn in (sympy.Max, sympy.Min) else cost, pos)
                 self.combined(sum(self.size(a) for a in args) if fn is sympy.Mod else 0, pos)
                 return self.check(fn(*args), pos)
             return sym(text)
@@ -569,7 +593,20 @@ def dims_may_differ(a: Dim, b: Dim, broadcast: bool = False) -> bool:
         # skipping simplify for them saves ~10-40 ms per op when a frontend builds graphs
         # over symbolic shapes.
         return a.name != b.name or bool(a != b)  # type: ignore[union-attr]
-    return a != b and bool(sympy.simplify(a - b) != 0)
+    return a != b and not dim_is_zero(a - b)
+
+
+def dim_is_zero(expr: sympy.Expr) -> bool:
+    """Whether ``expr`` (a difference of dims) is zero for sure: it is 0 as sympy built it,
+    or ``sympy.simplify`` proves it, asked only for at most ``MAX_SIMPLIFY_OPS``
+    operations (its time grows exponentially with the size: two sums of 400 symbols cost
+    the verifier 8 s per Add).  False means "not proved", which callers treat as "may
+    differ": a run-time check, or a fresh symbol, instead of a proof."""
+    if expr == 0:
+        return True
+    if sympy.count_ops(expr) > MAX_SIMPLIFY_OPS:
+        return False
+    return bool(sympy.simplify(expr) == 0)
 
 
 def shape_str(shape: tuple[Dim, ...] | None) -> str:
