@@ -239,3 +239,12 @@ def test_accepted_dims_round_trip_and_keep_their_value() -> None:
                 assert sympy.Rational(want.numerator, want.denominator) == got, (text, env)
         checked += 1
     assert checked == 150
+
+
+def test_save_refuses_a_graph_whose_dims_would_exceed_the_work_budget(tmp_path) -> None:
+    dims = [sympy.Max(*(sym(f"a{i}") for i in range(k, k + 8))) for k in range(40)]
+    with nx.function("g", **{f"x{k}": TensorType("f32", (d,)) for k, d in enumerate(dims)}) as f:
+        f.returns(*f.args)
+    with pytest.raises(ValueError, match="would not load back.*budget of 20000 units"):
+        nx.save(f.graph, tmp_path / "g.nx")
+    assert not (tmp_path / "g.nx").exists()
