@@ -24,6 +24,7 @@ __all__ = ["LoadError", "load", "payload_path", "save"]
 PathLike = str | os.PathLike[str]
 _PAYLOAD_REF = re.compile(r'tensor<[^>]*:\s*@"')
 _BOM = b"\xef\xbb\xbf"
+_DIM_CALL = re.compile(r"\b(?:floor|ceiling|Max|Min|Mod)\(")
 
 
 def payload_path(path: PathLike) -> str:
@@ -49,9 +50,12 @@ def save(graph: Graph, path: PathLike) -> None:
 def _check_loads_back(graph: Graph, text: str, payload: dict[str, np.ndarray]) -> None:
     """Refuse to write text that :func:`load` would refuse: a dim expression nested past
     the parser's limit (``MAX_DIM_NESTING``; sympy builds deeper ones, e.g. ``floor``
-    of ``floor`` ... of a strided slice in a loop).  Only a line with that many
-    parentheses can be too deep, so other graphs are not parsed again."""
-    if all(line.count("(") <= MAX_DIM_NESTING for line in text.split("\n")):
+    of ``floor`` ... of a strided slice in a loop), or dims whose function calls need more
+    symbolic work than one text may ask (``MAX_DIM_WORK``).  Only a line with that many
+    parentheses can be too deep and only dims with function calls cost work, so other
+    graphs are not parsed again.  (Dims past ``MAX_DIM_OPS`` or ``MAX_DIM_BITS`` cannot
+    be made: types refuse them.)"""
+    if not _DIM_CALL.search(text) and all(line.count("(") <= MAX_DIM_NESTING for line in text.split("\n")):
         return
     try:
         parse(text, payload)

@@ -29,6 +29,33 @@ exponential in the expression's size (a product of 20 sums, ``floor`` nested 15 
 so text of a few hundred characters could otherwise stall a loader; printing and parsing
 a kept expression give the same expression back, so round trips hold either way."""
 
+MAX_DIM_OPS = 1000
+"""Operations in one dim expression: operators (unary minus included) and function calls as
+written in the text, ``sympy.count_ops`` for a dim built in Python.  The largest dims that
+shape inference makes in the tests have 240 (a strided slice in a loop, nested to
+``MAX_DIM_NESTING``; conv stacks: under 100).  Checked while the text is split into tokens,
+before sympy sees any of it, so a sum of 20,000 symbols is refused in milliseconds."""
+
+MAX_DIM_BITS = 2048
+"""The size of the numbers in one dim: every integer, numerator and denominator has at most
+this many bits (617 decimal digits, below 640, the lowest limit of
+``sys.set_int_max_str_digits``, so a dim always prints).  Sizes are measured as
+:func:`nexus.ir.types.dim_bits` does, so that sympy never computes a larger number on the
+way: a product counts the sizes of its factors together, ``x**k`` counts ``x``'s ``k``
+times, a fraction its numerator and denominator together, a symbol nothing.  The text is
+refused at the operator whose result would be larger (``3**2000``, 3170 bits, at its
+``**``), before sympy evaluates it."""
+
+MAX_DIM_WORK = 20_000
+"""Units of symbolic work that the dims of one text (a whole file) may ask of sympy's
+functions.  Each ``floor``, ``ceiling``, ``Max``, ``Min`` or ``Mod`` costs 20 plus the
+tokens inside its parentheses, and ``Max`` and ``Min`` that times half the square of
+their number of arguments (sympy compares their arguments pairwise: ``Max`` of 99
+symbols took 22 s, of 8 symbols 50 ms).  A dim written again is parsed once and costs
+nothing.  A unit is about 0.25 ms of sympy on a busy machine, so a text past the budget
+is refused within about 5 s; ``floor`` nested 50 deep (the nesting limit) costs 6,100,
+the dims that shape inference prints for the test models far less."""
+
 MAX_NUMBER_CHARS = 600
 """Characters in one number literal, sign and exponent included.  A value of any Nexus
 dtype takes at most 24; the limit stays below 640, the smallest digit limit that

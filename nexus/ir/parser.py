@@ -25,6 +25,7 @@ from nexus.ir.opdef import UNIVERSAL_ATTRS, OpTypeError, check_attr, get_op
 from nexus.ir.types import (
     ALL_DTYPE_NAMES,
     STACK,
+    DimBudget,
     DimSyntaxError,
     TensorType,
     TupleType,
@@ -126,8 +127,9 @@ class _BlockText:
 class _Cursor:
     """A scanner over one line of text."""
 
-    def __init__(self, text: str, lineno: int):
+    def __init__(self, text: str, lineno: int, budget: DimBudget | None = None):
         self.text, self.pos, self.lineno = text, 0, lineno
+        self.budget = DimBudget() if budget is None else budget  # one for the whole text
 
     def error(self, msg: str, pos: int | None = None) -> ParseError:
         p = self.pos if pos is None else pos
@@ -250,7 +252,7 @@ class _Cursor:
             self.pos += 1
         text = self.text[start:self.pos]
         try:
-            dim = parse_dim(text)
+            dim = parse_dim(text, self.budget)
             if isinstance(dim, int) and dim < 0:
                 raise DimSyntaxError("a dim cannot be negative", 0)
             return dim
@@ -369,6 +371,7 @@ def parse_module(text: str, payload: dict[str, np.ndarray] | None = None) -> lis
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]  # Windows line endings too
     graphs: list[Graph] = []
     by_name: dict[str, Graph] = {}
+    budget = DimBudget()  # the symbolic work of all the dims in the text
     i = 0
     while i < len(lines):
         cur = _Cursor(lines[i], i + 1)
@@ -381,11 +384,11 @@ def parse_module(text: str, payload: dict[str, np.ndarray] | None = None) -> lis
         cur.expect("{")
         if not cur.at_end():
             raise cur.error("expected end of line after '{'")
-        i, blocks = _read_blocks(lines, i + 1)
+        i, blocks = _read_blocks(lines, i + 1, budget)
         if name in by_name:
             raise ParseError(f"graph @{name} is defined twice", i, 1)
         try:
-            g = _build(name, blocks, by_name, payload or {}, i)
+            g = _build(name, blocks, by_name, payload or {}, i, budget)
         except ParseError as e:
             if "\n" in str(e) or not 1 <= e.line <= len(lines):
                 raise
@@ -401,10 +404,10 @@ def parse_module(text: str, payload: dict[str, np.ndarray] | None = None) -> lis
     return graphs
 
 
-def _read_blocks(lines: list[str], i: int) -> tuple[int, list[_BlockText]]:
+def _read_blocks(lines: list[str], i: int, budget: DimBudget) -> tuple[int, list[_BlockText]]:
     blocks: list[_BlockText] = []
     while i < len(lines):
-        cur = _Cursor(lines[i], i + 1)
+        cur = _Cursor(lines[i], i + 1, budget)
         if cur.at_end():
             i += 1
             continue
@@ -481,7 +484,7 @@ def _node_line(cur: _Cursor) -> _Line:
 
 
 def _build(name: str, blocks: list[_BlockText], graphs: dict[str, Graph], payload: dict[str, Any],
-           end_line: int) -> Graph:
+           end_line: int, budget: DimBudget) -> Graph:
     g = Graph.__new__(Graph)
     g.name, g.blocks, g.version, g._cache = name, {}, 0, {}
     values: dict[str, Node] = {}
@@ -496,7 +499,7 @@ def _build(name: str, blocks: list[_BlockText], graphs: dict[str, Graph], payloa
         g.blocks[b] = None
         labels[bt.label] = b
         for ln in bt.lines:
-            node = _make_node(ln, graphs, payload)
+            node = _make_node(ln, graphs, payload, budget)
             node.graph, node.block = g, b
             b.members[node] = None
             if ln.name is not None:
@@ -536,7 +539,7 @@ def _build(name: str, blocks: list[_BlockText], graphs: dict[str, Graph], payloa
     return g
 
 
-def _make_node(ln: _Line, graphs: dict[str, Graph], payload: dict[str, Any]) -> Node:
+def _make_node(ln: _Line, graphs: dict[str, Graph], payload: dict[str, Any], budget: DimBudget) -> Node:
     try:
         opdef = get_op(ln.op)
     except KeyError:
@@ -551,7 +554,7 @@ def _make_node(ln: _Line, graphs: dict[str, Graph], payload: dict[str, Any]) -> 
     for key, raw in ln.attrs.items():
         spec = opdef.attrs.get(key)
         try:
-            attrs[key] = _attr_value(key, raw, spec.kind if spec else "str", graphs, payload, ln)
+            attrs[key] = _attr_value(key, raw, spec.kind if spec else "str", graphs, payload, ln, budget)
         except ParseError:
             raise
         except (ValueError, TypeError, DimSyntaxError) as e:
@@ -563,7 +566,8 @@ def _make_node(ln: _Line, graphs: dict[str, Graph], payload: dict[str, Any]) -> 
     return Node(opdef, [], full, ln.type, None, ln.loc)
 
 
-def _attr_value(key: str, raw: Any, kind: str, graphs: dict[str, Graph], payload: dict[str, Any], ln: _Line) -> Any:
+def _attr_value(key: str, raw: Any, kind: str, graphs: dict[str, Graph], payload: dict[str, Any], ln: _Line,
+                budget: DimBudget) -> Any:
     if isinstance(raw, _Ref):
         if kind != "graph":
             raise ValueError(f"@{raw.name} is a graph reference")
@@ -581,7 +585,7 @@ def _attr_value(key: str, raw: Any, kind: str, graphs: dict[str, Graph], payload
     if kind == "dims":
         if not isinstance(raw, list):
             raise ValueError("expected a list of dims")
-        return tuple(parse_dim(d) if isinstance(d, str) else d for d in raw)
+        return tuple(parse_dim(d, budget) if isinstance(d, str) else d for d in raw)
     if kind == "float" and isinstance(raw, int):
         raw = float(raw)
     return check_attr(ln.op, key, kind, raw)

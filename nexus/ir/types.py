@@ -14,7 +14,7 @@ from typing import TypeAlias
 import numpy as np
 import sympy
 
-from nexus.ir.limits import MAX_DIM_NESTING, MAX_SIMPLIFY_OPS, number_too_long
+from nexus.ir.limits import MAX_DIM_BITS, MAX_DIM_NESTING, MAX_DIM_OPS, MAX_DIM_WORK, MAX_SIMPLIFY_OPS, number_too_long
 
 Dim: TypeAlias = "int | sympy.Expr"
 
@@ -135,19 +135,78 @@ def is_static(dim: Dim) -> bool:
 
 
 def simplify_dim(dim: Dim) -> Dim:
-    """Normalise a dim: sympy integers become Python ints, strings are parsed dims."""
+    """Normalise a dim: sympy integers become Python ints, strings are parsed dims.
+
+    Raises ValueError for a dim past the limits of :mod:`nexus.ir.limits` (more than
+    ``MAX_DIM_OPS`` operations, numbers larger than ``MAX_DIM_BITS``), which the text form
+    could not read back."""
     if isinstance(dim, (bool, np.bool_)):
         raise TypeError("a dim cannot be a bool")
     if isinstance(dim, (int, np.integer)):
-        return int(dim)
+        value = int(dim)
+        if value.bit_length() > MAX_DIM_BITS:  # checked before anything converts it to a str
+            raise ValueError(f"a dim of {value.bit_length()} bits (the limit is {MAX_DIM_BITS})")
+        return value
     if isinstance(dim, str):  # "N", "2*N": parsed, never evaluated
         return parse_dim(dim)
     expr = dim
-    if not isinstance(dim, sympy.Symbol) and sympy.count_ops(dim) <= MAX_SIMPLIFY_OPS:  # see MAX_SIMPLIFY_OPS
-        expr = sympy.simplify(dim)
+    if not isinstance(dim, sympy.Symbol):
+        ops = sympy.count_ops(dim)
+        if ops > MAX_DIM_OPS:
+            raise ValueError(f"a dim of {ops} operations (the limit is {MAX_DIM_OPS})")
+        bits = dim_bits(dim)
+        if bits > MAX_DIM_BITS:
+            raise ValueError(f"a dim whose numbers take {bits} bits (the limit is {MAX_DIM_BITS})")
+        if ops <= MAX_SIMPLIFY_OPS:  # see MAX_SIMPLIFY_OPS
+            expr = sympy.simplify(dim)
     if isinstance(expr, sympy.Integer):
         return int(expr)
     return expr
+
+
+def _number_bits(x: sympy.Basic) -> int:
+    if isinstance(x, sympy.Integer):
+        return abs(int(x)).bit_length()
+    if isinstance(x, sympy.Rational):
+        return abs(int(x.p)).bit_length() + int(x.q).bit_length()
+    return 0  # a symbol, or a number sympy keeps symbolic (zoo, nan)
+
+
+def dim_bits(dim: Dim, memo: dict[sympy.Basic, int] | None = None) -> int:
+    """The size of the numbers in ``dim`` as :data:`~nexus.ir.limits.MAX_DIM_BITS` bounds
+    it: an integer counts its bits, a fraction those of its numerator and denominator, a
+    symbol nothing; a product adds its factors' sizes, ``x**k`` is ``k`` times ``x``'s,
+    a sum or function call the largest of its arguments'.  No number sympy computes from
+    the parts is larger than what this counts, so checking it before an operation keeps
+    sympy's arithmetic small.  ``memo`` keeps the sizes of subexpressions across calls.
+
+    Runs on an explicit stack: dims built in Python may nest deeper than Python recurses."""
+    if isinstance(dim, int):
+        return dim.bit_length() if dim >= 0 else (-dim).bit_length()
+    memo = {} if memo is None else memo
+    stack: list[tuple[sympy.Basic, bool]] = [(dim, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node in memo:
+            continue
+        if not node.args:
+            memo[node] = _number_bits(node)
+            continue
+        if not ready:
+            stack.append((node, True))
+            stack.extend((a, False) for a in node.args if a not in memo)
+            continue
+        sizes = [memo[a] for a in node.args]
+        if node.is_Mul:
+            memo[node] = sum(sizes)
+        elif node.is_Pow and node.args[1].is_Integer:
+            k = abs(int(node.args[1]))
+            memo[node] = max(sizes[0] * max(k, 1), sizes[1])
+        elif node.is_Pow:
+            memo[node] = sizes[0] + sizes[1]
+        else:
+            memo[node] = max(sizes)
+    return memo[dim]
 
 
 class Type:
@@ -263,10 +322,36 @@ class DimSyntaxError(ValueError):
         self.pos = pos
 
 
-def parse_dim(text: str) -> Dim:
-    """Parse ``N``, ``2*N + 1``, ``floor(N/2)``, ``Max(N, M)`` into a dim.  No eval."""
+class DimBudget:
+    """The symbolic work that one text's dims may still ask of sympy (``MAX_DIM_WORK``
+    units, see :mod:`nexus.ir.limits`), and the dims it has parsed already: the parser
+    keeps one per text, so that the cost is bounded per file, not per dim."""
+
+    def __init__(self, units: int = MAX_DIM_WORK):
+        self.left = units
+        self.parsed: dict[str, Dim] = {}
+
+    def spend(self, units: int, pos: int) -> None:
+        self.left -= units
+        if self.left < 0:
+            raise DimSyntaxError(f"the dims of this text ask for more symbolic work than the budget of "
+                                 f"{MAX_DIM_WORK} units (floor, ceiling, Max, Min, Mod)", pos)
+
+
+def parse_dim(text: str, budget: DimBudget | None = None) -> Dim:
+    """Parse ``N``, ``2*N + 1``, ``floor(N/2)``, ``Max(N, M)`` into a dim.  No eval.
+
+    Within the limits of :mod:`nexus.ir.limits`: at most ``MAX_DIM_OPS`` operations
+    (counted on the tokens, before sympy builds anything), nesting at most
+    ``MAX_DIM_NESTING`` deep, numbers of at most ``MAX_DIM_BITS`` (checked before each
+    operation that could make a larger one).  Sums and products are built in one sympy
+    call each rather than one per operator, so the work grows with the text's length, not
+    with its square.  ``budget`` bounds the work of the function calls across the dims
+    that share it (a fresh one of ``MAX_DIM_WORK`` units when None)."""
+    if budget is not None and text in budget.parsed:
+        return budget.parsed[text]
     tokens: list[tuple[str, str, int]] = []
-    pos = 0
+    pos, ops = 0, 0
     while pos < len(text):
         if text[pos:].strip() == "":
             break
@@ -277,24 +362,45 @@ def parse_dim(text: str) -> Dim:
         why = number_too_long(m.group(1)) if kind == "int" else None
         if why is not None:
             raise DimSyntaxError(why, m.start(1))
-        tokens.append((kind, m.group(m.lastindex or 0), m.start(m.lastindex or 0)))
+        tok = (kind, m.group(m.lastindex or 0), m.start(m.lastindex or 0))
+        if kind == "op" and (tok[1] not in "()," or (tok[1] == "(" and tokens and tokens[-1][0] == "name")):
+            ops += 1  # an operator, or the parenthesis of a function call
+            if ops > MAX_DIM_OPS:
+                raise DimSyntaxError(f"dim expression has more than {MAX_DIM_OPS} operations", tok[2])
+        tokens.append(tok)
         pos = m.end()
-    parser = _DimParser(tokens, len(text))
+    parser = _DimParser(tokens, len(text), DimBudget() if budget is None else budget)
     result = parser.expr()
     if parser.i != len(tokens):
         raise DimSyntaxError(f"unexpected {tokens[parser.i][1]!r} in dim", tokens[parser.i][2])
-    return simplify_dim(result)
+    dim = simplify_dim(result)
+    parser.budget.parsed[text] = dim
+    return dim
 
 
-_MAX_POW_BITS = 4096  # a constant power larger than this is refused, not computed
+_FOLD = 16  # operands of a sum or product combined one by one, as Python's operators would
 
 
 class _DimParser:
-    def __init__(self, tokens: list[tuple[str, str, int]], end: int):
-        self.tokens = tokens
+    def __init__(self, tokens: list[tuple[str, str, int]], end: int, budget: DimBudget):
+        self.tokens, self.budget = tokens, budget
         self.i = 0
         self.end = end
         self.depth = 0
+        self.bits: dict[sympy.Basic, int] = {}  # dim_bits of the subexpressions built so far
+
+    def size(self, value: sympy.Expr) -> int:
+        return dim_bits(value, self.bits)
+
+    def check(self, value: sympy.Expr, pos: int) -> sympy.Expr:
+        """``value``, made by the operator at ``pos``, if its numbers are within the limit."""
+        self.combined(self.size(value), pos)
+        return value
+
+    def combined(self, sizes: int, pos: int) -> None:
+        """Refuse an operator at ``pos`` whose operands' numbers together are too large."""
+        if sizes > MAX_DIM_BITS:
+            raise DimSyntaxError(f"a number in this dim would take {sizes} bits (the limit is {MAX_DIM_BITS})", pos)
 
     def nest(self) -> None:
         # Untrusted text must not exhaust the Python stack: a limit of Nexus, checked before
@@ -316,25 +422,49 @@ class _DimParser:
 
     def expr(self) -> sympy.Expr:
         value = self.term()
+        rest: list[sympy.Expr] = []
+        first, count = 0, 1
         while self.peek() in ("+", "-"):
-            op = self.take()[1]
+            op, pos = self.take()[1:]
             rhs = self.term()
-            value = value + rhs if op == "+" else value - rhs
+            if op == "-":
+                rhs = self.check(-rhs, pos)
+            count += 1
+            if count <= _FOLD:
+                value = self.check(value + rhs, pos)
+            else:
+                first = first or pos
+                rest.append(rhs)
+        if rest:  # one sympy call for the rest: folding a long sum costs its length squared
+            value = self.check(sympy.Add(value, *rest), first)
         return value
 
     def term(self) -> sympy.Expr:
         value = self.unary()
+        rest: list[sympy.Expr] = []
+        sizes, first, count = self.size(value), 0, 1
         while self.peek() in ("*", "/", "//", "%"):
-            op = self.take()[1]
+            op, pos = self.take()[1:]
             rhs = self.unary()
-            if op == "*":
-                value = value * rhs
-            elif op == "/":
-                value = value / rhs
-            elif op == "//":
-                value = sympy.floor(value / rhs)
+            if op in ("//", "%"):
+                if rest:
+                    value, rest = self.check(sympy.Mul(value, *rest), first), []
+                self.combined(self.size(value) + self.size(rhs), pos)
+                value = self.check(sympy.floor(value / rhs) if op == "//" else sympy.Mod(value, rhs), pos)
+                sizes, count = self.size(value), 1
+                continue
+            factor = rhs if op == "*" else rhs ** -1
+            sizes += self.size(factor)
+            self.combined(sizes, pos)  # before sympy multiplies any of the numbers
+            count += 1
+            if count <= _FOLD:
+                value = self.check(value * factor, pos)
+                sizes = self.size(value)
             else:
-                value = sympy.Mod(value, rhs)
+                first = first or pos
+                rest.append(factor)
+        if rest:  # one sympy call for the rest, as for sums
+            value = self.check(sympy.Mul(value, *rest), first)
         return value
 
     def unary(self) -> sympy.Expr:
@@ -348,14 +478,14 @@ class _DimParser:
 
     def _unary(self) -> sympy.Expr:
         if self.peek() == "-":
-            self.take()
-            return -self.unary()
+            pos = self.take()[2]
+            return self.check(-self.unary(), pos)
         base = self.atom()
         if self.peek() == "**":
             pos = self.take()[2]
             exponent = self.unary()
-            _check_power(base, exponent, pos)
-            return base ** exponent
+            _check_power(base, exponent, pos, self.size(base))
+            return self.check(base ** exponent, pos)
         return base
 
     def atom(self) -> sympy.Expr:
@@ -368,12 +498,16 @@ class _DimParser:
                 if fn is None:
                     raise DimSyntaxError(f"unknown function {text!r} in dim", pos)
                 self.take()
+                first = self.i
                 args = [self.expr()]
                 while self.peek() == ",":
                     self.take()
                     args.append(self.expr())
                 self.expect(")")
-                return fn(*args)
+                cost = 20 + self.i - first  # sympy's Max and Min compare their arguments pairwise
+                self.budget.spend(cost * len(args) ** 2 // 2 if fn in (sympy.Max, sympy.Min) else cost, pos)
+                self.combined(sum(self.size(a) for a in args) if fn is sympy.Mod else 0, pos)
+                return self.check(fn(*args), pos)
             return sym(text)
         if text == "(":
             value = self.expr()
@@ -387,8 +521,9 @@ class _DimParser:
             raise DimSyntaxError(f"expected {text!r} but found {got!r}", pos)
 
 
-def _check_power(base: sympy.Expr, exponent: sympy.Expr, pos: int) -> None:
-    """Refuse powers whose value would be huge (sympy computes constant powers eagerly)."""
+def _check_power(base: sympy.Expr, exponent: sympy.Expr, pos: int, base_bits: int) -> None:
+    """Refuse powers whose value would be huge (sympy computes constant powers eagerly),
+    before computing them: ``base_bits`` is ``dim_bits(base)``."""
     if not isinstance(exponent, sympy.Integer):
         if exponent.is_number:
             raise DimSyntaxError("a constant exponent in a dim must be an integer", pos)
@@ -398,10 +533,14 @@ def _check_power(base: sympy.Expr, exponent: sympy.Expr, pos: int) -> None:
         raise DimSyntaxError("a dim cannot have a negative exponent", pos)
     if isinstance(base, sympy.Integer):
         bits = abs(int(base)).bit_length()
-        if bits > 1 and (bits - 1) * e > _MAX_POW_BITS:
-            raise DimSyntaxError(f"the power {base}**{e} is too large for a dim", pos)
+        if bits > 1 and (bits - 1) * e >= MAX_DIM_BITS:  # n**e has at least (bits - 1) * e + 1 bits
+            raise DimSyntaxError(f"the power {base}**{e} is too large for a dim "
+                                 f"(over {MAX_DIM_BITS} bits)", pos)
     elif e > 64:
         raise DimSyntaxError(f"the exponent {e} is too large for a dim", pos)
+    elif base_bits * e > MAX_DIM_BITS:
+        raise DimSyntaxError(f"a number in this dim would take {base_bits * e} bits "
+                             f"(the limit is {MAX_DIM_BITS})", pos)
 
 
 def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...],
@@ -454,7 +593,20 @@ def dims_may_differ(a: Dim, b: Dim, broadcast: bool = False) -> bool:
         # skipping simplify for them saves ~10-40 ms per op when a frontend builds graphs
         # over symbolic shapes.
         return a.name != b.name or bool(a != b)  # type: ignore[union-attr]
-    return a != b and bool(sympy.simplify(a - b) != 0)
+    return a != b and not dim_is_zero(a - b)
+
+
+def dim_is_zero(expr: sympy.Expr) -> bool:
+    """Whether ``expr`` (a difference of dims) is zero for sure: it is 0 as sympy built it,
+    or ``sympy.simplify`` proves it, asked only for at most ``MAX_SIMPLIFY_OPS``
+    operations (its time grows exponentially with the size: two sums of 400 symbols cost
+    the verifier 8 s per Add).  False means "not proved", which callers treat as "may
+    differ": a run-time check, or a fresh symbol, instead of a proof."""
+    if expr == 0:
+        return True
+    if sympy.count_ops(expr) > MAX_SIMPLIFY_OPS:
+        return False
+    return bool(sympy.simplify(expr) == 0)
 
 
 def shape_str(shape: tuple[Dim, ...] | None) -> str:

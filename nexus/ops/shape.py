@@ -60,7 +60,7 @@ def _reshape_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], values
                 raise OpTypeError(f"{op}: cannot reshape {list(x.shape)} to {dims}")
             dims[holes[0]] = total // known
         else:
-            dims[holes[0]] = sympy.simplify(total / known)
+            dims[holes[0]] = simplify_dim(total / known)  # within the simplify budget
     elif holes:
         dims[holes[0]] = fresh_dim()
     if x.is_static and not holes and all(isinstance(d, int) for d in dims):

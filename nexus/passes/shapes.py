@@ -34,7 +34,7 @@ from nexus.ir.analysis import dominators, node_order, reverse_postorder
 from nexus.ir.graph import Graph, known_value
 from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import DimEq, OpTypeError
-from nexus.ir.types import TensorType, TupleType, Type, fresh_dim, shape_str, simplify_dim
+from nexus.ir.types import TensorType, TupleType, Type, dim_is_zero, fresh_dim, shape_str, simplify_dim
 from nexus.ops.index import _slice as slice_kernel
 
 # Nodes whose type is structural and never recomputed.
@@ -330,7 +330,7 @@ def _dim_eq(a: Any, b: Any) -> bool:
         return a == b
     if isinstance(a, int) != isinstance(b, int):
         return False
-    return bool(a == b) or sympy.simplify(a - b) == 0
+    return bool(a == b) or dim_is_zero(a - b)
 
 
 def _free(x: Any) -> set[Any]:
