@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy
+from jax import lax
 
 from nexus.backends.base import register_lowering
 from nexus.backends.xla import trace
@@ -149,10 +150,23 @@ def consume(tr: Trace, node: Node, ins: list[Any]) -> Any:
         return _reduce(tr, node, p)
     if op == "Identity":
         return p
+    if op == "Append" and ins[0] is p and p.axis == 0 and not isinstance(ins[1], Padded):
+        return _append(p, ins[1])
     raise XlaLoweringError(f"op {op} reads a value whose size is data-dependent (padded to a bound in XLA); "
                            "the xla backend handles elementwise ops, Gather, reductions, ShapeOf and DimSize "
                            "on such values, and returns them, but padding would change what this op computes",
                            node)
+
+
+def _append(p: Padded, x: Any) -> Padded:
+    """A padded list (one grown in a loop or an If arm, see Trace.agree) extended by ``x``
+    at its true end.  The bound grows by one row, so that the value's shape says that it
+    grew: a loop that carries it pads it to the bound for all its trips
+    (Trace.loop_bound), and its iterations drop the spare row again."""
+    data = jnp.asarray(p.data)
+    row = jnp.asarray(x, data.dtype)[None]
+    data = jnp.concatenate([data, jnp.zeros_like(row)])
+    return Padded(lax.dynamic_update_index_in_dim(data, row[0], p.size, 0), p.size + 1, 0)
 
 
 _IDENTITY = {"ReduceSum": 0, "ReduceMean": 0, "ReduceProd": 1}
