@@ -150,23 +150,27 @@ def consume(tr: Trace, node: Node, ins: list[Any]) -> Any:
         return _reduce(tr, node, p)
     if op == "Identity":
         return p
-    if op == "Append" and ins[0] is p and p.axis == 0 and not isinstance(ins[1], Padded):
-        return _append(p, ins[1])
+    if op == "Append" and ins[0] is p and p.axis == 0 and len(pads) == 1:
+        return _extend(p, jnp.asarray(ins[1])[None])
+    if op == "Concat" and ins[0] is p and len(pads) == 1 and int(node.attrs["axis"]) % jnp.ndim(p.data) == p.axis:
+        return _extend(p, jnp.concatenate([jnp.asarray(v) for v in ins[1:]], axis=p.axis))
     raise XlaLoweringError(f"op {op} reads a value whose size is data-dependent (padded to a bound in XLA); "
                            "the xla backend handles elementwise ops, Gather, reductions, ShapeOf and DimSize "
                            "on such values, and returns them, but padding would change what this op computes",
                            node)
 
 
-def _append(p: Padded, x: Any) -> Padded:
-    """A padded list (one grown in a loop or an If arm, see Trace.agree) extended by ``x``
-    at its true end.  The bound grows by one row, so that the value's shape says that it
-    grew: a loop that carries it pads it to the bound for all its trips
-    (Trace.loop_bound), and its iterations drop the spare row again."""
+def _extend(p: Padded, tail: Any) -> Padded:
+    """A padded list (one grown in a loop or an If arm, see Trace.agree) extended by
+    ``tail`` (rows along its padded axis) at its true end: Append, or a Concat onto it.
+    The bound grows by the rows added, so that the value's shape says that it grew: a
+    loop that carries it pads it to the bound for all its trips (Trace.loop_bound), and
+    its iterations drop the spare rows again."""
     data = jnp.asarray(p.data)
-    row = jnp.asarray(x, data.dtype)[None]
-    data = jnp.concatenate([data, jnp.zeros_like(row)])
-    return Padded(lax.dynamic_update_index_in_dim(data, row[0], p.size, 0), p.size + 1, 0)
+    tail = tail.astype(data.dtype)
+    data = jnp.concatenate([data, jnp.zeros_like(tail)], axis=p.axis)
+    rows = jnp.shape(tail)[p.axis]
+    return Padded(lax.dynamic_update_slice_in_dim(data, tail, p.size, p.axis), p.size + rows, p.axis)
 
 
 _IDENTITY = {"ReduceSum": 0, "ReduceMean": 0, "ReduceProd": 1}

@@ -97,6 +97,9 @@ class PadTo:
 
     shape: tuple[int, ...]
     axis: int
+    # Whether the bound counts `StackLayout.capacity` trips of a loop whose trip count is
+    # known only at run time (see Trace.loop_bound).
+    run_time: bool = False
 
 
 # What all paths give a value (see Trace.agree): a shape, a PadTo, or None (stacks, tuples).
@@ -119,6 +122,17 @@ PADDED_CONSUMER: Callable[[Trace, Node, list[Any]], Any] | None = None
 # kernel may raise on the untaken arm's values).  rules_shape and dynamic add theirs.
 HOST_EFFECTS: set[str] = set()
 _PADDED_AS_IS = frozenset({"Proj", "NonMaxSuppression", "NonZero", "Unique", "BooleanMask", "TopK"})
+
+
+@dataclass
+class TripCount:
+    """The most trips that a loop growing a list on a run-time trip count ran, in the last
+    run of a computation (``used``: whether it has such a loop).  Its list is padded for
+    ``StackLayout.capacity`` trips (Trace.loop_bound); more, and the executable compiles
+    again with a larger capacity and runs again, as it does for stacks."""
+
+    most: int = 0
+    used: bool = False
 
 
 class NewStackKind(Exception):
@@ -208,6 +222,7 @@ class Trace:
         self.dims: dict[sympy.Symbol, int] = {}
         self.abstract = 0  # > 0 while looking for a loop's carried shapes (jax.eval_shape)
         self.top: dict[Any, Any] | None = None  # the outermost graph's values (BuildComputation reads it)
+        self.trips = TripCount()  # the executable reads it after each run (see loop_bound)
 
     # --- the three steps' middle one -------------------------------------------------
     def run(self, g: Graph, args: Sequence[Any]) -> list[Any]:
@@ -550,6 +565,15 @@ class Trace:
             # A counted loop: a scan of known length (no test per iteration, and XLA knows
             # the trip count without analysing the induction).
             final = lax.fori_loop(0, trips, lambda _, carry: body_fn(carry), init)
+        elif any(isinstance(t, PadTo) and t.run_time for t in shapes):
+            # A list grown on a run-time number of trips, padded for `capacity` of them: the
+            # trips are counted and reported to the executable, which compiles again with a
+            # larger capacity where they were more (and runs again).
+            def counted(carry: list[Any]) -> list[Any]:
+                return [*body_fn(carry[:-1]), carry[-1] + 1]
+            *final, trips_run = lax.while_loop(lambda c: cond_fn(c[:-1]), counted, [*init, jnp.zeros((), np.int64)])
+            self.trips.used = True
+            jax.debug.callback(self.report_trips, trips_run)
         elif _UNROLL > 1 and _flat(r.body, heap is not None) and (threads or _branches(r.body)):
             # A small body without effects that branches or pushes (a gradient's sweeps):
             # _UNROLL iterations per trip of the XLA loop, each after the first computed
@@ -579,24 +603,26 @@ class Trace:
     def loop_bound(self, r: Loop, name: Any, init: Any, target: PadTo, trips: int | None) -> PadTo:
         """The bound of a carried value that grows along ``target.axis`` (a list appended
         to): its size on entry plus the trip count times what one iteration adds at most
-        (``target`` is what one iteration gives)."""
+        (``target`` is what one iteration gives).  Where the trip count is known only at
+        run time, ``capacity`` trips: the loop counts its trips and reports them
+        (:class:`TripCount`), and the executable compiles again with a larger capacity
+        when they were more."""
         layout = _layout(init)
         assert layout is not None
         before = layout[0][target.axis]
         growth = target.shape[target.axis] - before
         if growth <= 0:
             return target
+        run_time = trips is None
         if trips is None:
-            node = _grower(r.body) or (r.test if isinstance(r.test, Node) else None)
-            raise XlaLoweringError(
-                f"the value %{_label(name)} (a list appended to, or a value concatenated onto) grows by up to "
-                f"{growth} along axis {target.axis} on each iteration of a loop whose trip count is known only "
-                "at run time, so XLA has no static bound for it; give the loop a trip count known while "
-                "compiling (range(5), range(len(x)) of an annotated shape), or run it on the python or llvm "
-                "backend", node)
+            trips = self.layout.capacity
         shape = list(target.shape)
         shape[target.axis] = before + trips * growth
-        return PadTo(tuple(shape), target.axis)
+        return PadTo(tuple(shape), target.axis, run_time)
+
+    def report_trips(self, trips: Any) -> None:
+        """Called back from a run: a loop that grows a list ran ``trips`` times."""
+        self.trips.most = max(self.trips.most, int(trips))
 
     def static_trip_count(self, r: Loop, env: Mapping[Any, Any], raw: Sequence[Any]) -> int | None:
         """How many times ``r`` runs, where that is known while tracing: its test is
