@@ -172,3 +172,35 @@ def test_a_run_time_loop_outgrowing_its_bound_compiles_again_once() -> None:
     for n in (7, 300, 7, 300):
         _same(exe(x, n), oracle(x, n))
     assert exe.compiles == 2
+
+
+BUFFERS = {
+    "np.zeros_like of an annotated argument": '''
+def f(x: Tensor[4]):
+    out = np.zeros_like(x)
+    for i in range(4):
+        out[i] = x[i] * 2.0
+    return out
+''',
+    "np.zeros(x.shape), a run-time trip count": '''
+def f(x, n: int):
+    out = np.zeros(x.shape)
+    for i in range(n % 5):
+        out[i % len(x)] = x[i % len(x)] + out[(i + 1) % len(x)] + 1.0
+    return out
+''',
+}
+
+
+@pytest.mark.parametrize("name", list(BUFFERS))
+def test_buffers_written_in_loops_match_python(name: str) -> None:
+    """`out = np.zeros_like(x)` then `out[i] = v` in a loop: the loop-carried buffer's type
+    has a dim no value binds; its SetItem (a host kernel) takes the buffer's own shape.
+    It once failed with "the size s0 of f64[s0] is not known while tracing"."""
+    src = BUFFERS[name]
+    ns: dict = {"np": np, "Tensor": nx.Tensor}
+    exec(compile(src, "<oracle>", "exec"), ns)  # noqa: S102  (the test's own source)
+    exe = nx.compile(nx.script_source(src, "f", {"np": np, "Tensor": nx.Tensor}), backend="xla")
+    for x in (np.array([1.0, -2.0, 3.0, -0.5]), np.array([-1.0, 2.0, 0.5, 4.0])):
+        args = (x,) if "n: int" not in src else (x, 7)
+        _same(exe(*args), ns["f"](*args))
