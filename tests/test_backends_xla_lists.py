@@ -204,3 +204,23 @@ def test_buffers_written_in_loops_match_python(name: str) -> None:
     for x in (np.array([1.0, -2.0, 3.0, -0.5]), np.array([-1.0, 2.0, 0.5, 4.0])):
         args = (x,) if "n: int" not in src else (x, 7)
         _same(exe(*args), ns["f"](*args))
+
+
+def test_a_masked_update_compiles() -> None:
+    """`v[v > y] *= c` reads `v[v > y]` (a BooleanMask, padded in XLA) and writes it back
+    where the mask holds; it was refused as "SetItem reads a value whose size is
+    data-dependent"."""
+    src = '''
+def f(x, y: float):
+    v = np.copy(x)
+    for i in range(2):
+        v[v > y] *= -1.5
+        v[v < y] += 1.0
+    return v
+'''
+    ns: dict = {"np": np}
+    exec(compile(src, "<oracle>", "exec"), ns)  # noqa: S102  (the test's own source)
+    exe = nx.compile(nx.script_source(src, "f", {"np": np}), backend="xla")
+    for x in (np.array([1.0, -2.0, 3.0, -0.5]), np.zeros(0), np.array([5.0])):
+        for y in (0.0, 10.0, -10.0):
+            _same(exe(x, y), ns["f"](x, y))

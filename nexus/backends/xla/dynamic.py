@@ -150,6 +150,10 @@ def consume(tr: Trace, node: Node, ins: list[Any]) -> Any:
         return _reduce(tr, node, p)
     if op == "Identity":
         return p
+    if op == "SetItem" and node.attrs["kinds"] == "i" and len(ins) == 3 and ins[1] is p and len(pads) == 1:
+        out = _masked_set(ins[0], p, ins[2])
+        if out is not None:
+            return out
     if op == "Append" and ins[0] is p and p.axis == 0 and len(pads) == 1:
         return _extend(p, jnp.asarray(ins[1])[None])
     if op == "Concat" and ins[0] is p and len(pads) == 1 and int(node.attrs["axis"]) % jnp.ndim(p.data) == p.axis:
@@ -158,6 +162,20 @@ def consume(tr: Trace, node: Node, ins: list[Any]) -> Any:
                            "the xla backend handles elementwise ops, Gather, reductions, ShapeOf and DimSize "
                            "on such values, and returns them, but padding would change what this op computes",
                            node)
+
+
+def _masked_set(data: Any, value: Padded, mask: Any) -> Any:
+    """``data[mask] = value`` where ``value`` has one entry per true entry of ``mask`` (it
+    comes padded from ``data[mask]``, a BooleanMask: ``v[v > y] *= c``): the k-th true
+    position takes ``value``'s k-th entry.  None where the operands are not of that form."""
+    data, mask = jnp.asarray(data), jnp.asarray(mask)
+    if mask.dtype != jnp.bool_ or mask.shape != data.shape or value.axis != 0 or jnp.ndim(value.data) != 1:
+        return None
+    flat = jnp.reshape(mask, (-1,))
+    at = jnp.clip(jnp.cumsum(flat.astype(jnp.int64)) - 1, 0, max(jnp.shape(value.data)[0] - 1, 0))
+    vals = jnp.asarray(value.data, data.dtype)
+    picked = jnp.take(vals, at) if jnp.shape(vals)[0] else jnp.zeros(jnp.shape(flat), data.dtype)
+    return jnp.where(mask, jnp.reshape(picked, data.shape), data)
 
 
 def _extend(p: Padded, tail: Any) -> Padded:

@@ -102,6 +102,20 @@ class PadTo:
     run_time: bool = False
 
 
+@dataclass
+class Unread:
+    """A value no path reads (the region tree's :class:`Default`) of a type whose shape is
+    not known here: where paths meet, it takes the shape of the others (Trace.agree)."""
+
+    type: TensorType
+
+    def zeros(self, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        assert self.type.shape is not None
+        if shape is None:  # nothing to agree with: unknown dims as 0
+            shape = tuple(d if isinstance(d, int) else 0 for d in self.type.shape)
+        return np.zeros(shape, numpy_dtype(self.type.dtype))
+
+
 # What all paths give a value (see Trace.agree): a shape, a PadTo, or None (stacks, tuples).
 Target = tuple[int, ...] | PadTo | None
 
@@ -345,7 +359,10 @@ class Trace:
         if isinstance(t, StackType):
             return self.layout.empty(self.heap is not None)
         if isinstance(t, TensorType):
-            return np.zeros(self.shape(t), numpy_dtype(t.dtype))
+            try:
+                return np.zeros(self.shape(t), numpy_dtype(t.dtype))
+            except ValueError:
+                return Unread(t)  # a shape no value gives here: the other paths' (see agree)
         raise ValueError(f"no default value of type {t}")
 
     def as_jax(self, name: Any, v: Any, shape: tuple[int, ...] | None = None) -> Any:
@@ -353,6 +370,8 @@ class Trace:
         (both arms and every iteration must agree on dtypes and shapes).  ``shape``: the
         shape all paths agree on, where the type leaves it open (see :meth:`widen`)."""
         t = getattr(name, "type", None)
+        if isinstance(v, Unread):
+            return jnp.asarray(v.zeros(shape))
         if isinstance(t, StackType) or isinstance(v, (tuple, Padded)):
             return jax.tree_util.tree_map(jnp.asarray, v)  # (None leaves stay None)
         dtype = numpy_dtype(t.dtype) if isinstance(t, TensorType) else None
@@ -378,6 +397,13 @@ class Trace:
         where they meet: their shape if they agree; a :class:`PadTo` if they differ along
         one axis of a type whose rank is known (a list is ``[n, *shape]`` and grows along
         axis 0); else their broadcast, which :meth:`widen` allows for zeros only."""
+        if isinstance(a, Unread) or isinstance(b, Unread):
+            # A value one path never reads takes the other's shape (and padding).
+            known = b if isinstance(a, Unread) else a
+            lk = _layout(known)
+            if lk is None:
+                return None
+            return lk[0] if lk[1] is None else PadTo(lk[0], lk[1])
         la, lb = _layout(a), _layout(b)
         if la is None or lb is None:
             return None
@@ -404,6 +430,8 @@ class Trace:
         """``v`` as the JAX value all paths give ``name`` (see :meth:`agree`)."""
         if not isinstance(target, PadTo):
             return self.as_jax(name, v, target)
+        if isinstance(v, Unread):
+            return Padded(jnp.asarray(v.zeros(target.shape)), jnp.zeros((), np.int64), target.axis)
         t = getattr(name, "type", None)
         dtype = numpy_dtype(t.dtype) if isinstance(t, TensorType) else None
         axis, bound = target.axis, target.shape[target.axis]
@@ -463,7 +491,7 @@ class Trace:
 
         thens, elses = [m.then_value for m in r.outputs], [m.else_value for m in r.outputs]
         shapes: list[Any] = [None] * len(r.outputs)
-        if self.open_shape([m.name for m in r.outputs]):
+        if self.open_shape([m.name for m in r.outputs]) or _sizes_from_data(r.then) or _sizes_from_data(r.orelse):
             # Trace both arms abstractly first to agree on the shapes the types leave open.
             a = jax.eval_shape(arm(r.then, thens, shapes))[0]
             b = jax.eval_shape(arm(r.orelse, elses, shapes))[0]
@@ -487,13 +515,15 @@ class Trace:
                 self.predicate = taken if outer is None else outer & taken
                 local = dict(env)
                 self.nested_seq(body, local)
-                outs.append([self.as_jax(m.name, self.value(p, local)) for m, p in zip(r.outputs, picks)])
+                outs.append([self.value(p, local) for p in picks])
         finally:
             self.predicate = outer
         for m, a, b in zip(r.outputs, *outs):
             target = self.agree(m.name, a, b)
-            if isinstance(target, PadTo):  # e.g. a list appended to in one arm only
-                a, b = self.fit(m.name, a, target), self.fit(m.name, b, target)
+            if isinstance(target, PadTo) or isinstance(a, Unread) or isinstance(b, Unread):
+                a, b = self.fit(m.name, a, target), self.fit(m.name, b, target)  # e.g. a list appended to in one arm
+            else:
+                a, b = self.as_jax(m.name, a), self.as_jax(m.name, b)
             env[m.name] = jax.tree_util.tree_map(lambda x, y: _pick(c, x, y), a, b)
 
     def loop(self, r: Loop, env: dict[Any, Any]) -> None:
@@ -532,7 +562,7 @@ class Trace:
             return [*nexts, *(self.heap or [])] if threads else nexts
 
         trips = self.static_trip_count(r, env, raw)
-        if self.open_shape(names):
+        if self.open_shape(names) or _sizes_from_data(r.body):
             # Iterate abstractly until the carried shapes the types leave open are stable.
             for _ in range(8):
                 self.abstract += 1
@@ -544,6 +574,11 @@ class Trace:
                 for k, (n, v, o) in enumerate(zip(names, init[:n_values], out[:n_values])):
                     if isinstance(shapes[k], PadTo):
                         continue  # padded to its bound for the whole loop
+                    if isinstance(raw[k], Unread):
+                        # No iteration reads the value it enters with: it takes the body's shape.
+                        raw[k] = init[k] = self.fit(n, raw[k], self.agree(n, raw[k], o))
+                        settled = False
+                        continue
                     target = self.agree(n, v, o)
                     if target is None or target == tuple(np.shape(raw[k])):
                         continue
@@ -704,6 +739,19 @@ def _pick(c: Any, a: Any, b: Any) -> Any:
             raise ValueError(f"arms of shapes {list(a.shape)} and {list(b.shape)} have no common shape")
         a, b = jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)
     return lax.select(jnp.broadcast_to(jnp.asarray(c, np.bool_), a.shape), a, b.astype(a.dtype))
+
+
+def _sizes_from_data(seq: Seq) -> bool:
+    """Whether ``seq`` or its nested regions hold an op whose result has a data-dependent
+    size (a Padded value, which may meet an unpadded one where paths join)."""
+    for item in seq.items:
+        if isinstance(item, Node) and item.op.size_output is not None:
+            return True
+        if isinstance(item, If) and (_sizes_from_data(item.then) or _sizes_from_data(item.orelse)):
+            return True
+        if isinstance(item, Loop) and _sizes_from_data(item.body):
+            return True
+    return False
 
 
 def _grower(seq: Seq) -> Node | None:
