@@ -56,6 +56,14 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   to tolerance, but a program that feeds such a last-bit difference into a comparison
   or into chaotic arithmetic (``(x * y) % 97.5`` iterated, as random fuzz programs do)
   can take another path; the fuzz report in the notes counts those apart.
+* **Lists grown in loops and branches** (``Append``, a ``Concat`` onto a list): where
+  paths disagree on a value's size along one axis (a list appended to in one arm of an
+  If, or on every iteration), it becomes a ``Padded`` value too, padded to a bound
+  (``Trace.agree``).  A loop pads it for all its trips where its trip count is static,
+  else for ``capacity`` trips (64 at first): it counts its trips and reports them by a
+  callback, and the executable doubles the capacity and compiles again when a run needed
+  more, as for stacks.  (Before, a select of arms of shapes [1] and [0] broadcast them
+  to [0]: such a list came back empty, with no error.)
 * **Gradient graphs.** Their stack (``nexus.ops.stack``) becomes one preallocated buffer
   per kind (shape, dtype) of value pushed, with a count, carried through the loops, and
   the computation returns the peak depth; when the peak passed the capacity (64 at

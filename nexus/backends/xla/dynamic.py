@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy
+from jax import lax
 
 from nexus.backends.base import register_lowering
 from nexus.backends.xla import trace
@@ -149,10 +150,45 @@ def consume(tr: Trace, node: Node, ins: list[Any]) -> Any:
         return _reduce(tr, node, p)
     if op == "Identity":
         return p
+    if op == "SetItem" and node.attrs["kinds"] == "i" and len(ins) == 3 and ins[1] is p and len(pads) == 1:
+        out = _masked_set(ins[0], p, ins[2])
+        if out is not None:
+            return out
+    if op == "Append" and ins[0] is p and p.axis == 0 and len(pads) == 1:
+        return _extend(p, jnp.asarray(ins[1])[None])
+    if op == "Concat" and ins[0] is p and len(pads) == 1 and int(node.attrs["axis"]) % jnp.ndim(p.data) == p.axis:
+        return _extend(p, jnp.concatenate([jnp.asarray(v) for v in ins[1:]], axis=p.axis))
     raise XlaLoweringError(f"op {op} reads a value whose size is data-dependent (padded to a bound in XLA); "
                            "the xla backend handles elementwise ops, Gather, reductions, ShapeOf and DimSize "
                            "on such values, and returns them, but padding would change what this op computes",
                            node)
+
+
+def _masked_set(data: Any, value: Padded, mask: Any) -> Any:
+    """``data[mask] = value`` where ``value`` has one entry per true entry of ``mask`` (it
+    comes padded from ``data[mask]``, a BooleanMask: ``v[v > y] *= c``): the k-th true
+    position takes ``value``'s k-th entry.  None where the operands are not of that form."""
+    data, mask = jnp.asarray(data), jnp.asarray(mask)
+    if mask.dtype != jnp.bool_ or mask.shape != data.shape or value.axis != 0 or jnp.ndim(value.data) != 1:
+        return None
+    flat = jnp.reshape(mask, (-1,))
+    at = jnp.clip(jnp.cumsum(flat.astype(jnp.int64)) - 1, 0, max(jnp.shape(value.data)[0] - 1, 0))
+    vals = jnp.asarray(value.data, data.dtype)
+    picked = jnp.take(vals, at) if jnp.shape(vals)[0] else jnp.zeros(jnp.shape(flat), data.dtype)
+    return jnp.where(mask, jnp.reshape(picked, data.shape), data)
+
+
+def _extend(p: Padded, tail: Any) -> Padded:
+    """A padded list (one grown in a loop or an If arm, see Trace.agree) extended by
+    ``tail`` (rows along its padded axis) at its true end: Append, or a Concat onto it.
+    The bound grows by the rows added, so that the value's shape says that it grew: a
+    loop that carries it pads it to the bound for all its trips (Trace.loop_bound), and
+    its iterations drop the spare rows again."""
+    data = jnp.asarray(p.data)
+    tail = tail.astype(data.dtype)
+    data = jnp.concatenate([data, jnp.zeros_like(tail)], axis=p.axis)
+    rows = jnp.shape(tail)[p.axis]
+    return Padded(lax.dynamic_update_slice_in_dim(data, tail, p.size, p.axis), p.size + rows, p.axis)
 
 
 _IDENTITY = {"ReduceSum": 0, "ReduceMean": 0, "ReduceProd": 1}

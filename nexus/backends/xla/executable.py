@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus.backends.base import Executable
-from nexus.backends.xla.trace import BACKEND, NewStackKind, Padded, StackLayout, Trace, regions
+from nexus.backends.xla.trace import BACKEND, NewStackKind, Padded, StackLayout, Trace, TripCount, regions
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.types import StackType
@@ -53,6 +53,9 @@ class Compiled:
     # Per result: None, or the axis along which it comes padded, followed by its true size
     # (a data-dependent size, nexus.backends.xla.dynamic); it is sliced after the call.
     padded: list[int | None]
+    # The most trips a loop that grows a list on a run-time trip count ran in the last run
+    # (its Trace's cell, written by a callback); None where no loop grows one.
+    trips: TripCount | None = None
 
 
 class XlaExecutable(Executable):
@@ -76,8 +79,11 @@ class XlaExecutable(Executable):
         """The arguments as values of the declared types (checked, dims bound)."""
         return list(signature(self.graph).convert(tuple(args)))
 
-    def execute_graph(self, layout: StackLayout, args: Sequence[Any]) -> tuple[list[Any], dict[Any, Any]]:
+    def execute_graph(self, layout: StackLayout, args: Sequence[Any],
+                      trips: TripCount | None = None) -> tuple[list[Any], dict[Any, Any]]:
         tr = Trace(layout, self.dynamic_bound)
+        if trips is not None:
+            tr.trips = trips
         outs = tr.run(self.graph, args)
         return outs, tr.top or {}
 
@@ -103,9 +109,10 @@ class XlaExecutable(Executable):
     def _compile(self, values: list[Any], layout: StackLayout) -> Compiled:
         t0 = time.perf_counter()
         padded: list[int | None] = []
+        trips = TripCount()
 
         def computation(*args: Any) -> tuple[Any, ...]:
-            outs, top = self.execute_graph(layout, args)
+            outs, top = self.execute_graph(layout, args, trips)
             return self.build_computation(outs, top, padded)
 
         specs = [_spec(np.shape(v), np.asarray(v).dtype) for v in values]
@@ -119,7 +126,8 @@ class XlaExecutable(Executable):
         dt = time.perf_counter() - t0
         self.compiles += 1
         self.compile_seconds += dt
-        return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt, padded)
+        return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt, padded,
+                        trips if trips.used else None)
 
     def _refresh(self) -> None:
         if self.graph.version != self._version:
@@ -146,10 +154,18 @@ class XlaExecutable(Executable):
         key = self.key(values)
         with jax.enable_x64(True):
             for _ in range(_MAX_DOUBLINGS):
+                if entry.trips is not None:
+                    entry.trips.most = 0
                 *outs, peak = entry.fn(*values)
-                if int(peak) <= entry.layout.capacity:
+                peak = int(peak)
+                if entry.trips is not None:
+                    # Wait for the loops' trip-count callbacks.
+                    jax.effects_barrier()  # type: ignore[no-untyped-call]
+                    peak = max(peak, entry.trips.most)
+                if peak <= entry.layout.capacity:
                     break
-                # A stack outgrew its buffers: double them until the peak fits, run again.
+                # A stack outgrew its buffers, or a list grown on a run-time trip count its
+                # bound: double the capacity until the peak fits, run again.
                 cap = entry.layout.capacity
                 while cap < int(peak):
                     cap *= 2

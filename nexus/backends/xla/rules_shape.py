@@ -8,6 +8,7 @@ input computed from traced data is a :class:`XlaLoweringError` naming the node.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -313,7 +314,7 @@ def _host(tr: Trace, node: Node, *ins: Any) -> Any:
     attrs = {k: v for k, v in node.attrs.items() if k not in ("device", "machine")}
     t = node.type
     types = t.elems if isinstance(t, TupleType) else (t,)
-    shapes = tuple(jax.ShapeDtypeStruct(tr.shape(e), numpy_dtype(e.dtype))  # type: ignore[no-untyped-call]
+    shapes = tuple(jax.ShapeDtypeStruct(_result_shape(tr, node, e, ins), numpy_dtype(e.dtype))  # type: ignore[no-untyped-call]
                    for e in types if isinstance(e, TensorType))
 
     def host(*args: Any) -> Any:
@@ -323,3 +324,16 @@ def _host(tr: Trace, node: Node, *ins: Any) -> Any:
 
     res = jax.pure_callback(host, shapes, *ins)
     return tuple(res) if isinstance(t, TupleType) else res[0]
+
+
+def _result_shape(tr: Trace, node: Node, t: TensorType, ins: Sequence[Any]) -> tuple[int, ...]:
+    """The static shape of a host op's result of type ``t``.  Where its symbols are not
+    known here (a loop-carried value's type, whose dims no value bound), a result of the
+    same type as an input (SetItem's result is its data's type) has that input's shape."""
+    try:
+        return tr.shape(t)
+    except ValueError:
+        for i, v in zip(node.inputs, ins):
+            if i.type == t and hasattr(v, "shape"):
+                return tuple(v.shape)
+        raise

@@ -89,6 +89,46 @@ class Padded:
         return np.take(np.asarray(self.data), np.arange(int(self.size)), axis=self.axis)
 
 
+@dataclass(frozen=True)
+class PadTo:
+    """Where paths disagree on a value's size along one axis (a list appended to in one
+    arm of an If, or on every iteration of a loop): every path pads it to ``shape`` (the
+    bound along ``axis``) and carries it as a :class:`Padded` with its true size."""
+
+    shape: tuple[int, ...]
+    axis: int
+    # Whether the bound counts `StackLayout.capacity` trips of a loop whose trip count is
+    # known only at run time (see Trace.loop_bound).
+    run_time: bool = False
+
+
+@dataclass
+class Unread:
+    """A value no path reads (the region tree's :class:`Default`) of a type whose shape is
+    not known here: where paths meet, it takes the shape of the others (Trace.agree)."""
+
+    type: TensorType
+
+    def zeros(self, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        assert self.type.shape is not None
+        if shape is None:  # nothing to agree with: unknown dims as 0
+            shape = tuple(d if isinstance(d, int) else 0 for d in self.type.shape)
+        return np.zeros(shape, numpy_dtype(self.type.dtype))
+
+
+# What all paths give a value (see Trace.agree): a shape, a PadTo, or None (stacks, tuples).
+Target = tuple[int, ...] | PadTo | None
+
+
+def _layout(v: Any) -> tuple[tuple[int, ...], int | None] | None:
+    """A value's (data shape, padded axis or None); None for stacks and tuples."""
+    if isinstance(v, Padded):
+        return tuple(v.data.shape), v.axis
+    if hasattr(v, "shape"):
+        return tuple(v.shape), None
+    return None
+
+
 # The rule for ops reading a Padded value (nexus.backends.xla.dynamic sets it; trace.py is
 # below it and cannot import it).  Ops in _PADDED_AS_IS receive Padded values themselves.
 PADDED_CONSUMER: Callable[[Trace, Node, list[Any]], Any] | None = None
@@ -96,6 +136,17 @@ PADDED_CONSUMER: Callable[[Trace, Node, list[Any]], Any] | None = None
 # kernel may raise on the untaken arm's values).  rules_shape and dynamic add theirs.
 HOST_EFFECTS: set[str] = set()
 _PADDED_AS_IS = frozenset({"Proj", "NonMaxSuppression", "NonZero", "Unique", "BooleanMask", "TopK"})
+
+
+@dataclass
+class TripCount:
+    """The most trips that a loop growing a list on a run-time trip count ran, in the last
+    run of a computation (``used``: whether it has such a loop).  Its list is padded for
+    ``StackLayout.capacity`` trips (Trace.loop_bound); more, and the executable compiles
+    again with a larger capacity and runs again, as it does for stacks."""
+
+    most: int = 0
+    used: bool = False
 
 
 class NewStackKind(Exception):
@@ -185,6 +236,7 @@ class Trace:
         self.dims: dict[sympy.Symbol, int] = {}
         self.abstract = 0  # > 0 while looking for a loop's carried shapes (jax.eval_shape)
         self.top: dict[Any, Any] | None = None  # the outermost graph's values (BuildComputation reads it)
+        self.trips = TripCount()  # the executable reads it after each run (see loop_bound)
 
     # --- the three steps' middle one -------------------------------------------------
     def run(self, g: Graph, args: Sequence[Any]) -> list[Any]:
@@ -307,7 +359,10 @@ class Trace:
         if isinstance(t, StackType):
             return self.layout.empty(self.heap is not None)
         if isinstance(t, TensorType):
-            return np.zeros(self.shape(t), numpy_dtype(t.dtype))
+            try:
+                return np.zeros(self.shape(t), numpy_dtype(t.dtype))
+            except ValueError:
+                return Unread(t)  # a shape no value gives here: the other paths' (see agree)
         raise ValueError(f"no default value of type {t}")
 
     def as_jax(self, name: Any, v: Any, shape: tuple[int, ...] | None = None) -> Any:
@@ -315,6 +370,8 @@ class Trace:
         (both arms and every iteration must agree on dtypes and shapes).  ``shape``: the
         shape all paths agree on, where the type leaves it open (see :meth:`widen`)."""
         t = getattr(name, "type", None)
+        if isinstance(v, Unread):
+            return jnp.asarray(v.zeros(shape))
         if isinstance(t, StackType) or isinstance(v, (tuple, Padded)):
             return jax.tree_util.tree_map(jnp.asarray, v)  # (None leaves stay None)
         dtype = numpy_dtype(t.dtype) if isinstance(t, TensorType) else None
@@ -332,9 +389,68 @@ class Trace:
         if self.abstract:
             # Only shapes matter while the loop's carried shapes are still being found.
             return jnp.broadcast_to(v, np.broadcast_shapes(np.shape(v), shape))
-        label = getattr(name, "hint", None) or getattr(name, "name", None) or "?"
-        raise XlaLoweringError(f"value %{label} has shape {list(np.shape(v))} on one path and {list(shape)} on "
+        raise XlaLoweringError(f"value %{_label(name)} has shape {list(np.shape(v))} on one path and {list(shape)} on "
                                "another; XLA needs one shape per value")
+
+    def agree(self, name: Any, a: Any, b: Any) -> Target:
+        """What two paths' values ``a`` and ``b`` of ``name`` (concrete or abstract) become
+        where they meet: their shape if they agree; a :class:`PadTo` if they differ along
+        one axis of a type whose rank is known (a list is ``[n, *shape]`` and grows along
+        axis 0); else their broadcast, which :meth:`widen` allows for zeros only."""
+        if isinstance(a, Unread) or isinstance(b, Unread):
+            # A value one path never reads takes the other's shape (and padding).
+            known = b if isinstance(a, Unread) else a
+            lk = _layout(known)
+            if lk is None:
+                return None
+            return lk[0] if lk[1] is None else PadTo(lk[0], lk[1])
+        la, lb = _layout(a), _layout(b)
+        if la is None or lb is None:
+            return None
+        (sa, xa), (sb, xb) = la, lb
+        if xa is None and xb is None and sa == sb:
+            return sa
+        # An empty list ([0, ...]) has no element shape yet: the other path's gives it.
+        if xa is None and sa[:1] == (0,) and len(sa) == len(sb):
+            sa = (0, *sb[1:])
+        if xb is None and sb[:1] == (0,) and len(sa) == len(sb):
+            sb = (0, *sa[1:])
+        t = getattr(name, "type", None)
+        ranked = isinstance(t, TensorType) and t.shape is not None and len(t.shape) == len(sa) == len(sb)
+        axes = {d for d in range(len(sa)) if sa[d] != sb[d]} if len(sa) == len(sb) else set()
+        axes |= {x for x in (xa, xb) if x is not None}
+        if ranked and len(axes) == 1:
+            return PadTo(tuple(max(p, q) for p, q in zip(sa, sb)), axes.pop())
+        if xa is not None or xb is not None:
+            raise XlaLoweringError(f"value %{_label(name)} is padded along axis {sorted(axes)} and its paths "
+                                   f"disagree on its shape ({list(sa)} and {list(sb)}); XLA needs one shape")
+        return _joint(a, b)
+
+    def fit(self, name: Any, v: Any, target: Target) -> Any:
+        """``v`` as the JAX value all paths give ``name`` (see :meth:`agree`)."""
+        if not isinstance(target, PadTo):
+            return self.as_jax(name, v, target)
+        if isinstance(v, Unread):
+            return Padded(jnp.asarray(v.zeros(target.shape)), jnp.zeros((), np.int64), target.axis)
+        t = getattr(name, "type", None)
+        dtype = numpy_dtype(t.dtype) if isinstance(t, TensorType) else None
+        axis, bound = target.axis, target.shape[target.axis]
+        data, size = (v.data, v.size) if isinstance(v, Padded) else (v, np.int64(np.shape(v)[axis]))
+        data = jnp.asarray(data, dtype=dtype)
+        if not isinstance(v, Padded) and data.shape[:1] == (0,) and data.ndim == len(target.shape):
+            data = jnp.zeros((0, *target.shape[1:]), data.dtype)  # an empty list (see agree)
+        rest = [d for i, d in enumerate(data.shape) if i != axis]
+        if rest != [d for i, d in enumerate(target.shape) if i != axis]:
+            raise XlaLoweringError(f"value %{_label(name)} has shape {list(data.shape)} on one path and "
+                                   f"{list(target.shape)} on another; XLA needs one shape per value")
+        if data.shape[axis] < bound:
+            widths = [(0, 0)] * data.ndim
+            widths[axis] = (0, bound - data.shape[axis])
+            data = jnp.pad(data, widths)
+        elif data.shape[axis] > bound:
+            # Room that no path fills: the bound was computed for the whole loop.
+            data = lax.slice_in_dim(data, 0, bound, axis=axis)
+        return Padded(data, jnp.asarray(size, np.int64), axis)
 
     def open_shape(self, names: Sequence[Any]) -> bool:
         """Whether some of ``names`` have a type whose shape is not known here."""
@@ -369,17 +485,17 @@ class Trace:
                 local = dict(env)
                 self.heap = None if heap is None else list(heap)
                 self.nested_seq(body, local)
-                outs = [self.as_jax(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
+                outs = [self.fit(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
                 return (outs, self.heap) if threads else (outs, None)
             return fn
 
         thens, elses = [m.then_value for m in r.outputs], [m.else_value for m in r.outputs]
         shapes: list[Any] = [None] * len(r.outputs)
-        if self.open_shape([m.name for m in r.outputs]):
+        if self.open_shape([m.name for m in r.outputs]) or _sizes_from_data(r.then) or _sizes_from_data(r.orelse):
             # Trace both arms abstractly first to agree on the shapes the types leave open.
             a = jax.eval_shape(arm(r.then, thens, shapes))[0]
             b = jax.eval_shape(arm(r.orelse, elses, shapes))[0]
-            shapes = [_joint(x, y) for x, y in zip(a, b)]
+            shapes = [self.agree(m.name, x, y) for m, x, y in zip(r.outputs, a, b)]
         outs, after = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
         self.heap = after if threads else heap
         for m, v in zip(r.outputs, outs):
@@ -399,17 +515,22 @@ class Trace:
                 self.predicate = taken if outer is None else outer & taken
                 local = dict(env)
                 self.nested_seq(body, local)
-                outs.append([self.as_jax(m.name, self.value(p, local)) for m, p in zip(r.outputs, picks)])
+                outs.append([self.value(p, local) for p in picks])
         finally:
             self.predicate = outer
         for m, a, b in zip(r.outputs, *outs):
+            target = self.agree(m.name, a, b)
+            if isinstance(target, PadTo) or isinstance(a, Unread) or isinstance(b, Unread):
+                a, b = self.fit(m.name, a, target), self.fit(m.name, b, target)  # e.g. a list appended to in one arm
+            else:
+                a, b = self.as_jax(m.name, a), self.as_jax(m.name, b)
             env[m.name] = jax.tree_util.tree_map(lambda x, y: _pick(c, x, y), a, b)
 
     def loop(self, r: Loop, env: dict[Any, Any]) -> None:
         names = [c.var for c in r.carried]
         raw = [self.value(c.init, env) for c in r.carried]
         init = [self.as_jax(c.var, v) for c, v in zip(r.carried, raw)]
-        shapes: list[Any] = [None] * len(names)
+        shapes: list[Target] = [None] * len(names)
 
         heap = self.heap
         # Where the loop pushes, the stack buffers are carried too (after the values).
@@ -437,10 +558,11 @@ class Trace:
         def body_fn(carry: list[Any]) -> list[Any]:
             local = bind(carry)
             self.nested_seq(r.body, local)
-            nexts = [self.as_jax(c.var, self.value(c.next, local), s) for c, s in zip(r.carried, shapes)]
+            nexts = [self.fit(c.var, self.value(c.next, local), s) for c, s in zip(r.carried, shapes)]
             return [*nexts, *(self.heap or [])] if threads else nexts
 
-        if self.open_shape(names):
+        trips = self.static_trip_count(r, env, raw)
+        if self.open_shape(names) or _sizes_from_data(r.body):
             # Iterate abstractly until the carried shapes the types leave open are stable.
             for _ in range(8):
                 self.abstract += 1
@@ -448,21 +570,45 @@ class Trace:
                     out = jax.eval_shape(body_fn, init)
                 finally:
                     self.abstract -= 1
-                joint = [_joint(jax.eval_shape(lambda v=v: v), o) for v, o in zip(init, out)][:n_values]
-                _refuse_growing(names, init, out, joint)
-                if all(j is None or j == tuple(np.shape(v)) for j, v in zip(joint, init)):
+                settled = True
+                for k, (n, v, o) in enumerate(zip(names, init[:n_values], out[:n_values])):
+                    if isinstance(shapes[k], PadTo):
+                        continue  # padded to its bound for the whole loop
+                    if isinstance(raw[k], Unread):
+                        # No iteration reads the value it enters with: it takes the body's shape.
+                        raw[k] = init[k] = self.fit(n, raw[k], self.agree(n, raw[k], o))
+                        settled = False
+                        continue
+                    target = self.agree(n, v, o)
+                    if target is None or target == tuple(np.shape(raw[k])):
+                        continue
+                    settled = False
+                    if isinstance(target, PadTo):
+                        shapes[k] = self.loop_bound(r, n, v, target, trips)
+                        raw[k] = init[k] = self.fit(n, v, shapes[k])
+                        continue
+                    _refuse_growing(r, n, v, o, target)
+                    raw[k] = self.widen(n, raw[k], target)
+                    init[k] = self.as_jax(n, raw[k])
+                if settled:
                     break
-                raw = [v if j is None or j == tuple(np.shape(v)) else self.widen(n, v, j)
-                       for n, v, j in zip(names, raw, joint)]
-                init = [self.as_jax(n, v) for n, v in zip(names, raw)] + init[n_values:]
-            shapes = [None if isinstance(getattr(n, "type", None), StackType) else tuple(np.shape(v))
-                      for n, v in zip(names, init)]
+            shapes = [s if isinstance(s, PadTo) else
+                      None if isinstance(getattr(n, "type", None), StackType) else tuple(np.shape(v))
+                      for n, v, s in zip(names, init, shapes)]
         self.heap = heap
-        trips = self.static_trip_count(r, env, raw)
         if trips is not None:
             # A counted loop: a scan of known length (no test per iteration, and XLA knows
             # the trip count without analysing the induction).
             final = lax.fori_loop(0, trips, lambda _, carry: body_fn(carry), init)
+        elif any(isinstance(t, PadTo) and t.run_time for t in shapes):
+            # A list grown on a run-time number of trips, padded for `capacity` of them: the
+            # trips are counted and reported to the executable, which compiles again with a
+            # larger capacity where they were more (and runs again).
+            def counted(carry: list[Any]) -> list[Any]:
+                return [*body_fn(carry[:-1]), carry[-1] + 1]
+            *final, trips_run = lax.while_loop(lambda c: cond_fn(c[:-1]), counted, [*init, jnp.zeros((), np.int64)])
+            self.trips.used = True
+            jax.debug.callback(self.report_trips, trips_run)
         elif _UNROLL > 1 and _flat(r.body, heap is not None) and (threads or _branches(r.body)):
             # A small body without effects that branches or pushes (a gradient's sweeps):
             # _UNROLL iterations per trip of the XLA loop, each after the first computed
@@ -488,6 +634,30 @@ class Trace:
         after = dict(zip(names, final[:n_values]))
         for res in r.results:
             env[res.name] = after[res.var]
+
+    def loop_bound(self, r: Loop, name: Any, init: Any, target: PadTo, trips: int | None) -> PadTo:
+        """The bound of a carried value that grows along ``target.axis`` (a list appended
+        to): its size on entry plus the trip count times what one iteration adds at most
+        (``target`` is what one iteration gives).  Where the trip count is known only at
+        run time, ``capacity`` trips: the loop counts its trips and reports them
+        (:class:`TripCount`), and the executable compiles again with a larger capacity
+        when they were more."""
+        layout = _layout(init)
+        assert layout is not None
+        before = layout[0][target.axis]
+        growth = target.shape[target.axis] - before
+        if growth <= 0:
+            return target
+        run_time = trips is None
+        if trips is None:
+            trips = self.layout.capacity
+        shape = list(target.shape)
+        shape[target.axis] = before + trips * growth
+        return PadTo(tuple(shape), target.axis, run_time)
+
+    def report_trips(self, trips: Any) -> None:
+        """Called back from a run: a loop that grows a list ran ``trips`` times."""
+        self.trips.most = max(self.trips.most, int(trips))
 
     def static_trip_count(self, r: Loop, env: Mapping[Any, Any], raw: Sequence[Any]) -> int | None:
         """How many times ``r`` runs, where that is known while tracing: its test is
@@ -564,23 +734,56 @@ def _pick(c: Any, a: Any, b: Any) -> Any:
     a, b = jnp.asarray(a), jnp.asarray(b)
     if a.shape != b.shape:
         shape = np.broadcast_shapes(a.shape, b.shape)
+        if 0 in shape and np.size(a) + np.size(b) > 0:
+            # [0] and [1] broadcast to [0]: an empty result where one arm has data.
+            raise ValueError(f"arms of shapes {list(a.shape)} and {list(b.shape)} have no common shape")
         a, b = jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)
     return lax.select(jnp.broadcast_to(jnp.asarray(c, np.bool_), a.shape), a, b.astype(a.dtype))
 
 
-def _refuse_growing(names: Sequence[Any], init: Sequence[Any], out: Sequence[Any],
-                    joint: Sequence[tuple[int, ...] | None]) -> None:
-    """A carried value whose shape the body changes (a list appended to on every
-    iteration) has no one shape, and a run-time trip count gives it no bound: say so."""
-    for n, v, o, j in zip(names, init, out, joint):
-        if j is None or not hasattr(o, "shape") or tuple(o.shape) == j:
-            continue
-        label = getattr(n, "hint", None) or getattr(n, "name", None) or "?"
-        raise XlaLoweringError(
-            f"loop-carried value %{label} has shape {list(np.shape(v))} before an iteration and "
-            f"{list(o.shape)} after it: a value that grows in a loop (a list appended to, a "
-            "TensorList) has no static shape, so XLA cannot compile this loop; run the graph "
-            "on the python or llvm backend")
+def _sizes_from_data(seq: Seq) -> bool:
+    """Whether ``seq`` or its nested regions hold an op whose result has a data-dependent
+    size (a Padded value, which may meet an unpadded one where paths join)."""
+    for item in seq.items:
+        if isinstance(item, Node) and item.op.size_output is not None:
+            return True
+        if isinstance(item, If) and (_sizes_from_data(item.then) or _sizes_from_data(item.orelse)):
+            return True
+        if isinstance(item, Loop) and _sizes_from_data(item.body):
+            return True
+    return False
+
+
+def _grower(seq: Seq) -> Node | None:
+    """The first Append or Concat in ``seq`` and its nested regions (what makes a loop's
+    carried value grow, for the error that names it)."""
+    for item in seq.items:
+        if isinstance(item, Node) and item.op.name in ("Append", "Concat"):
+            return item
+        found = None
+        if isinstance(item, If):
+            found = _grower(item.then) or _grower(item.orelse)
+        elif isinstance(item, Loop):
+            found = _grower(item.body)
+        if found is not None:
+            return found
+    return None
+
+
+def _refuse_growing(r: Loop, name: Any, init: Any, out: Any, joint: tuple[int, ...] | None) -> None:
+    """A carried value whose shape the body changes in more than one way (not along one
+    axis, as a list grows) has no one shape: say so."""
+    if joint is None or not hasattr(out, "shape") or tuple(out.shape) == joint:
+        return
+    node = _grower(r.body) or (r.test if isinstance(r.test, Node) else None)
+    raise XlaLoweringError(
+        f"loop-carried value %{_label(name)} has shape {list(np.shape(init))} before an iteration and "
+        f"{list(out.shape)} after it: a value that grows in a loop in more than one dimension has no "
+        "static shape, so XLA cannot compile this loop; run the graph on the python or llvm backend", node)
+
+
+def _label(name: Any) -> str:
+    return str(getattr(name, "hint", None) or getattr(name, "name", None) or "?")
 
 
 def _is_concrete(v: Any) -> bool:
