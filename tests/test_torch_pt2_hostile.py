@@ -326,6 +326,28 @@ def test_archive_structure(base: Any, canary: Path, tmp_path: Path) -> None:
     _agrees(_load(_write(files, tmp_path / "plain.pt2")), model)
 
 
+def test_programs_torch_loads_but_cannot_run_are_refused(base: Any, canary: Path, tmp_path: Path) -> None:
+    """torch.export.load returns these (its loader checks little structure) and then fails
+    inside torch with an AttributeError or an IndexError; a CI fuzz run found the first."""
+    files, top, model = base
+
+    def calls(edit: Callable[[list[Any]], None]) -> Callable[[dict[str, Any]], None]:
+        return lambda j: edit(j["graph_module"]["module_call_graph"])
+
+    for k, edit in enumerate([calls(lambda m: m[0].update(signature=None)), calls(list.reverse), calls(list.clear)]):
+        _refused(_write(_with_program(files, top, edit), tmp_path / f"c{k}.pt2"), "module_call_graph", canary)
+    # a weight whose compression method zipfile cannot read: byte 10 of its central directory
+    # record, whose name starts at byte 46 (the fuzz found this one)
+    raw = bytearray(_write(files, tmp_path / "plain.pt2").read_bytes())
+    name = next(n for n in files if "/data/weights/weight_" in n).encode()
+    record = raw.rindex(name) - 46
+    assert raw[record:record + 4] == b"PK\x01\x02"
+    raw[record + 10] = 77
+    bad = tmp_path / "method.pt2"
+    bad.write_bytes(bytes(raw))
+    _refused(bad, "", canary)
+
+
 # --- the fuzz: random mutations of the archive and of its program -----------------------------------------
 _FRAGMENTS = ['"', "\\", "__import__('os')", "'", "Symbol(", ")", "exec", "lambda", ".", "torch.ops.", "_operator.",
               "{", "[", "99999999999999999999999", "-1", "\\u0022"]
@@ -334,6 +356,8 @@ _FRAGMENTS = ['"', "\\", "__import__('os')", "'", "Symbol(", ")", "exec", "lambd
 def test_fuzz_mutations_load_or_are_refused_in_one_line(base: Any, canary: Path, tmp_path: Path) -> None:
     files, top, model = base
     rng = random.Random(0)
+    # torch writes a random serialization id: fix it, so that the same bytes mutate in every run
+    files = {**files, f"{top}.data/serialization_id": b"0" * 40}
     plain = _write(files, tmp_path / "plain.pt2").read_bytes()
     program = files[f"{top}models/model.json"].decode()
     outcomes = {"loaded": 0, "refused": 0}

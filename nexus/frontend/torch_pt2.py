@@ -111,7 +111,7 @@ def load_pt2(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES) -> Any
         clean = os.path.join(tmp, "model.pt2")
         try:
             _write(parts, clean)
-        except (zipfile.BadZipFile, EOFError, OSError) as e:  # a data entry that fails its CRC, say
+        except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError) as e:  # a bad CRC or method
             raise TorchImportError(f"{p}: a damaged archive ({e})") from None
         try:
             return torch.export.load(clean)
@@ -121,8 +121,16 @@ def load_pt2(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES) -> Any
 
 def from_pt2(path: str | os.PathLike[str], *, params: str = "constants", max_bytes: int = MAX_BYTES) -> TorchProgram:
     """Import a ``.pt2`` file as a :class:`TorchProgram`."""
-    name = os.path.splitext(os.path.basename(os.fspath(path)))[0]
-    return import_exported(load_pt2(path, max_bytes=max_bytes), params=params, name=name)
+    p = os.fspath(path)
+    ep = load_pt2(p, max_bytes=max_bytes)
+    # torch.export.load checks little of the program's structure; what it accepts but cannot
+    # run (a module call graph out of order, say) fails here, inside torch: a refusal too
+    try:
+        ep = ep.run_decompositions()
+    except Exception as e:  # noqa: BLE001
+        raise TorchImportError(f"{p}: torch cannot run the program in it: {type(e).__name__}: {e}") from None
+    name = os.path.splitext(os.path.basename(p))[0]
+    return import_exported(ep, params=params, name=name, decompose=False)
 
 
 def _write(parts: Pt2Parts, dst: str) -> None:
@@ -302,7 +310,12 @@ _NAME = re.compile(r"[A-Za-z0-9_.\-]*")
 
 def _check_program(program: dict[str, Any], fail: Any) -> None:
     """Every fact of the program's JSON that torch would evaluate, resolve, call or write into
-    generated code."""
+    generated code; and that the module call graph starts with the whole model's signature
+    (torch reads its calling convention from there)."""
+    calls = program.get("graph_module", {}).get("module_call_graph") if isinstance(program, dict) else None
+    first = calls[0] if isinstance(calls, list) and calls else None
+    if not (isinstance(first, dict) and first.get("fqn") == "" and isinstance(first.get("signature"), dict)):
+        raise fail("the program's module_call_graph does not start with the whole model's signature")
     stack: list[Any] = [program]
     while stack:
         obj = stack.pop()
