@@ -152,6 +152,37 @@ def test_grad_of_the_rnn_with_run_time_T_matches_torch_autograd() -> None:
     assert inner.compiles == 2  # capacity 64, then 128; T = 20 reuses it
 
 
+def _unannotated_rnn(W, U, xs, h, T):  # noqa: ANN001, ANN202, N803
+    for t in range(T):
+        h = np.tanh(W @ xs[t] + U @ h)
+    return np.sum(h * h)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_grad_of_an_unannotated_rnn_compiles_and_matches_torch_autograd(dtype: type) -> None:
+    """Every dim independent (no annotation ties h's to W's): the carried cotangents start
+    as zeros of their own shape, built from the arguments' sizes, not as a scalar that grows
+    (which XLA's while_loop refuses)."""
+    torch = require("torch", "torch")
+    exe = nx.compile(nx.grad(nx.script(_unannotated_rnn), argnums=(0, 1)), backend="xla")
+    rng = np.random.default_rng(1)
+    W, U = (rng.standard_normal(s).astype(dtype) * 0.4 for s in ((6, 4), (6, 6)))
+    xs, h = rng.standard_normal((12, 4)).astype(dtype), rng.standard_normal(6).astype(dtype)
+    for T in (0, 1, 5, 12):
+        tw, tu = torch.tensor(W, requires_grad=True), torch.tensor(U, requires_grad=True)
+        th = torch.tensor(h)
+        for t in range(T):
+            th = torch.tanh(tw @ torch.tensor(xs[t]) + tu @ th)
+        if T:  # with no step the loss does not depend on W or U: torch has no graph to run back
+            (th * th).sum().backward()
+        gw, gu = exe(W, U, xs, h, T)
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        expect_w = tw.grad.numpy() if tw.grad is not None else np.zeros_like(W)
+        expect_u = tu.grad.numpy() if tu.grad is not None else np.zeros_like(U)
+        np.testing.assert_allclose(gw, expect_w, rtol=tol, atol=tol)
+        np.testing.assert_allclose(gu, expect_u, rtol=tol, atol=tol)
+
+
 @nx.script
 def count_positive(x: Tensor["N"]) -> Tensor:  # noqa: F821, UP037
     # the trip count comes from the data

@@ -25,13 +25,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from nexus.autodiff.emit import GraphEmitter
 from nexus.autodiff.vjp import vjp_rule
 from nexus.ir.analysis import node_order
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import OpTypeError
-from nexus.ir.types import FLOAT_DTYPES, TensorType, TupleType, Type
+from nexus.ir.types import FLOAT_DTYPES, TensorType, TupleType, Type, numpy_dtype
 from nexus.ops.stack import STACK
 
 
@@ -348,13 +350,34 @@ class _Builder:
         scalar = self.zero[t.dtype]
         if t.shape is None or not t.shape or not self._arg_symbols.issuperset(_symbols(t)):
             return scalar
-        like = self._entry_like.get(t)
-        if like is None:
-            return scalar
         z = self._zeros.get(t)
         if z is None:
-            z = self._zeros[t] = self.g.add("ZerosLike", [like], self.entry)
+            like = self._entry_like.get(t)
+            z = self.g.add("ZerosLike", [like], self.entry) if like is not None else self._zeros_from_args(t)
+            if z is None:
+                return scalar
+            self._zeros[t] = z
         return z
+
+    def _zeros_from_args(self, t: TensorType) -> Node | None:
+        """Zeros of type ``t`` built in the entry block from the arguments' sizes (a dim of
+        ``t`` is a number or an argument's dim), or None where a dim is an expression."""
+        assert t.shape is not None
+        em = self.em
+        parts: list[Node] = []
+        for d in t.shape:
+            if isinstance(d, int):
+                parts.append(em.const([d], "i64"))
+                continue
+            at = next(((a, k) for a in self.g.args if isinstance(a.type, TensorType) and a.type.shape is not None
+                       for k, ad in enumerate(a.type.shape) if ad == d), None)
+            if at is None:
+                return None
+            shape = self.g.add("ShapeOf", [at[0]], self.entry)
+            parts.append(self.g.add("Gather", [shape, em.const([at[1]], "i64")], self.entry, {"axis": 0}))
+        dims = parts[0] if len(parts) == 1 else self.g.add("Concat", parts, self.entry, {"axis": 0})
+        value = np.zeros((), numpy_dtype(t.dtype))
+        return self.g.add("ConstantOfShape", [dims], self.entry, {"value": value}, type=t)
 
     def _emitter(self, block: Block) -> GraphEmitter:
         em = GraphEmitter(self.g, block, self.entry)
