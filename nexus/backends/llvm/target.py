@@ -43,9 +43,18 @@ def machine_for(triple: str | None) -> Any:
     """The target machine of ``triple`` (a full triple or a key of TRIPLES; None: the host)."""
     if triple is None or triple in ("host", "native"):
         return host_machine()
+    return _target(triple).create_target_machine(opt=3)
+
+
+def _target(triple: str) -> Any:
+    """LLVM's target of ``triple`` (a full triple or a key of TRIPLES), or a ValueError naming it."""
     _init()
     full = TRIPLES.get(triple, triple)
-    return llvm.Target.from_triple(full).create_target_machine(opt=3)
+    try:
+        return llvm.Target.from_triple(full)
+    except RuntimeError as e:
+        known = ", ".join(TRIPLES)
+        raise ValueError(f"LLVM has no target for {triple!r} ({e}); try {known} or a full triple") from None
 
 
 def optimize(text: str, machine: Any) -> Any:
@@ -72,6 +81,19 @@ def assembly(text: str, triple: str | None = None) -> str:
     """Optimised assembly of the LLVM IR ``text`` for ``triple`` (None: the host)."""
     machine = machine_for(triple)
     return str(machine.emit_assembly(optimize(text, machine)))
+
+
+def object_code(text: str, triple: str | None = None) -> bytes:
+    """Optimised, position-independent object code of the LLVM IR ``text`` for ``triple``
+    (None: the host CPU, with its vector units)."""
+    _init()
+    if triple is None or triple in ("host", "native"):
+        target = llvm.Target.from_triple(llvm.get_process_triple())
+        machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                               features=llvm.get_host_cpu_features().flatten(), opt=3, reloc="pic")
+    else:
+        machine = _target(triple).create_target_machine(opt=3, reloc="pic")
+    return bytes(machine.emit_object(optimize(text, machine)))
 
 
 class Jitted:

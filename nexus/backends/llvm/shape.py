@@ -1,0 +1,116 @@
+"""Shape ops as lazy tensors: ``ShapeOf``, ``ConstantOfShape`` and ``Reshape``.
+
+None of them computes where it stands.  ``ShapeOf`` is a one-dim tensor whose element ``k``
+is the input's ``k``-th dim (constant indices fold to the dim itself);
+``ConstantOfShape`` is its value at every index, over dims read from its shape input;
+``Reshape`` reads the input's element at the same row-major offset (a contiguous buffer is
+read at the offset directly, a lazy tensor through the unravelled index), after checking
+that the element counts agree.  Its dims are the shape input's values, one ``-1`` solved
+as NumPy solves it (the element count over the other dims).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir
+
+from nexus.backends.base import register_lowering
+from nexus.backends.llvm.dtypes import I64, Unsupported, constant, mem_type, to_reg
+from nexus.backends.llvm.rules import BACKEND, convert
+from nexus.backends.llvm.tensors import Tensor, linear
+from nexus.ir.node import Node
+from nexus.ir.types import TensorType
+
+if TYPE_CHECKING:
+    from nexus.backends.llvm.emit import FunctionEmitter
+
+
+def _out_type(n: Node) -> tuple[str, tuple[Any, ...]]:
+    """The dtype and shape of ``n``'s result."""
+    t = n.type
+    if not isinstance(t, TensorType) or t.shape is None:
+        raise Unsupported(f"{n.op.name}: type {t} (unknown rank)")
+    return t.dtype, t.shape
+
+
+@register_lowering(BACKEND, "ShapeOf")
+def _shape_of(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    x = ins[0]
+    if not isinstance(x, Tensor):
+        raise Unsupported("ShapeOf of a scalar (an empty shape)")
+    dims = list(x.dims)
+
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        b, v = fe.b, dims[-1]
+        for k in range(len(dims) - 2, -1, -1):
+            v = b.select(b.icmp_unsigned("==", idx[0], I64(k)), dims[k], v)
+        return v
+
+    return Tensor("i64", (x.rank,), [I64(x.rank)], elem=elem)
+
+
+def _shape_values(fe: FunctionEmitter, shape: Any, node: Node) -> list[ir.Value]:
+    """The elements of a one-dim integer tensor of static length, as i64 values."""
+    t = node.type
+    if not isinstance(shape, Tensor) or shape.rank != 1 or not isinstance(shape.shape[0], int):
+        raise Unsupported("a shape input whose length is not known")
+    assert isinstance(t, TensorType)
+    return [convert(fe.b, shape.load(fe.b, [I64(k)]), t.dtype, "i64") for k in range(shape.shape[0])]
+
+
+@register_lowering(BACKEND, "ConstantOfShape")
+def _constant_of_shape(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    dtype, shape = _out_type(n)
+    value = constant(dtype, n.attrs["value"].reshape(())[()])
+    dims = _shape_values(fe, ins[0], n.input(0))
+    if not dims:
+        return value
+    b = fe.b
+    for d in dims:
+        fe.fail(b.icmp_signed("<", d, I64(0)), n, "ValueError", "negative dimensions are not allowed")
+    return Tensor(dtype, shape, dims, elem=lambda idx: value)
+
+
+@register_lowering(BACKEND, "Reshape")
+def _reshape(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    x = ins[0]
+    dtype, shape = _out_type(n)
+    b = fe.b
+    src = x.dims if isinstance(x, Tensor) else []
+    have = I64(1)
+    for d in src:
+        have = b.mul(have, d)
+    # the dims held in the shape input, one -1 solved as NumPy does: the count over the rest
+    vals = _shape_values(fe, ins[1], n.input(1))
+    if len(vals) != len(shape):
+        raise Unsupported("Reshape whose shape input's length differs from its type's rank")
+    minus = [b.icmp_signed("==", v, I64(-1)) for v in vals]
+    rest = I64(1)
+    for v, m in zip(vals, minus):
+        rest = b.mul(rest, b.select(m, I64(1), v))
+    solved = b.udiv(have, b.select(b.icmp_signed("==", rest, I64(0)), I64(1), rest))
+    dims = [b.select(m, solved, v) for v, m in zip(vals, minus)]
+    count = I64(1)
+    for d in dims:
+        fe.fail(b.icmp_signed("<", d, I64(0)), n, "ValueError", "cannot reshape: a negative dim other than one -1")
+        count = b.mul(count, d)
+    fe.fail(b.icmp_unsigned("!=", count, have), n, "ValueError",
+            "cannot reshape: the element counts differ (the shape input disagrees with the graph's type)")
+    if not dims:  # one element
+        return x.load(b, [I64(0)] * x.rank) if isinstance(x, Tensor) else x
+    if not isinstance(x, Tensor):
+        return Tensor(dtype, shape, dims, elem=lambda idx: x)
+
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        off = linear(fe.b, idx, dims)
+        if x.ptr is not None:
+            p = fe.b.gep(x.ptr, [off], inbounds=True, source_etype=mem_type(x.dtype))
+            return to_reg(fe.b, fe.b.load(p, typ=mem_type(x.dtype)), x.dtype)
+        at = []
+        for d in reversed(src):
+            at.append(fe.b.urem(off, d))
+            off = fe.b.udiv(off, d)
+        return x.load(fe.b, at[::-1])
+
+    return Tensor(dtype, shape, dims, elem=elem)

@@ -1,0 +1,240 @@
+"""Ahead-of-time output of the llvm backend (``nexus compile --emit obj|shared|exe``):
+programs and libraries that run with no Python, on the host and on aarch64 under qemu.
+The oracle is the python backend on the same graph (``nexus run`` for the printed text)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nexus as nx
+from nexus.cli.main import main
+from nexus.frontend.script import Tensor
+from nexus.testing.extras import require, require_program
+
+require("llvmlite", "llvm")
+
+from nexus.backends.llvm.aot import AotError, build  # noqa: E402  (after the skip)
+
+QEMU_ROOT = "/usr/aarch64-linux-gnu"
+
+
+def _run(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _bare_env() -> dict[str, str]:
+    """An environment with no Python in it: only PATH to find the loader."""
+    return {"PATH": "/usr/bin:/bin"}
+
+
+def _exec(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, env=_bare_env(), timeout=120, **kw)
+
+
+def _results(text: str) -> list[Any]:
+    """The values of ``result i: TYPE = VALUE`` lines (a nested list is JSON)."""
+    out = []
+    for line in text.strip().splitlines():
+        value = line.split(" = ", 1)[1]
+        out.append(json.loads(value.replace("nan", "NaN").replace("True", "true").replace("False", "false")))
+    return out
+
+
+# --- the graphs: seed 004, W2's count loop, an NMS loop, a fused elementwise kernel -----------------
+def count(n: int) -> int:
+    s = 0
+    for i in range(n):
+        s = (s + i * i) % 1000003
+    return s
+
+
+def nms_sorted(boxes: Tensor["N", 4], thresh: float):  # noqa: F821, UP037, ANN201
+    """Greedy NMS over boxes sorted by score: the indices kept (the first n of keep) and n."""
+    keep = np.zeros(boxes.shape[0], dtype=np.int64)
+    n = 0
+    for i in range(boxes.shape[0]):
+        kept = True
+        for m in range(n):
+            j = keep[m]
+            xx1 = max(boxes[i, 0], boxes[j, 0])
+            yy1 = max(boxes[i, 1], boxes[j, 1])
+            xx2 = min(boxes[i, 2], boxes[j, 2])
+            yy2 = min(boxes[i, 3], boxes[j, 3])
+            inter = max(0.0, xx2 - xx1) * max(0.0, yy2 - yy1)
+            a_i = (boxes[i, 2] - boxes[i, 0]) * (boxes[i, 3] - boxes[i, 1])
+            a_j = (boxes[j, 2] - boxes[j, 0]) * (boxes[j, 3] - boxes[j, 1])
+            if inter / (a_i + a_j - inter) > thresh:
+                kept = False
+                break
+        if kept:
+            keep[n] = i
+            n += 1
+    return keep, n
+
+
+def fused(x: Tensor["N"], y: Tensor["N"], a: float):  # noqa: F821, UP037, ANN201
+    return np.tanh(x * a + y) * 0.5 - x * y
+
+
+def _boxes(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(0, 10, (n, 2))
+    wh = rng.uniform(1, 4, (n, 2))
+    return np.concatenate([xy, xy + wh], axis=1)
+
+
+def _cases(tmp_path: Path) -> list[tuple[str, str, list[str], Any]]:
+    """(name, saved graph, the program's arguments, the python backend's results)."""
+    out = []
+    boxes = _boxes(7, 0)
+    x, y = np.linspace(-2, 2, 5), np.linspace(1, 3, 5)
+    for name, fn, args, argv in [
+        ("count", count, (1000,), ["n=1000"]),
+        ("nms", nms_sorted, (boxes, 0.3), [f"boxes={json.dumps(boxes.tolist())}", "thresh=0.3"]),
+        ("fused", fused, (x, y, 1.5), [f"x={json.dumps(x.tolist())}", f"y={json.dumps(y.tolist())}", "a=1.5"]),
+    ]:
+        sf = nx.script(fn)
+        g = sf.graph_for(*args)
+        path = tmp_path / f"{name}.nx"
+        nx.save(g, path)
+        want = nx.compile(g, backend="python")(*args)
+        out.append((name, str(path), argv, want if isinstance(want, tuple) else (want,)))
+    out.append(("seed004", "example:seed004", ["input=10"], (np.int32(113),)))
+    return out
+
+
+def _agree(text: str, want: Any, what: str) -> None:
+    got = _results(text)
+    assert len(got) == len(want), text
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g, dtype=np.float64), np.asarray(w, dtype=np.float64),
+                                   rtol=1e-15, atol=0, err_msg=what)
+
+
+def test_programs_on_the_host_print_what_nexus_run_prints(capsys: Any, tmp_path: Path) -> None:
+    require_program("cc", "gcc")
+    for name, src, argv, want in _cases(tmp_path):
+        exe = tmp_path / f"{name}.host"
+        code, out, err = _run(capsys, "compile", src, "--backend", "llvm", "--emit", "exe", "-o", str(exe))
+        assert code == 0 and out == f"wrote {exe}\n", err
+        done = _exec([str(exe), *argv])
+        assert done.returncode == 0, done.stderr
+        _agree(done.stdout, want, name)
+        if name in ("seed004", "count"):  # scalars: the very text of nexus run
+            code, ref, err = _run(capsys, "run", src, *[a for v in argv for a in ("--input", v)])
+            assert code == 0 and done.stdout == ref, (done.stdout, ref, err)
+
+
+def test_programs_for_aarch64_run_under_qemu_and_agree(capsys: Any, tmp_path: Path) -> None:
+    require_program("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu")
+    qemu = require_program("qemu-aarch64", "qemu-user")
+    for name, src, argv, want in _cases(tmp_path):
+        exe = tmp_path / f"{name}.arm"
+        code, _, err = _run(capsys, "compile", src, "--backend", "llvm", "--emit", "exe",
+                            "--target", "aarch64-unknown-linux-gnu", "-o", str(exe))
+        assert code == 0, err
+        assert exe.read_bytes()[18] == 183  # ELF e_machine: EM_AARCH64
+        done = _exec([qemu, "-L", QEMU_ROOT, str(exe), *argv])
+        assert done.returncode == 0, done.stderr
+        _agree(done.stdout, want, name)
+        host = tmp_path / f"{name}.host"
+        build(nx.load(src) if src.endswith(".nx") else _seed004(), "exe", str(host))
+        assert done.stdout == _exec([str(host), *argv]).stdout, name
+
+
+def _seed004() -> Any:
+    from nexus.cli.files import load_graph
+
+    return load_graph("example:seed004")
+
+
+DRIVER = r"""
+#include <stdio.h>
+#include "fused.h"
+int main(void) {
+  double x[5] = {-2, -1, 0, 1, 2}, y[5] = {1, 1.5, 2, 2.5, 3}, out[5];
+  int32_t status = fused(x, 5, y, 5, 1.5, out);
+  if (status) { printf("%s\n", fused_error(status)); return 1; }
+  for (int i = 0; i < 5; i++) printf("%.17g\n", out[i]);
+  return 0;
+}
+"""
+
+
+def test_a_shared_library_is_called_from_c_with_no_python(capsys: Any, tmp_path: Path) -> None:
+    cc = require_program("cc", "gcc")
+    x, y = np.array([-2.0, -1, 0, 1, 2]), np.array([1.0, 1.5, 2, 2.5, 3])
+    g = nx.script(fused).graph_for(x, y, 1.5)
+    src = tmp_path / "fused.nx"
+    nx.save(g, src)
+    lib = tmp_path / "libfused.so"
+    code, out, err = _run(capsys, "compile", str(src), "--backend", "llvm", "--emit", "shared", "-o", str(lib))
+    assert code == 0 and out == f"wrote {lib}\nwrote {tmp_path / 'libfused.h'}\n", err
+    (tmp_path / "fused.h").write_text((tmp_path / "libfused.h").read_text())
+    (tmp_path / "driver.c").write_text(DRIVER)
+    built = _exec([cc, "-o", str(tmp_path / "driver"), str(tmp_path / "driver.c"), f"-L{tmp_path}", "-lfused"],
+                  cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    done = subprocess.run([str(tmp_path / "driver")], capture_output=True, text=True, timeout=60,
+                          env={**_bare_env(), "LD_LIBRARY_PATH": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    got = np.array([float(v) for v in done.stdout.split()])
+    np.testing.assert_allclose(got, np.tanh(x * 1.5 + y) * 0.5 - x * y, rtol=1e-15)
+    # an object file and its header, for a build of one's own
+    obj = tmp_path / "fused.o"
+    code, out, _ = _run(capsys, "compile", str(src), "--backend", "llvm", "--emit", "obj", "-o", str(obj))
+    assert code == 0 and out == f"wrote {obj}\nwrote {tmp_path / 'fused.h'}\n"
+    assert "int32_t fused(const double *x, int64_t x_d0, const double *y, int64_t y_d0, double a, double *result0);" \
+        in (tmp_path / "fused.h").read_text()
+
+
+def pick(x: Tensor["N"], i: int) -> float:  # noqa: F821, UP037
+    return x[i] * 2.0
+
+
+def grow(x: Tensor["N"]):  # noqa: F821, UP037, ANN201
+    return x[x > 0.0]
+
+
+def zeros(n: int):  # noqa: ANN201
+    return np.zeros(n)
+
+
+def test_failures_and_refusals_are_named(capsys: Any, tmp_path: Path) -> None:
+    require_program("cc", "gcc")
+    x = np.arange(4.0)
+    g = nx.script(pick).graph_for(x, 1)
+    exe = tmp_path / "pick"
+    build(g, "exe", str(exe))
+    ok = _exec([str(exe), "x=[0, 1, 2, 3]", "i=3"])
+    assert ok.returncode == 0 and _results(ok.stdout) == [6.0]
+    bad = _exec([str(exe), "x=[0, 1, 2, 3]", "i=9"])
+    with pytest.raises(Exception) as info:  # the python backend's message is the oracle
+        nx.compile(g, backend="python")(x, 9)
+    where = str(info.value).split(": ")[0]  # the node and its source line, as the python backend names them
+    expect = f"error: {where}: IndexError: index out of bounds for axis 0"
+    assert bad.returncode == 1 and bad.stderr.startswith(expect), (bad.stderr, str(info.value))
+    for argv, words in [(["x=[0, 1]"], "not given"), (["x=[[0, 1]]", "i=1"], "rank"),
+                        (["x=[0, 1", "i=1"], "expected"), (["x=[0, 1]", "i=1.5"], "a float")]:
+        done = _exec([str(exe), *argv])
+        assert done.returncode == 2 and words in done.stderr, (argv, done.stderr)
+    with pytest.raises(AotError, match="dim s[0-9]+, which no argument's dims give"):
+        build(nx.script(zeros).graph_for(3), "obj", str(tmp_path / "zeros.o"))
+    with pytest.raises(AotError, match="@grow natively .*no lowering rule for op BooleanMask"):
+        build(nx.script(grow).graph_for(x), "obj", str(tmp_path / "grow.o"))
+    code, _, err = _run(capsys, "compile", "example:seed004", "--backend", "llvm", "--emit", "exe")
+    assert code == 1 and "-o" in err
+    code, _, err = _run(capsys, "compile", "example:seed004", "--backend", "llvm", "--emit", "exe",
+                        "-o", str(tmp_path / "e"), "--target", "nowhere-cpu")
+    assert code == 1 and err.count("\n") == 1 and "no target for 'nowhere-cpu'" in err
+    code, _, err = _run(capsys, "compile", "example:seed004", "--backend", "llvm", "--emit", "exe",
+                        "-o", str(tmp_path / "e"), "--cc", "no-such-cc")
+    assert code == 1 and "no C compiler 'no-such-cc'" in err
