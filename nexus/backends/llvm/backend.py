@@ -23,14 +23,17 @@ graph (``fallback=True``, the default): compiled kernels inside the python backe
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sympy
 
 from nexus.backends.base import Executable, MissingLoweringError, NexusRuntimeError, register_backend
+from nexus.backends.llvm.cache import cache_dir as cache_dir_of
 from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import Unsupported
 from nexus.backends.llvm.emit import INTERRUPTED, ModuleEmitter
@@ -80,7 +83,7 @@ class LLVMExecutable(Executable):
 
     backend = BACKEND
 
-    def __init__(self, g: Graph, max_iterations: int | None = None):
+    def __init__(self, g: Graph, max_iterations: int | None = None, cache_dir: Path | None = None):
         t0 = time.perf_counter()
         self.graph = g
         self.max_iterations = max_iterations
@@ -89,7 +92,7 @@ class LLVMExecutable(Executable):
         self.ir = str(me.module)
         runtime()  # the symbols the polls call
         learn_python_handler()
-        self.jit = Jitted(self.ir)
+        self.jit = Jitted(self.ir, cache_dir)
         _fn, fallible = me.functions[g]
         self._native = self._prototype(g, fallible)(self.jit.address(ENTRY))
         self._call = self._wrapper(g, fallible)
@@ -206,20 +209,24 @@ def _py_dim(d: Any, syms: dict[Any, str]) -> str:
     return "(" + str(expr.subs({s: sympy.Symbol(f"__{v}") for s, v in syms.items()})).replace("__", "") + ")"
 
 
-def compile_llvm(g: Graph, fallback: bool = True, max_iterations: int | None = None) -> Executable:
+def compile_llvm(g: Graph, fallback: bool = True, max_iterations: int | None = None,
+                 cache: str | os.PathLike[str] | bool | None = None) -> Executable:
     """Compile ``g`` for the host; with ``fallback``, partition a graph that has ops (or
     types) the backend cannot lower (see :mod:`nexus.backends.llvm.partition`).
-    ``max_iterations``: a call that enters more blocks fails as on the python backend."""
+    ``max_iterations``: a call that enters more blocks fails as on the python backend.
+    ``cache``: a directory of compiled objects (None: ``$NEXUS_CACHE_DIR`` if set; False:
+    none), see :mod:`nexus.backends.llvm.cache`."""
     _check_limit(max_iterations)
+    cache_dir = cache_dir_of(cache)
     try:
-        return LLVMExecutable(g, max_iterations)
+        return LLVMExecutable(g, max_iterations, cache_dir)
     except (Unsupported, MissingLoweringError) as e:
         if not fallback:
             raise
         reason = str(e)
     from nexus.backends.llvm.partition import Partitioned
 
-    return Partitioned(g, reason, max_iterations)
+    return Partitioned(g, reason, max_iterations, cache_dir)
 
 
 def _check_limit(max_iterations: Any) -> None:
@@ -228,5 +235,5 @@ def _check_limit(max_iterations: Any) -> None:
         raise TypeError(f"max_iterations is a non-negative int or None, got {max_iterations!r}")
 
 
-register_backend(BACKEND, compile_llvm, options=("fallback", "max_iterations"),
+register_backend(BACKEND, compile_llvm, options=("fallback", "max_iterations", "cache"),
                  doc="native code through LLVM (llvmlite): fused loops, scalars in registers")

@@ -26,6 +26,7 @@ the outlined loop's entries are not added to the host's count.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import sympy
@@ -150,7 +151,8 @@ class Partitioned(Executable):
 
     backend = BACKEND
 
-    def __init__(self, g: Graph, reason: str = "", max_iterations: int | None = None):
+    def __init__(self, g: Graph, reason: str = "", max_iterations: int | None = None,
+                 cache_dir: Path | None = None):
         import time
 
         from nexus.backends.llvm.backend import LLVMExecutable
@@ -170,7 +172,7 @@ class Partitioned(Executable):
                 cut = None  # called from a Python loop, it would copy its arrays in and out each time
             if cut is not None and not unsupported_ops(cut[0]):
                 try:
-                    exe = LLVMExecutable(cut[0], max_iterations)
+                    exe = LLVMExecutable(cut[0], max_iterations, cache_dir)
                 except (Unsupported, MissingLoweringError):
                     exe = None
             if exe is None or cut is None:

@@ -5,9 +5,13 @@ pipeline, assembly text and the JIT.  The only module here that touches
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
+from nexus.backends.llvm import cache
+
 try:
+    import llvmlite
     import llvmlite.binding as llvm
 except ImportError as e:  # one line naming the extra, as for every optional dependency
     raise ImportError("the llvm backend needs llvmlite: pip install nexus-ir[llvm]") from e
@@ -57,6 +61,10 @@ def _target(triple: str) -> Any:
         raise ValueError(f"LLVM has no target for {triple!r} ({e}); try {known} or a full triple") from None
 
 
+# The optimisation pipeline's settings (part of the object cache's key).
+PIPELINE = {"speed_level": 3, "loop_vectorization": True, "slp_vectorization": False, "loop_unrolling": True}
+
+
 def optimize(text: str, machine: Any) -> Any:
     """Parse LLVM IR text for ``machine`` and run LLVM's O3 pipeline, with the loop
     vectoriser (fused elementwise loops) and without the SLP vectoriser: on the scalar
@@ -68,10 +76,10 @@ def optimize(text: str, machine: Any) -> Any:
     mod.triple = machine.triple
     mod.data_layout = str(machine.target_data)
     mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = False
-    pto.loop_unrolling = True
+    pto = llvm.create_pipeline_tuning_options(speed_level=PIPELINE["speed_level"])
+    pto.loop_vectorization = PIPELINE["loop_vectorization"]
+    pto.slp_vectorization = PIPELINE["slp_vectorization"]
+    pto.loop_unrolling = PIPELINE["loop_unrolling"]
     pb = llvm.create_pass_builder(machine, pto)
     pb.getModulePassManager().run(mod, pb)
     return mod
@@ -98,13 +106,31 @@ def object_code(text: str, triple: str | None = None) -> bytes:
 
 class Jitted:
     """An optimised module loaded into this process; ``address(name)`` of its functions.
-    Keeps the engine (and so the machine code) alive as long as it lives."""
+    Keeps the engine (and so the machine code) alive as long as it lives.  With
+    ``cache_dir`` (:mod:`nexus.backends.llvm.cache`), an object compiled before from the same
+    text for the same machine is loaded instead of optimised and compiled (``cached``
+    says which); ``module`` is then the unoptimised one."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, cache_dir: Path | None = None):
         # A machine of its own: the engine takes ownership of it (and frees it with itself).
         machine = _new_host_machine()
-        self.module = optimize(text, machine)
+        name = hit = None
+        if cache_dir is not None:
+            name = cache.key(text, machine.triple, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
+                             ".".join(map(str, llvm.llvm_version_info)), llvmlite.__version__, repr(PIPELINE))
+            hit = cache.load(cache_dir, name)
+        self.cached = hit is not None
+        if hit is not None:
+            self.module = llvm.parse_assembly(text)
+            self.module.triple = machine.triple
+            self.module.data_layout = str(machine.target_data)
+        else:
+            self.module = optimize(text, machine)
         self.engine = llvm.create_mcjit_compiler(self.module, machine)
+        if cache_dir is not None and name is not None:
+            key, where = name, cache_dir
+            self.engine.set_object_cache(lambda _m, obj: None if self.cached else cache.store(where, key, obj),
+                                         lambda _m: hit)
         self.engine.finalize_object()
 
     def address(self, name: str) -> int:
