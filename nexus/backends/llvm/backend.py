@@ -216,15 +216,21 @@ def compile_llvm(g: Graph, fallback: bool = True, max_iterations: int | None = N
     ``max_iterations``: a call that enters more blocks fails as on the python backend.
     ``cache``: a directory of compiled objects (None: ``$NEXUS_CACHE_DIR`` if set; False:
     none), see :mod:`nexus.backends.llvm.cache`."""
+    from nexus.backends.llvm.partition import Partitioned, unsupported_ops
+
     _check_limit(max_iterations)
     cache_dir = cache_dir_of(cache)
+    # ops without a rule are known before anything is emitted: emitting the rest first (a
+    # CNN's weights as constant arrays) took a minute only to find the first Conv
+    missing = unsupported_ops(g) if fallback else {}
+    if missing:
+        return Partitioned(g, f"no llvm rule for {', '.join(sorted(missing))}", max_iterations, cache_dir)
     try:
         return LLVMExecutable(g, max_iterations, cache_dir)
     except (Unsupported, MissingLoweringError) as e:
         if not fallback:
             raise
         reason = str(e)
-    from nexus.backends.llvm.partition import Partitioned
 
     return Partitioned(g, reason, max_iterations, cache_dir)
 
