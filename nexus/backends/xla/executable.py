@@ -45,7 +45,7 @@ _MAX_DOUBLINGS = 24
 class Compiled:
     """One argument signature's computation."""
 
-    fn: Any  # jax.stages.Compiled
+    fn: Any  # the jax.jit of the computation, compiled for this signature
     lowered_text: str
     layout: StackLayout
     has_stacks: bool
@@ -116,13 +116,17 @@ class XlaExecutable(Executable):
             return self.build_computation(outs, top, padded)
 
         specs = [_spec(np.shape(v), np.asarray(v).dtype) for v in values]
+        options = dict(_STRICT_FLOAT) if self.strict_float else None
         while True:
             try:
-                lowered = jax.jit(computation).lower(*specs)
+                # Called through jit, not through lowered.compile(): jit's C++ dispatch costs a
+                # few microseconds a call, an AOT Compiled's Python path several times more.
+                fn = jax.jit(computation, compiler_options=options)
+                lowered = fn.lower(*specs)  # the trace, which jit's own cache keeps for the first call
                 break
             except NewStackKind:
                 continue  # the layout grew: trace again
-        fn = lowered.compile(compiler_options=dict(_STRICT_FLOAT) if self.strict_float else None)
+        fn(*values)  # XLA compiles here, once per signature, as the AOT path did
         dt = time.perf_counter() - t0
         self.compiles += 1
         self.compile_seconds += dt
@@ -138,10 +142,10 @@ class XlaExecutable(Executable):
     def key(values: Sequence[Any]) -> Key:
         return tuple((tuple(np.shape(v)), np.asarray(v).dtype.str) for v in values)
 
-    def compiled(self, values: list[Any]) -> Compiled:
+    def compiled(self, values: list[Any], key: Key | None = None) -> Compiled:
         """The computation for these arguments' signature (compiled on first use)."""
         self._refresh()
-        key = self.key(values)
+        key = self.key(values) if key is None else key
         entry = self._cache.get(key)
         if entry is None:
             with jax.enable_x64(True):
@@ -150,14 +154,16 @@ class XlaExecutable(Executable):
 
     def __call__(self, *args: Any) -> Any:
         values = self.build_arguments(args)
-        entry = self.compiled(values)
         key = self.key(values)
+        entry = self.compiled(values, key)
         with jax.enable_x64(True):
             for _ in range(_MAX_DOUBLINGS):
                 if entry.trips is not None:
                     entry.trips.most = 0
                 *outs, peak = entry.fn(*values)
-                peak = int(peak)
+                if not entry.layout.kinds and entry.trips is None:
+                    break  # no stack, no list bounded by a trip count: the peak is 0, not worth a read
+                peak = int(np.asarray(peak))  # (int() of a jax scalar costs several times more)
                 if entry.trips is not None:
                     # Wait for the loops' trip-count callbacks.
                     jax.effects_barrier()  # type: ignore[no-untyped-call]
