@@ -5,6 +5,7 @@ The oracle is the python backend on the same graph (``nexus run`` for the printe
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -238,3 +239,22 @@ def test_failures_and_refusals_are_named(capsys: Any, tmp_path: Path) -> None:
     code, _, err = _run(capsys, "compile", "example:seed004", "--backend", "llvm", "--emit", "exe",
                         "-o", str(tmp_path / "e"), "--cc", "no-such-cc")
     assert code == 1 and "no C compiler 'no-such-cc'" in err
+
+
+WEIGHTS = np.array([1.5, -2.0, 3.25])
+
+
+def weighted(x: Tensor[3]):  # noqa: ANN201
+    return x * WEIGHTS
+
+
+@pytest.mark.parametrize("triple, order", [("x86_64-unknown-linux-gnu", "<"), ("aarch64-unknown-linux-gnu", "<"),
+                                           ("s390x-unknown-linux-gnu", ">")])
+def test_constant_arrays_are_written_in_the_targets_byte_order(triple: str, order: str) -> None:
+    from nexus.backends.llvm.backend import llvm_ir
+
+    g = nx.script(weighted).graph_for(np.zeros(3))
+    text = llvm_ir(g, optimized=False, triple=triple)
+    (literal,) = re.findall(r'\[24 x i8\] c"([^"]*)"', text)  # LLVM's string syntax: \XX or the character
+    data = re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), literal).encode("latin-1")
+    assert data == WEIGHTS.astype(np.dtype("f8").newbyteorder(order)).tobytes()

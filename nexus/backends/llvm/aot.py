@@ -49,7 +49,7 @@ from llvmlite import ir
 from nexus.backends.llvm.backend import ENTRY, emit_module
 from nexus.backends.llvm.dtypes import I32, Unsupported
 from nexus.backends.llvm.interrupt import ARMED, LEAVE, TICK
-from nexus.backends.llvm.target import TRIPLES, object_code
+from nexus.backends.llvm.target import TRIPLES, little_endian, object_code
 from nexus.ir.graph import Graph
 from nexus.ir.node import node_where
 from nexus.ir.types import TensorType
@@ -148,7 +148,7 @@ def _c_dim(d: Any, bindings: dict[str, str], r: int) -> str:
     return f"(int64_t)({sympy.ccode(named)})"
 
 
-def module_text(g: Graph, name: str) -> tuple[str, Interface]:
+def module_text(g: Graph, name: str, target: str | None = None) -> tuple[str, Interface]:
     """The LLVM IR of ``g`` for ahead-of-time use: its entry function internal, a public
     ``name`` that returns a status always, the runtime's Ctrl-C hooks as stubs.  Shape
     inference runs first (on a copy), so that a buffer sized by an argument's dim
@@ -156,7 +156,7 @@ def module_text(g: Graph, name: str) -> tuple[str, Interface]:
     g, _ = g.clone()
     infer_shapes(g)
     try:
-        me = emit_module(g)
+        me = emit_module(g, little_endian=little_endian(target))
     except (Unsupported, NotImplementedError) as e:  # MissingLoweringError is one
         raise AotError(f"the llvm backend cannot compile all of @{g.name} natively ({e}); ahead-of-time code "
                        "needs every op lowered") from None
@@ -426,7 +426,7 @@ def build(g: Graph, emit: str, out: str, *, target: str | None = None, name: str
     """Write ``out`` (and ``out.h`` for obj and shared); the paths written."""
     if emit not in EMITS:
         raise AotError(f"--emit is one of {', '.join(EMITS)} for files, not {emit!r}")
-    text, itf = module_text(g, name or g.name)
+    text, itf = module_text(g, name or g.name, target)
     obj = object_code(text, target)
     hdr = header(itf, g)
     h = os.path.splitext(out)[0] + ".h"

@@ -39,7 +39,7 @@ from nexus.backends.llvm.dtypes import Unsupported
 from nexus.backends.llvm.emit import INTERRUPTED, ModuleEmitter
 from nexus.backends.llvm.interrupt import interrupted, learn_python_handler, runtime
 from nexus.backends.llvm.rules import BACKEND
-from nexus.backends.llvm.target import Jitted, assembly, host_machine
+from nexus.backends.llvm.target import Jitted, assembly, host_machine, little_endian
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.types import TensorType, numpy_dtype
@@ -56,10 +56,11 @@ def _ctype(dtype: str) -> Any:
     return np.ctypeslib.as_ctypes_type(dt)
 
 
-def emit_module(g: Graph, max_iterations: int | None = None) -> ModuleEmitter:
+def emit_module(g: Graph, max_iterations: int | None = None, little_endian: bool = True) -> ModuleEmitter:
     """The LLVM module of ``g`` (unoptimised), its entry function named ``nexus_main``;
-    with ``max_iterations``, every block entry counts (see ``nexus.backends.llvm.poll``)."""
-    me = ModuleEmitter(g.name, max_iterations)
+    with ``max_iterations``, every block entry counts (see ``nexus.backends.llvm.poll``).
+    ``little_endian``: the target's byte order (constant arrays are written as bytes)."""
+    me = ModuleEmitter(g.name, max_iterations, little_endian)
     me.function(g, ENTRY)
     return me
 
@@ -68,13 +69,13 @@ def llvm_ir(g: Graph, optimized: bool = True, triple: str | None = None) -> str:
     """LLVM IR text of ``g``, after O3 for ``triple`` (None: the host) when ``optimized``."""
     from nexus.backends.llvm.target import machine_for, optimize
 
-    text = str(emit_module(g).module)
+    text = str(emit_module(g, little_endian=little_endian(triple)).module)
     return str(optimize(text, machine_for(triple))) if optimized else text
 
 
 def asm(g: Graph, triple: str | None = None) -> str:
     """Optimised assembly of ``g`` for ``triple`` (None: the host CPU)."""
-    return assembly(str(emit_module(g).module), triple)
+    return assembly(str(emit_module(g, little_endian=little_endian(triple)).module), triple)
 
 
 class LLVMExecutable(Executable):

@@ -30,6 +30,7 @@ from nexus.backends.llvm.coalesce import coalesce
 from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import (
     I1,
+    I8,
     I32,
     I64,
     PTR,
@@ -48,7 +49,7 @@ from nexus.backends.llvm.tensors import Tensor, broadcast_index, dim_value, stor
 from nexus.ir.analysis import node_order, reverse_postorder
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.types import TensorType
+from nexus.ir.types import TensorType, numpy_dtype
 
 RULES = lowering_table(BACKEND)
 # Branch weight of the likely side where the other is a failure (1): LLVM lays the failure
@@ -106,9 +107,10 @@ def may_fail(g: Graph, seen: set[Graph] | None = None) -> bool:
 class ModuleEmitter:
     """One LLVM module: the entry graph's function, its callees' and the failure table."""
 
-    def __init__(self, name: str = "nexus", max_iterations: int | None = None):
+    def __init__(self, name: str = "nexus", max_iterations: int | None = None, little_endian: bool = True):
         self.module = ir.Module(name)
         self.max_iterations = max_iterations
+        self.little_endian = little_endian  # the target's byte order, for constant arrays
         self.errors: list[Failure] = []
         self._codes: dict[Any, int] = {}
         self.functions: dict[Graph, tuple[ir.Function, bool]] = {}
@@ -165,14 +167,20 @@ class ModuleEmitter:
         return gv
 
     def global_array(self, value: np.ndarray, dtype: str) -> ir.GlobalVariable:
-        arr = np.ascontiguousarray(value).reshape(-1)
-        et = mem_type(dtype)
-        vals = [ir.Constant(et, int(v)) if kind(dtype) in "iub" else ir.Constant(et, float(v)) for v in arr]
+        """A constant array as a global of the target's bytes (an ``i8`` array: one string
+        constant, not an LLVM constant per element, which took seconds for a layer's
+        weights); users address it with the element type."""
+        dt = numpy_dtype(dtype)
+        if dt.kind == "b":
+            dt = np.dtype(np.uint8)
+        arr = np.ascontiguousarray(value, dtype=dt.newbyteorder("<" if self.little_endian else ">")).reshape(-1)
+        data = bytearray(arr.tobytes())
         self._consts += 1
-        gv = ir.GlobalVariable(self.module, ir.ArrayType(et, len(vals)), f"const.{self._consts}")
-        gv.initializer = ir.Constant(ir.ArrayType(et, len(vals)), vals)
+        gv = ir.GlobalVariable(self.module, ir.ArrayType(I8, len(data)), f"const.{self._consts}")
+        gv.initializer = ir.Constant(ir.ArrayType(I8, len(data)), data)
         gv.global_constant = True
         gv.linkage = "internal"
+        gv.align = 16
         return gv
 
 

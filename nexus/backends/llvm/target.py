@@ -50,6 +50,11 @@ def machine_for(triple: str | None) -> Any:
     return _target(triple).create_target_machine(opt=3)
 
 
+def little_endian(triple: str | None) -> bool:
+    """Whether ``triple`` (None: the host) stores the low byte first (its data layout says)."""
+    return not str(machine_for(triple).target_data).startswith("E")
+
+
 def _target(triple: str) -> Any:
     """LLVM's target of ``triple`` (a full triple or a key of TRIPLES), or a ValueError naming it."""
     _init()
