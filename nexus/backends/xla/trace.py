@@ -55,6 +55,32 @@ def is_static(v: Any) -> bool:
     return isinstance(v, (np.ndarray, np.generic))
 
 
+def host_callback(fn: Callable[..., tuple[np.ndarray, ...]], shapes: Sequence[Any], *args: Any) -> tuple[Any, ...]:
+    """``jax.pure_callback(fn, shapes, *args)``, its results carried as bytes.
+
+    JAX checks a callback's results after canonicalising their dtypes under the x64 setting
+    of the thread the callback runs on; XLA runs some callbacks on threads of its own,
+    where x64 is off, so an f64 result read as f32 and the call failed ("Incorrect output
+    dtype").  Bytes are bytes on every thread: each result goes back as ``uint8`` with one
+    more axis, bitcast to its dtype on the device."""
+    raw = [jax.ShapeDtypeStruct((*s.shape, np.dtype(s.dtype).itemsize), np.uint8)  # type: ignore[no-untyped-call]
+           for s in shapes]
+
+    def as_bytes(*a: Any) -> tuple[np.ndarray, ...]:
+        return tuple(np.ascontiguousarray(o, dtype=s.dtype)[..., None].view(np.uint8)
+                     for o, s in zip(fn(*a), shapes))
+
+    outs = jax.pure_callback(as_bytes, raw, *args)
+    return tuple(_from_bytes(o, s.dtype) for o, s in zip(outs, shapes))
+
+
+def _from_bytes(o: Any, dtype: Any) -> Any:
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return o[..., 0] != 0
+    return lax.bitcast_convert_type(o, dt) if dt.itemsize > 1 else lax.bitcast_convert_type(o[..., 0], dt)
+
+
 def regions(g: Graph) -> RegionTree:
     """The region tree of ``g`` (cached on the graph until it changes)."""
     tree: RegionTree = g.cached("xla.regions", structurize)
