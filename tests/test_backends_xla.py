@@ -4,7 +4,9 @@ table's coverage; compiles per signature; errors naming the op."""
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -328,3 +330,25 @@ def test_strict_float_keeps_numpys_rounding() -> None:
         f.returns(-1.8 * (f.args[0] * -1.5))
     got = nx.compile(f, backend="xla", strict_float=True)(y)
     np.testing.assert_array_equal(got, -1.8 * (y * -1.5))
+
+
+FUZZ_FIXTURES = sorted((Path(__file__).parent / "fixtures" / "xla_fuzz").glob("*.txt"))
+
+
+@pytest.mark.parametrize("path", FUZZ_FIXTURES, ids=[p.stem for p in FUZZ_FIXTURES])
+def test_programs_the_fuzzer_found_give_pythons_result(path: Path) -> None:
+    """Programs of ``py_gen --backend xla`` that failed inside JAX (a padded value through
+    one arm of a cond, host callbacks narrowed to f32 on XLA's threads): plain Python on
+    the same inputs is the oracle."""
+    from nexus.frontend.script import script, script_source
+    from nexus.testing.py_gen import same
+
+    src = path.read_text()
+    enc = json.loads(src.splitlines()[1].removeprefix("# inputs: "))
+    args = tuple(np.array(a["array"], dtype=a["dtype"]) if isinstance(a, dict) else a for a in enc)
+    py: dict = {"script": lambda fn: fn}
+    exec(compile(src, str(path), "exec"), py)  # noqa: S102  (a generated program of ours)
+    want = py["f"](*(a.copy() if isinstance(a, np.ndarray) else a for a in args))
+    exe = nx.compile(script_source(src, "f", {"script": script}), backend="xla", strict_float=True)
+    got = exe(*args)
+    assert same(want, got), (want, got)

@@ -61,17 +61,29 @@ def host_callback(fn: Callable[..., tuple[np.ndarray, ...]], shapes: Sequence[An
     JAX checks a callback's results after canonicalising their dtypes under the x64 setting
     of the thread the callback runs on; XLA runs some callbacks on threads of its own,
     where x64 is off, so an f64 result read as f32 and the call failed ("Incorrect output
-    dtype").  Bytes are bytes on every thread: each result goes back as ``uint8`` with one
-    more axis, bitcast to its dtype on the device."""
+    dtype"), and an i64 argument reached the kernel as i32 (a slice's stop of 2**63 - 1 read
+    as -1).  Bytes are bytes on every thread: each argument goes to the host and each result
+    comes back as ``uint8`` with one more axis, bitcast on the device."""
     raw = [jax.ShapeDtypeStruct((*s.shape, np.dtype(s.dtype).itemsize), np.uint8)  # type: ignore[no-untyped-call]
            for s in shapes]
+    vals = [jnp.asarray(a) for a in args]
+    dtypes = [np.dtype(v.dtype) for v in vals]
 
     def as_bytes(*a: Any) -> tuple[np.ndarray, ...]:
-        return tuple(np.ascontiguousarray(o, dtype=s.dtype)[..., None].view(np.uint8)
-                     for o, s in zip(fn(*a), shapes))
+        real = [np.ascontiguousarray(x).view(dt)[..., 0] for x, dt in zip(a, dtypes)]
+        # (np.array, not np.ascontiguousarray, which makes a scalar one-dim)
+        return tuple(np.array(o, dtype=s.dtype, order="C")[..., None].view(np.uint8)
+                     for o, s in zip(fn(*real), shapes))
 
-    outs = jax.pure_callback(as_bytes, raw, *args)
+    outs = jax.pure_callback(as_bytes, raw, *(_to_bytes(v) for v in vals))
     return tuple(_from_bytes(o, s.dtype) for o, s in zip(outs, shapes))
+
+
+def _to_bytes(v: Any) -> Any:
+    if v.dtype == np.bool_:
+        return v.astype(np.uint8)[..., None]
+    b = lax.bitcast_convert_type(v, np.uint8)
+    return b if v.dtype.itemsize > 1 else b[..., None]
 
 
 def _from_bytes(o: Any, dtype: Any) -> Any:
@@ -517,12 +529,24 @@ class Trace:
 
         thens, elses = [m.then_value for m in r.outputs], [m.else_value for m in r.outputs]
         shapes: list[Any] = [None] * len(r.outputs)
-        if self.open_shape([m.name for m in r.outputs]) or _sizes_from_data(r.then) or _sizes_from_data(r.orelse):
-            # Trace both arms abstractly first to agree on the shapes the types leave open.
+
+        def agreed() -> list[Any]:
+            """Both arms traced abstractly first, to agree on what the types leave open."""
             a = jax.eval_shape(arm(r.then, thens, shapes))[0]
             b = jax.eval_shape(arm(r.orelse, elses, shapes))[0]
-            shapes = [self.agree(m.name, x, y) for m, x, y in zip(r.outputs, a, b)]
-        outs, after = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
+            return [self.agree(m.name, x, y) for m, x, y in zip(r.outputs, a, b)]
+
+        if self.open_shape([m.name for m in r.outputs]) or _sizes_from_data(r.then) or _sizes_from_data(r.orelse):
+            shapes = agreed()
+        try:
+            outs, after = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
+        except TypeError:
+            if any(s is not None for s in shapes):
+                raise
+            # The arms disagree in a way nothing above foresaw (a padded value from before
+            # the If, passed through one arm only): agree on their shapes, trace again.
+            shapes = agreed()
+            outs, after = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
         self.heap = after if threads else heap
         for m, v in zip(r.outputs, outs):
             env[m.name] = v
