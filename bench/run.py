@@ -30,13 +30,14 @@ from bench import (
     w9_chain,
     w10_llvm,
     w10_ports,
+    wc_compile,
 )
 from bench.common import Row, machine, table
 
 WORKLOADS: dict[str, Callable[[int], list[Row]]] = {
     "W1": w1_seed.run, "W2": w2_count.run, "W3": w3_rnn.run, "W4": w4_grad.run, "W5": w5_llvm.run,
     "W6": w6_parallel.run, "W7": w7_script.run, "W8": w8_call.run, "W9": w9_chain.run, "W10": w10_ports.run,
-    "W10L": w10_llvm.run,
+    "W10L": w10_llvm.run, "WC": wc_compile.run,
 }
 README = Path(__file__).with_name("README.md")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
