@@ -35,7 +35,18 @@ def zeros_then_fill(x: Tensor["N"]):  # noqa: F821, UP037, ANN201
     return out, np.ones(x.shape) * 2.0
 
 
+def transposed(x: Tensor["N", "M"], y: Tensor["M", "N"]):  # noqa: F821, UP037, ANN201
+    return np.transpose(x * 2.0) + y, x.T - 1.0
+
+
+def axes(x: Tensor["N", 3]):  # noqa: F821, UP037, ANN201
+    return np.expand_dims(x, 0) * 2.0, np.squeeze(np.expand_dims(x + 1.0, 1), axis=1), np.transpose(
+        np.reshape(x, (1, -1, 3)), (2, 0, 1))
+
+
 @pytest.mark.parametrize("fn, args", [
+    (transposed, (np.arange(6.0).reshape(2, 3), np.ones((3, 2)))),
+    (axes, (np.arange(6.0).reshape(2, 3),)),
     (flat_then_scale, (np.arange(12.0).reshape(3, 4), 0.5)),
     (flat_then_scale, (np.zeros((0, 4)), 2.0)),
     (rows, (np.arange(12.0).reshape(2, 6),)),

@@ -1,4 +1,5 @@
-"""Shape ops as lazy tensors: ``ShapeOf``, ``ConstantOfShape`` and ``Reshape``.
+"""Shape ops as lazy tensors: ``ShapeOf``, ``ConstantOfShape``, ``Reshape``, ``Transpose``,
+``Unsqueeze`` and ``Squeeze``.
 
 None of them computes where it stands.  ``ShapeOf`` is a one-dim tensor whose element ``k``
 is the input's ``k``-th dim (constant indices fold to the dim itself);
@@ -6,7 +7,9 @@ is the input's ``k``-th dim (constant indices fold to the dim itself);
 ``Reshape`` reads the input's element at the same row-major offset (a contiguous buffer is
 read at the offset directly, a lazy tensor through the unravelled index), after checking
 that the element counts agree.  Its dims are the shape input's values, one ``-1`` solved
-as NumPy solves it (the element count over the other dims).
+as NumPy solves it (the element count over the other dims).  ``Transpose``, ``Unsqueeze``
+and ``Squeeze`` read the input at the permuted index, or at the index without the new axes
+(with 0 at the dropped ones); a dropped axis whose size is not known to be 1 is checked.
 """
 
 from __future__ import annotations
@@ -114,3 +117,71 @@ def _reshape(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         return x.load(fe.b, at[::-1])
 
     return Tensor(dtype, shape, dims, elem=elem)
+
+
+def _axes(n: Node, rank: int) -> list[int]:
+    axes = n.attrs.get("axes")
+    return sorted(int(a) + rank if int(a) < 0 else int(a) for a in axes) if axes is not None else []
+
+
+@register_lowering(BACKEND, "Transpose")
+def _transpose(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    x = ins[0]
+    if not isinstance(x, Tensor):
+        return x
+    perm = n.attrs.get("perm")
+    order = [int(p) % x.rank for p in perm] if perm is not None else list(range(x.rank))[::-1]
+    _, shape = _out_type(n)
+
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        at: list[ir.Value] = [I64(0)] * x.rank
+        for k, p in enumerate(order):
+            at[p] = idx[k]
+        return x.load(fe.b, at)
+
+    return Tensor(x.dtype, shape, [x.dims[p] for p in order], elem=elem)
+
+
+@register_lowering(BACKEND, "Unsqueeze")
+def _unsqueeze(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    x = ins[0]
+    dtype, shape = _out_type(n)
+    new = set(_axes(n, len(shape)))
+    src = x.dims if isinstance(x, Tensor) else []
+    it = iter(src)
+    dims = [I64(1) if k in new else next(it) for k in range(len(shape))]
+    kept = [k for k in range(len(shape)) if k not in new]
+
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        return x.load(fe.b, [idx[k] for k in kept]) if isinstance(x, Tensor) else x
+
+    return Tensor(dtype, shape, dims, elem=elem)
+
+
+@register_lowering(BACKEND, "Squeeze")
+def _squeeze(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    x = ins[0]
+    if not isinstance(x, Tensor):
+        return x
+    if n.attrs.get("axes") is None:
+        if not all(isinstance(d, int) for d in x.shape):
+            raise Unsupported("Squeeze of every size-1 axis where a dim is symbolic")
+        gone = [k for k, d in enumerate(x.shape) if d == 1]
+    else:
+        gone = _axes(n, x.rank)
+    for k in gone:
+        if x.shape[k] != 1:
+            fe.fail(fe.b.icmp_unsigned("!=", x.dims[k], I64(1)), n, "ValueError",
+                    "cannot select an axis to squeeze out which has size not equal to one")
+    _, shape = _out_type(n)
+    kept = [k for k in range(x.rank) if k not in gone]
+    if not kept:
+        return x.load(fe.b, [I64(0)] * x.rank)
+
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        at: list[ir.Value] = [I64(0)] * x.rank
+        for j, k in enumerate(kept):
+            at[k] = idx[j]
+        return x.load(fe.b, at)
+
+    return Tensor(x.dtype, shape, [x.dims[k] for k in kept], elem=elem)
