@@ -23,6 +23,7 @@ require("jax", "xla")
 
 from nexus.backends import xla  # noqa: E402  (after the skip)
 from nexus.backends.xla.rules_shape import HOST_OPS  # noqa: E402
+from nexus.backends.xla.trace import XlaLoweringError  # noqa: E402
 
 # Ops with a kernel that the xla backend does not lower, and why (none now: the
 # data-dependent ones are padded to a bound, nexus.backends.xla.dynamic).
@@ -338,8 +339,8 @@ FUZZ_FIXTURES = sorted((Path(__file__).parent / "fixtures" / "xla_fuzz").glob("*
 @pytest.mark.parametrize("path", FUZZ_FIXTURES, ids=[p.stem for p in FUZZ_FIXTURES])
 def test_programs_the_fuzzer_found_give_pythons_result(path: Path) -> None:
     """Programs of ``py_gen --backend xla`` that failed inside JAX (a padded value through
-    one arm of a cond, host callbacks narrowed to f32 on XLA's threads): plain Python on
-    the same inputs is the oracle."""
+    one arm of a cond or a loop's carry, host callbacks narrowed on XLA's threads): plain
+    Python on the same inputs is the oracle, or a refusal that names the node."""
     from nexus.frontend.script import script, script_source
     from nexus.testing.py_gen import same
 
@@ -350,5 +351,10 @@ def test_programs_the_fuzzer_found_give_pythons_result(path: Path) -> None:
     exec(compile(src, str(path), "exec"), py)  # noqa: S102  (a generated program of ours)
     want = py["f"](*(a.copy() if isinstance(a, np.ndarray) else a for a in args))
     exe = nx.compile(script_source(src, "f", {"script": script}), backend="xla", strict_float=True)
+    refused = src.splitlines()[2].removeprefix("# refused: ") if src.splitlines()[2].startswith("# refused") else None
+    if refused is not None:  # a static-shape limit: refused by name, never a wrong answer or JAX's error
+        with pytest.raises(XlaLoweringError, match=refused):
+            exe(*args)
+        return
     got = exe(*args)
     assert same(want, got), (want, got)

@@ -612,8 +612,10 @@ class Trace:
             return [*nexts, *(self.heap or [])] if threads else nexts
 
         trips = self.static_trip_count(r, env, raw)
-        if self.open_shape(names) or _sizes_from_data(r.body):
-            # Iterate abstractly until the carried shapes the types leave open are stable.
+
+        def settle() -> None:
+            """Iterate abstractly until the carried shapes the types leave open are stable."""
+            nonlocal shapes
             for _ in range(8):
                 self.abstract += 1
                 try:
@@ -645,41 +647,57 @@ class Trace:
             shapes = [s if isinstance(s, PadTo) else
                       None if isinstance(getattr(n, "type", None), StackType) else tuple(np.shape(v))
                       for n, v, s in zip(names, init, shapes)]
-        self.heap = heap
-        if trips is not None:
-            # A counted loop: a scan of known length (no test per iteration, and XLA knows
-            # the trip count without analysing the induction).
-            final = lax.fori_loop(0, trips, lambda _, carry: body_fn(carry), init)
-        elif any(isinstance(t, PadTo) and t.run_time for t in shapes):
-            # A list grown on a run-time number of trips, padded for `capacity` of them: the
-            # trips are counted and reported to the executable, which compiles again with a
-            # larger capacity where they were more (and runs again).
-            def counted(carry: list[Any]) -> list[Any]:
-                return [*body_fn(carry[:-1]), carry[-1] + 1]
-            *final, trips_run = lax.while_loop(lambda c: cond_fn(c[:-1]), counted, [*init, jnp.zeros((), np.int64)])
-            self.trips.used = True
-            jax.debug.callback(self.report_trips, trips_run)
-        elif _UNROLL > 1 and _flat(r.body, heap is not None) and (threads or _branches(r.body)):
-            # A small body without effects that branches or pushes (a gradient's sweeps):
-            # _UNROLL iterations per trip of the XLA loop, each after the first computed
-            # always and kept where the test still holds.  (Measured: W4-small 2.6x -> 1.7x
-            # of JAX; a straight-line body such as W3's gets slower, so it is left alone.)
-            def unrolled(carry: list[Any]) -> list[Any]:
-                carry = body_fn(carry)
-                outer = self.predicate
-                try:
-                    for _ in range(_UNROLL - 1):
-                        again = jnp.asarray(self.value(r.test, bind(carry)), dtype=np.bool_)
-                        self.predicate = again if outer is None else outer & again
-                        nxt = body_fn(carry)
-                        carry = [*jax.tree_util.tree_map(lambda x, y, a=again: _pick(a, x, y), nxt[:n_values],
-                                                         carry[:n_values]), *nxt[n_values:]]
-                finally:
-                    self.predicate = outer
-                return carry
-            final = lax.while_loop(cond_fn, unrolled, init)
-        else:
-            final = lax.while_loop(cond_fn, body_fn, init)
+
+        def execute() -> list[Any]:
+            self.heap = heap
+            if trips is not None:
+                # A counted loop: a scan of known length (no test per iteration, and XLA knows
+                # the trip count without analysing the induction).
+                final = lax.fori_loop(0, trips, lambda _, carry: body_fn(carry), init)
+            elif any(isinstance(t, PadTo) and t.run_time for t in shapes):
+                # A list grown on a run-time number of trips, padded for `capacity` of them: the
+                # trips are counted and reported to the executable, which compiles again with a
+                # larger capacity where they were more (and runs again).
+                def counted(carry: list[Any]) -> list[Any]:
+                    return [*body_fn(carry[:-1]), carry[-1] + 1]
+                *final, trips_run = lax.while_loop(lambda c: cond_fn(c[:-1]), counted, [*init, jnp.zeros((), np.int64)])
+                self.trips.used = True
+                jax.debug.callback(self.report_trips, trips_run)
+            elif _UNROLL > 1 and _flat(r.body, heap is not None) and (threads or _branches(r.body)):
+                # A small body without effects that branches or pushes (a gradient's sweeps):
+                # _UNROLL iterations per trip of the XLA loop, each after the first computed
+                # always and kept where the test still holds.  (Measured: W4-small 2.6x -> 1.7x
+                # of JAX; a straight-line body such as W3's gets slower, so it is left alone.)
+                def unrolled(carry: list[Any]) -> list[Any]:
+                    carry = body_fn(carry)
+                    outer = self.predicate
+                    try:
+                        for _ in range(_UNROLL - 1):
+                            again = jnp.asarray(self.value(r.test, bind(carry)), dtype=np.bool_)
+                            self.predicate = again if outer is None else outer & again
+                            nxt = body_fn(carry)
+                            carry = [*jax.tree_util.tree_map(lambda x, y, a=again: _pick(a, x, y), nxt[:n_values],
+                                                             carry[:n_values]), *nxt[n_values:]]
+                    finally:
+                        self.predicate = outer
+                    return carry
+                final = lax.while_loop(cond_fn, unrolled, init)
+            else:
+                final = lax.while_loop(cond_fn, body_fn, init)
+            return list(final)
+
+        foreseen = self.open_shape(names) or _sizes_from_data(r.body)
+        if foreseen:
+            settle()
+        try:
+            final = execute()
+        except TypeError:
+            if foreseen:
+                raise
+            # The carry changes in a way nothing above foresaw (a padded value from before the
+            # loop replaced by the body): settle the carried shapes, trace again.
+            settle()
+            final = execute()
         self.heap = list(final[n_values:]) if threads else heap
         after = dict(zip(names, final[:n_values]))
         for res in r.results:
