@@ -124,6 +124,16 @@ def _axes(n: Node, rank: int) -> list[int]:
     return sorted(int(a) + rank if int(a) < 0 else int(a) for a in axes) if axes is not None else []
 
 
+def _view(fe: FunctionEmitter, x: Tensor, shape: tuple[Any, ...], dims: list[ir.Value],
+          source: list[int | None]) -> Tensor:
+    """``x`` read at another index: its axis ``j`` at the result's axis ``source[j]`` (0
+    where that is None, an axis of size 1 dropped)."""
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        return x.load(fe.b, [I64(0) if k is None else idx[k] for k in source])
+
+    return Tensor(x.dtype, shape, dims, elem=elem)
+
+
 @register_lowering(BACKEND, "Transpose")
 def _transpose(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     x = ins[0]
@@ -132,14 +142,7 @@ def _transpose(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     perm = n.attrs.get("perm")
     order = [int(p) % x.rank for p in perm] if perm is not None else list(range(x.rank))[::-1]
     _, shape = _out_type(n)
-
-    def elem(idx: list[ir.Value]) -> ir.Value:
-        at: list[ir.Value] = [I64(0)] * x.rank
-        for k, p in enumerate(order):
-            at[p] = idx[k]
-        return x.load(fe.b, at)
-
-    return Tensor(x.dtype, shape, [x.dims[p] for p in order], elem=elem)
+    return _view(fe, x, shape, [x.dims[p] for p in order], [order.index(j) for j in range(x.rank)])
 
 
 @register_lowering(BACKEND, "Unsqueeze")
@@ -147,15 +150,11 @@ def _unsqueeze(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     x = ins[0]
     dtype, shape = _out_type(n)
     new = set(_axes(n, len(shape)))
-    src = x.dims if isinstance(x, Tensor) else []
-    it = iter(src)
+    if not isinstance(x, Tensor):
+        return Tensor(dtype, shape, [I64(1)] * len(shape), elem=lambda idx: x)
+    it = iter(x.dims)
     dims = [I64(1) if k in new else next(it) for k in range(len(shape))]
-    kept = [k for k in range(len(shape)) if k not in new]
-
-    def elem(idx: list[ir.Value]) -> ir.Value:
-        return x.load(fe.b, [idx[k] for k in kept]) if isinstance(x, Tensor) else x
-
-    return Tensor(dtype, shape, dims, elem=elem)
+    return _view(fe, x, shape, dims, [k for k in range(len(shape)) if k not in new])
 
 
 @register_lowering(BACKEND, "Squeeze")
@@ -177,11 +176,4 @@ def _squeeze(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     kept = [k for k in range(x.rank) if k not in gone]
     if not kept:
         return x.load(fe.b, [I64(0)] * x.rank)
-
-    def elem(idx: list[ir.Value]) -> ir.Value:
-        at: list[ir.Value] = [I64(0)] * x.rank
-        for j, k in enumerate(kept):
-            at[k] = idx[j]
-        return x.load(fe.b, at)
-
-    return Tensor(x.dtype, shape, [x.dims[k] for k in kept], elem=elem)
+    return _view(fe, x, shape, [x.dims[k] for k in kept], [kept.index(k) if k in kept else None for k in range(x.rank)])
