@@ -35,11 +35,11 @@ def host_machine() -> Any:
     return _new_host_machine()
 
 
-def _new_host_machine() -> Any:
+def _new_host_machine(reloc: str = "default", codemodel: str = "jitdefault") -> Any:
     _init()
     target = llvm.Target.from_triple(llvm.get_process_triple())
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                                        opt=3, reloc="default", codemodel="jitdefault")
+                                        opt=3, reloc=reloc, codemodel=codemodel)
 
 
 @functools.cache
@@ -99,13 +99,10 @@ def assembly(text: str, triple: str | None = None) -> str:
 def object_code(text: str, triple: str | None = None) -> bytes:
     """Optimised, position-independent object code of the LLVM IR ``text`` for ``triple``
     (None: the host CPU, with its vector units)."""
-    _init()
     if triple is None or triple in ("host", "native"):
-        target = llvm.Target.from_triple(llvm.get_process_triple())
-        machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                               features=llvm.get_host_cpu_features().flatten(), opt=3, reloc="pic")
+        machine = _new_host_machine(reloc="pic", codemodel="default")
     else:
-        machine = _target(triple).create_target_machine(opt=3, reloc="pic")
+        machine = _target(triple).create_target_machine(opt=3, reloc="pic", codemodel="default")
     return bytes(machine.emit_object(optimize(text, machine)))
 
 
@@ -119,7 +116,7 @@ class Jitted:
     def __init__(self, text: str, cache_dir: Path | None = None):
         # A machine of its own: the engine takes ownership of it (and frees it with itself).
         machine = _new_host_machine()
-        name = hit = None
+        hit = None
         if cache_dir is not None:
             name = cache.key(text, machine.triple, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
                              ".".join(map(str, llvm.llvm_version_info)), llvmlite.__version__, repr(PIPELINE))
@@ -132,9 +129,9 @@ class Jitted:
         else:
             self.module = optimize(text, machine)
         self.engine = llvm.create_mcjit_compiler(self.module, machine)
-        if cache_dir is not None and name is not None:
-            key, where = name, cache_dir
-            self.engine.set_object_cache(lambda _m, obj: None if self.cached else cache.store(where, key, obj),
+        if cache_dir is not None:
+            where = cache_dir
+            self.engine.set_object_cache(lambda _m, obj: None if self.cached else cache.store(where, name, obj),
                                          lambda _m: hit)
         self.engine.finalize_object()
 
