@@ -126,7 +126,7 @@ class XlaExecutable(Executable):
                 break
             except NewStackKind:
                 continue  # the layout grew: trace again
-        fn(*values)  # XLA compiles here, once per signature, as the AOT path did
+        # XLA compiles at the first call (jit's cache), so ``seconds`` counts tracing and lowering
         dt = time.perf_counter() - t0
         self.compiles += 1
         self.compile_seconds += dt
