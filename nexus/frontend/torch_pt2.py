@@ -312,7 +312,8 @@ def _check_program(program: dict[str, Any], fail: Any) -> None:
     """Every fact of the program's JSON that torch would evaluate, resolve, call or write into
     generated code; and that the module call graph starts with the whole model's signature
     (torch reads its calling convention from there)."""
-    calls = program.get("graph_module", {}).get("module_call_graph") if isinstance(program, dict) else None
+    module = program.get("graph_module") if isinstance(program, dict) else None
+    calls = module.get("module_call_graph") if isinstance(module, dict) else None
     first = calls[0] if isinstance(calls, list) and calls else None
     if not (isinstance(first, dict) and first.get("fqn") == "" and isinstance(first.get("signature"), dict)):
         raise fail("the program's module_call_graph does not start with the whole model's signature")
