@@ -16,6 +16,7 @@ import pytest
 import nexus as nx
 from nexus.cli.main import main
 from nexus.frontend.script import Tensor
+from nexus.testing import ports
 from nexus.testing.extras import require, require_program
 
 require("llvmlite", "llvm")
@@ -58,7 +59,9 @@ def count(n: int) -> int:
 
 
 def nms(boxes: Tensor["N", 4], scores: Tensor["N"], thresh: float):  # noqa: F821, UP037, ANN201
-    """Greedy NMS, best score first: the indices kept (the first n of keep) and n."""
+    """Greedy NMS, best score first: the indices kept (the first n of keep) and n.  W5's
+    loop (``bench/w5_llvm.py``), but returning ``keep, n``: W5's and ``nexus.testing.ports``'
+    ``keep[:n]`` has a size that depends on the data, which a C caller cannot allocate."""
     order = np.argsort(-scores)
     keep = np.zeros(boxes.shape[0], dtype=np.int64)
     n = 0
@@ -87,18 +90,10 @@ def fused(x: Tensor["N"], y: Tensor["N"], a: float):  # noqa: F821, UP037, ANN20
     return np.tanh(x * a + y) * 0.5 - x * y
 
 
-def _boxes(n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    xy = rng.uniform(0, 10, (n, 2))
-    wh = rng.uniform(1, 4, (n, 2))
-    return np.concatenate([xy, xy + wh], axis=1)
-
-
 def _cases(tmp_path: Path) -> list[tuple[str, str, list[str], Any]]:
-    """(name, saved graph, the program's arguments, the python backend's results)."""
+    """(name, saved graph, the program's arguments, plain Python's results)."""
     out = []
-    boxes = _boxes(7, 0)
-    scores = np.random.default_rng(1).uniform(0, 1, 7)
+    boxes, scores = ports.boxes(np.random.default_rng(0), 7)
     x, y = np.linspace(-2, 2, 5), np.linspace(1, 3, 5)
     for name, fn, args, argv in [
         ("count", count, (1000,), ["n=1000"]),
