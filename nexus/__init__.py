@@ -36,11 +36,11 @@ _EXPORTS: dict[str, str] = {
     "infer_shapes": "nexus.passes.shapes",
     "bind_shapes": "nexus.ir.binding",
     "BindingError": "nexus.ir.binding",
-    "from_onnx": "nexus.frontend.onnx_import",
-    "from_tf": "nexus.frontend.tf_import",
-    "TfImportError": "nexus.frontend.tf_proto",
-    "from_torch": "nexus.frontend.torch_import",
-    "from_exported": "nexus.frontend.torch_import",
+    "from_onnx": "nexus.frontend.onnx.importer",
+    "from_tf": "nexus.frontend.tf.importer",
+    "TfImportError": "nexus.frontend.tf.proto",
+    "from_torch": "nexus.frontend.torch.importer",
+    "from_exported": "nexus.frontend.torch.importer",
     "to_onnx": "nexus.backends.onnx.export",
     "grad": "nexus.autodiff",
     "value_and_grad": "nexus.autodiff",
@@ -49,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     "script_source": "nexus.frontend.script",
     "ScriptError": "nexus.frontend.script",
     "Tensor": "nexus.frontend.script",
-    # the with-statement DSL (nexus/frontend/dsl.py); its op functions (nx.add, nx.matmul,
+    # the with-statement DSL (nexus/frontend/dsl/__init__.py); its op functions (nx.add, nx.matmul,
     # ...) are generated from the registry and found by __getattr__ below
     "DSLError": "nexus.frontend.dsl", "Value": "nexus.frontend.dsl", "break_": "nexus.frontend.dsl",
     "constant": "nexus.frontend.dsl", "continue_": "nexus.frontend.dsl", "device": "nexus.frontend.dsl",
@@ -58,7 +58,7 @@ _EXPORTS: dict[str, str] = {
     "while_loop": "nexus.frontend.dsl", "machine": "nexus.frontend.dsl",
     "place": "nexus.passes.placement",
     # state across calls (docs/state.md)
-    "state": "nexus.frontend.dsl_state", "State": "nexus.frontend.dsl_state",
+    "state": "nexus.frontend.dsl.state", "State": "nexus.frontend.dsl.state",
     "stream": "nexus.stream", "Stream": "nexus.stream", "load_stream": "nexus.stream",
 }
 

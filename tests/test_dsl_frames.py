@@ -1,4 +1,4 @@
-"""Rebinding Python variables of running frames (nexus.frontend.dsl_frames), on the
+"""Rebinding Python variables of running frames (nexus.frontend.dsl.frames), on the
 interpreter the suite runs on.
 
 Before 3.13 ``frame.f_locals`` of a function is a snapshot and a write reaches the frame
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 import nexus as nx
-from nexus.frontend import dsl_frames
-from nexus.frontend.dsl_frames import frame_locals, set_frame_locals
+from nexus.frontend.dsl import frames as dsl_frames
+from nexus.frontend.dsl.frames import frame_locals, set_frame_locals
 
 PEP_667 = sys.version_info >= (3, 13)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import nexus as nx
-from nexus.frontend.script_calls import op_for_name
+from nexus.frontend.script.calls import op_for_name
 from nexus.ir.opdef import all_ops
 from nexus.ir.types import dtype_of
 

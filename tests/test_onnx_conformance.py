@@ -48,7 +48,7 @@ def test_import_export_roundtrip_matches_onnxruntime(case: conf.Case) -> None:
     from onnx.backend.test.runner import _normalize_tensor
 
     import nexus as nx
-    from nexus.frontend.onnx_data import OnnxImportError
+    from nexus.frontend.onnx.data import OnnxImportError
 
     try:
         g = nx.from_onnx(case.model)

@@ -118,7 +118,7 @@ EDGE = np.array([0.0, -0.0, 1e-9, 0.3, 1.7, -2.6, 240, 300, 448, 500, 57344, 6e4
 @pytest.mark.parametrize("saturate", [1, 0])
 @pytest.mark.parametrize("name", FLOAT8)
 def test_cast_to_float8_matches_the_reference(name: str, saturate: int) -> None:
-    from nexus.frontend.onnx_data import NEXUS_TO_ONNX
+    from nexus.frontend.onnx.data import NEXUS_TO_ONNX
     from nexus.ops.math import _cast
 
     x = np.concatenate([EDGE, (R.normal(size=200) * 100).astype(np.float32)])
@@ -191,7 +191,7 @@ def test_export_keeps_the_dtype(name: str) -> None:
     onnx = require("onnx", "onnx")
     from onnx.reference import ReferenceEvaluator
 
-    from nexus.frontend.onnx_data import NEXUS_TO_ONNX
+    from nexus.frontend.onnx.data import NEXUS_TO_ONNX
 
     g = program(f'  %y = Cast %a0 {{to = "{name}"}} : {name}[6]\n  %z = Cast %y {{to = "f32"}} : f32[6]',
                 "f32[6]", "%y, %z")

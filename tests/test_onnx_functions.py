@@ -19,7 +19,7 @@ ort = require("onnxruntime", "onnx")
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 
-from nexus.frontend.onnx_data import OnnxImportError  # noqa: E402
+from nexus.frontend.onnx.data import OnnxImportError  # noqa: E402
 from nexus.testing import onnx_conformance as conf  # noqa: E402
 
 OPS = {"Attention", "RotaryEmbedding", "Mish", "Shrink", "GroupNormalization", "SwiGLU", "HannWindow",

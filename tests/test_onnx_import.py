@@ -18,8 +18,8 @@ ort = require("onnxruntime", "onnx")
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 
-from nexus.frontend.onnx_data import ExternalDataError, OnnxImportError  # noqa: E402
-from nexus.frontend.onnx_import import from_onnx  # noqa: E402
+from nexus.frontend.onnx.data import ExternalDataError, OnnxImportError  # noqa: E402
+from nexus.frontend.onnx.importer import from_onnx  # noqa: E402
 
 
 def vi(name: str, elem: int = T.FLOAT, shape: Any = None) -> Any:

@@ -19,7 +19,7 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from nexus.frontend.onnx_import import from_onnx  # noqa: E402
+from nexus.frontend.onnx.importer import from_onnx  # noqa: E402
 
 R = np.random.default_rng(7)
 
@@ -132,7 +132,7 @@ def test_bad_resize_attributes_are_type_errors(attrs: dict[str, Any], match: str
 
 
 def test_unsupported_resize_is_one_clear_error() -> None:
-    from nexus.frontend.onnx_data import OnnxImportError
+    from nexus.frontend.onnx.data import OnnxImportError
 
     m = resize_model([1, 1, 4, 4], {"mode": "bicubic"}, sizes=[1, 1, 2, 3])
     with pytest.raises(OnnxImportError, match="Resize mode 'bicubic' is not supported"):

@@ -21,8 +21,8 @@ def rule_tables() -> dict[str, Iterable[str]]:
     from nexus.autodiff import VJPS
     from nexus.backends.base import TABLES
     from nexus.backends.python import plan
-    from nexus.frontend import script_calls
     from nexus.frontend.names import public_ops
+    from nexus.frontend.script import calls as script_calls
     from nexus.ir.node import TERMINATORS
     from nexus.ops import doc, math
     from nexus.passes import constfold, shapes

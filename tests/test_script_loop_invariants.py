@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import nexus as nx
-import nexus.frontend.script_source as script_source
+import nexus.frontend.script.source as script_source
 
 
 def rnn(xs, w, u, h, T: int):

@@ -16,7 +16,7 @@ from nexus.autodiff.graph_mode import GradError
 from nexus.backends.base import StateOpsUnsupportedError
 from nexus.backends.python.plan import kahn_groups
 from nexus.frontend.dsl import DSLError
-from nexus.frontend.script_errors import ScriptError
+from nexus.frontend.script.errors import ScriptError
 from nexus.ir.tensorio import LoadError
 from nexus.ops.state import StateError
 from nexus.testing.extras import require

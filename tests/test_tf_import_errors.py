@@ -16,7 +16,7 @@ from nexus.cli.main import main
 from nexus.testing.extras import require
 
 require("tensorboard", "tf")
-from nexus.frontend.tf_proto import TfImportError  # noqa: E402
+from nexus.frontend.tf.proto import TfImportError  # noqa: E402
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "tf")
 

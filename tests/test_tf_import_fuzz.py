@@ -16,7 +16,7 @@ require("tensorboard", "tf")
 from google.protobuf import text_format  # noqa: E402
 from tensorboard.compat.proto import graph_pb2  # noqa: E402
 
-from nexus.frontend.tf_proto import TfImportError  # noqa: E402
+from nexus.frontend.tf.proto import TfImportError  # noqa: E402
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "tf")
 OPS = ["Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "Identity", "AddV2", "NoOp"]

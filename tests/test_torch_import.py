@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import nexus as nx
-from nexus.frontend.torch_import import TorchProgram, from_torch
+from nexus.frontend.torch.importer import TorchProgram, from_torch
 from nexus.testing.extras import require
 
 torch = require("torch", "torch")

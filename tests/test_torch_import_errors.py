@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import nexus as nx
-from nexus.frontend.torch_import import TorchImportError, from_torch
+from nexus.frontend.torch.importer import TorchImportError, from_torch
 from nexus.testing.extras import require
 
 torch = require("torch", "torch")
@@ -187,7 +187,7 @@ def _rewrite(src: Path, dst: Path, edit: Any) -> Path:
 
 def test_pickled_or_compiled_payloads_are_refused(pt2: tuple[Path, Any], tmp_path: Path, capsys: Any) -> None:
     from nexus.cli.main import main
-    from nexus.frontend.torch_pt2 import load_pt2
+    from nexus.frontend.torch.pt2 import load_pt2
 
     path, _ = pt2
     top = zipfile.ZipFile(path).namelist()[0].split("/")[0]
@@ -294,7 +294,7 @@ def test_docs_examples_run(tmp_path: Path, monkeypatch: Any) -> None:
 
 
 def test_a_missing_pt2_file_is_named_as_missing(tmp_path: Path) -> None:
-    from nexus.frontend.torch_pt2 import read_pt2
+    from nexus.frontend.torch.pt2 import read_pt2
 
     with pytest.raises(TorchImportError, match="no such file"):
         read_pt2(str(tmp_path / "model.pt2"))

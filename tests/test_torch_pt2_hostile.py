@@ -27,8 +27,8 @@ torch = require("torch", "torch")
 nn = torch.nn
 Dim = torch.export.Dim
 
-import nexus.frontend.torch_pt2 as pt2  # noqa: E402
-from nexus.frontend.torch_data import TorchImportError  # noqa: E402
+import nexus.frontend.torch.pt2 as pt2  # noqa: E402
+from nexus.frontend.torch.data import TorchImportError  # noqa: E402
 
 Files = dict[str, bytes]
 

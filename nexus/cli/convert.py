@@ -42,7 +42,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         return _convert_pt2(src, dst)
     if src.endswith(".onnx") and not dst.endswith(".onnx"):
         with needing("reading .onnx files"):
-            from nexus.frontend.onnx_import import from_onnx
+            from nexus.frontend.onnx.importer import from_onnx
 
             g = from_onnx(src)
         _save(g, dst)
@@ -87,7 +87,7 @@ def _add_tf_options(p: argparse.ArgumentParser) -> None:
 
 def _convert_tf(args: argparse.Namespace, src: str, dst: str) -> int:
     """Import a TensorFlow GraphDef (binary .pb or text .pbtxt) and save it as .nx."""
-    from nexus.frontend.tf_import import from_tf
+    from nexus.frontend.tf.importer import from_tf
 
     if dst.endswith((".onnx", *TF_SUFFIXES)):
         raise ConvertError(f"a TensorFlow GraphDef converts to a Nexus graph (.nx), not to {dst!r}")
@@ -104,7 +104,7 @@ def _convert_pt2(src: str, dst: str) -> int:
     if dst.endswith((".onnx", ".pt2")):
         raise ConvertError(f"{src!r} -> {dst!r}: a .pt2 file converts to a Nexus file (.nx)")
     with needing("reading .pt2 files"):
-        from nexus.frontend.torch_pt2 import from_pt2
+        from nexus.frontend.torch.pt2 import from_pt2
 
         g = from_pt2(src).graph
     _save(g, dst)

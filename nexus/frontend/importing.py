@@ -4,9 +4,10 @@ shared SSA builder (:mod:`nexus.ir.cons`)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -26,19 +27,40 @@ def ident(name: str) -> str:
 
 
 class Registry(Generic[F]):
-    """Op type -> its converter; ``@registry.converts("Add", "Sub")`` adds one for several."""
+    """Op type -> its converter, the one way every importer keeps its rules.
 
-    def __init__(self) -> None:
-        self.table: dict[str, F] = {}
+    The rule modules named at construction register with ``@registry.converts("Add",
+    "Sub")`` or ``registry.add(op, fn)``; they are imported on the first read of
+    ``table``, so they may import the module that holds the registry.  ``required``: op
+    types that must have a converter once the modules are loaded."""
+
+    def __init__(self, *modules: str, required: Iterable[str] = ()) -> None:
+        self._table: dict[str, F] = {}
+        self._modules = modules
+        self._required = frozenset(required)
+        self._loaded = not modules
 
     def converts(self, *ops: str) -> Callable[[F], F]:
         def add(fn: F) -> F:
             for op in ops:
-                assert op not in self.table, op
-                self.table[op] = fn
+                self.add(op, fn)
             return fn
 
         return add
+
+    def add(self, op: str, fn: F) -> None:
+        assert op not in self._table, op
+        self._table[op] = fn
+
+    @property
+    def table(self) -> Mapping[str, F]:
+        if not self._loaded:
+            self._loaded = True
+            for module in self._modules:
+                importlib.import_module(module)
+            missing = self._required - set(self._table)
+            assert not missing, f"no converter for {sorted(missing)}"
+        return self._table
 
 
 class BlockBuilder:

@@ -63,7 +63,7 @@ def node_cases() -> list[Case]:
 
 
 def is_core(case: Case) -> bool:
-    from nexus.frontend.onnx_import_ops import CORE_OPS
+    from nexus.frontend.onnx.ops import CORE_OPS
 
     return case.ops <= CORE_OPS
 

@@ -639,7 +639,7 @@ def trivial_phis(g: Any) -> list[Any]:
 
 def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Failure | None:
     from nexus.backends.python import run
-    from nexus.frontend.script_types import python_converter
+    from nexus.frontend.script.annotations import python_converter
     from nexus.passes import optimize
 
     g = sf.graph_for(*args)

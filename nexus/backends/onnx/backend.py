@@ -1,5 +1,5 @@
 """The ``onnx.backend`` interface over Nexus: ``NexusBackend.prepare(model).run(inputs)``
-imports the model (:func:`nexus.frontend.onnx_import.from_onnx`) and runs the graph on a
+imports the model (:func:`nexus.frontend.onnx.importer.from_onnx`) and runs the graph on a
 Nexus backend (``python`` by default), so ``onnx.backend.test`` runners and anything else
 written against that interface run Nexus unchanged.
 
@@ -19,8 +19,8 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from nexus.backends.base import compile as nx_compile
-from nexus.frontend.onnx_data import load_model
-from nexus.frontend.onnx_import import NeedsConstant, from_onnx
+from nexus.frontend.onnx.data import load_model
+from nexus.frontend.onnx.importer import NeedsConstant, from_onnx
 from nexus.ir.graph import Graph
 
 

@@ -22,7 +22,7 @@ from onnx import helper
 from nexus.backends.base import lowering_table
 from nexus.backends.onnx import lowering  # noqa: F401  (registers the rules)
 from nexus.backends.onnx.stacks import StackSplitError, split_stacks
-from nexus.frontend.onnx_data import NEXUS_TO_ONNX
+from nexus.frontend.onnx.data import NEXUS_TO_ONNX
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.types import StackType, TensorType, Type, numpy_dtype

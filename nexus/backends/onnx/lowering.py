@@ -12,25 +12,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nexus.backends.base import register_lowering
-from nexus.frontend.onnx_data import NEXUS_TO_ONNX
+from nexus.frontend.onnx.data import NEXUS_TO_ONNX, ONE_TO_ONE
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType
 
 if TYPE_CHECKING:
     from nexus.backends.onnx.export import Exporter
 
-_SAME = {
-    "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Pow": "Pow", "Maximum": "Max", "Minimum": "Min",
-    "Neg": "Neg", "Abs": "Abs", "Exp": "Exp", "Log": "Log", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Relu": "Relu",
-    "Sqrt": "Sqrt", "Reciprocal": "Reciprocal", "Sin": "Sin", "Cos": "Cos", "Erf": "Erf", "Floor": "Floor",
-    "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Asinh": "Asinh", "Acosh": "Acosh", "Atanh": "Atanh",
-    "Ceil": "Ceil", "Round": "Round", "Sign": "Sign", "Where": "Where", "Less": "Less", "LessEqual": "LessOrEqual",
-    "Greater": "Greater", "GreaterEqual": "GreaterOrEqual", "Equal": "Equal", "And": "And", "Or": "Or",
-    "Xor": "Xor", "Not": "Not", "MatMul": "MatMul", "Identity": "Identity", "PRelu": "PRelu", "Expand": "Expand",
-    "Tile": "Tile", "GatherND": "GatherND", "GlobalAveragePool": "GlobalAveragePool", "Softplus": "Softplus",
-    "BitwiseAnd": "BitwiseAnd", "BitwiseOr": "BitwiseOr", "BitwiseXor": "BitwiseXor", "BitwiseNot": "BitwiseNot",
-    "ShapeOf": "Shape",
-}
+# What the exporter writes one to one: the importer's pairs inverted, and the ops the
+# importer converts with more care (Div and Pow on integers, Max and Min with any number
+# of inputs, Shape with start and end).
+_SAME = {**{nx: ox for ox, nx in ONE_TO_ONE.items()},
+         "Div": "Div", "Pow": "Pow", "Maximum": "Max", "Minimum": "Min", "ShapeOf": "Shape"}
 
 
 def _same(onnx_op: str) -> Any:

@@ -1,0 +1,252 @@
+"""ONNX import rules: the ops Nexus has one to one, activations and reductions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nexus.frontend.onnx.data import ONE_TO_ONE
+from nexus.frontend.onnx.ops import RULES, Converter, Ins, _axes, _cast, _ints, _like, _req, _t, converts
+from nexus.ir.node import Node
+from nexus.ir.types import FLOAT_DTYPES, numpy_dtype
+
+if TYPE_CHECKING:
+    from nexus.frontend.onnx.importer import Importer
+
+
+# --- one to one ------------------------------------------------------------------------------
+def _same(op: str, n_in: int | None = None) -> Converter:
+    def fn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+        if n_in is None:
+            args = [i for i in ins if i is not None]
+        else:
+            args = [_req(x, str(k)) for k, x in enumerate(ins[:n_in])]
+        return [imp.emit(op, args)]
+
+    return fn
+
+
+for _onnx, _nexus in ONE_TO_ONE.items():
+    RULES.add(_onnx, _same(_nexus))
+
+
+@converts("Div")
+def _div(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [imp.emit("Div", [_req(ins[0], "A"), _req(ins[1], "B")])]
+
+
+@converts("Pow")
+def _pow(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x, y = _req(ins[0], "X"), _req(ins[1], "Y")
+    return [imp.emit("Pow", [x, _cast(imp, y, _t(x).dtype)])]
+
+
+@converts("Mod")
+def _mod(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    a, b = _req(ins[0], "A"), _req(ins[1], "B")
+    if attrs.get("fmod", 0):
+        # fmod: the sign of the dividend, a - trunc(a / b) * b
+        if _t(a).dtype in FLOAT_DTYPES:
+            q = imp.emit("Div", [a, b])
+            trunc = imp.emit("Mul", [imp.emit("Sign", [q]), imp.emit("Floor", [imp.emit("Abs", [q])])])
+            return [imp.emit("Sub", [a, imp.emit("Mul", [trunc, b])])]
+        return [imp.emit("Sub", [a, imp.emit("Mul", [imp.emit("Div", [a, b]), b])])]
+    return [imp.emit("Mod", [a, b])]
+
+
+def _variadic(op: str) -> Converter:
+    def fn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+        args = [x for x in ins if x is not None]
+        if len(args) == 1:
+            return [imp.emit("Identity", args)]
+        out = args[0]
+        for x in args[1:]:
+            out = imp.emit(op, [out, x])
+        return [out]
+
+    return fn
+
+
+RULES.add("Max", _variadic("Maximum"))
+RULES.add("Min", _variadic("Minimum"))
+RULES.add("Sum", _variadic("Add"))
+
+
+@converts("Mean")
+def _mean(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    (s,) = _variadic("Add")(imp, ins, attrs)
+    assert s is not None
+    return [imp.emit("Div", [s, _like(imp, len([x for x in ins if x is not None]), s)])]
+
+
+# --- activations -----------------------------------------------------------------------------
+@converts("LeakyRelu")
+def _leaky(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [imp.emit("LeakyRelu", [_req(ins[0], "X")], {"alpha": float(attrs.get("alpha", 0.01))})]
+
+
+@converts("Gelu")
+def _gelu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [imp.emit("Gelu", [_req(ins[0], "X")], {"approximate": attrs.get("approximate", "none")})]
+
+
+def _hard_sigmoid(imp: Importer, x: Node, alpha: float, beta: float) -> Node:
+    y = imp.emit("Add", [imp.emit("Mul", [x, _like(imp, alpha, x)]), _like(imp, beta, x)])
+    return imp.emit("Clip", [y, _like(imp, 0, x), _like(imp, 1, x)])
+
+
+@converts("HardSigmoid")
+def _hsig(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [_hard_sigmoid(imp, _req(ins[0], "X"), attrs.get("alpha", 0.2), attrs.get("beta", 0.5))]
+
+
+@converts("HardSwish")
+def _hswish(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    return [imp.emit("Mul", [x, _hard_sigmoid(imp, x, 1 / 6, 0.5)])]
+
+
+@converts("Elu", "Selu", "Celu")
+def _elu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    op = imp.node.op_type
+    alpha = attrs.get("alpha", {"Elu": 1.0, "Selu": 1.67326319217681884765625, "Celu": 1.0}[op])
+    gamma = attrs.get("gamma", 1.05070102214813232421875) if op == "Selu" else 1.0
+    xs = imp.emit("Div", [x, _like(imp, alpha, x)]) if op == "Celu" else x
+    neg = imp.emit("Mul", [_like(imp, alpha, x), imp.emit("Sub", [imp.emit("Exp", [xs]), _like(imp, 1, x)])])
+    out = imp.emit("Where", [imp.emit("Less", [x, _like(imp, 0, x)]), neg, x])
+    return [imp.emit("Mul", [out, _like(imp, gamma, x)]) if op == "Selu" else out]
+
+
+@converts("BitShift")
+def _bitshift(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    op = "LeftShift" if attrs.get("direction") == "LEFT" else "RightShift"
+    return [imp.emit(op, [_req(ins[0], "X"), _req(ins[1], "Y")])]
+
+
+@converts("Swish")
+def _swish(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    return [imp.emit("Mul", [x, imp.emit("Sigmoid", [imp.emit("Mul", [x, _like(imp, attrs.get("alpha", 1.0), x)])])])]
+
+
+@converts("IsNaN")
+def _isnan(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    return [imp.emit("NotEqual", [x, x])]
+
+
+@converts("IsInf")
+def _isinf(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    pos = imp.emit("Equal", [x, _like(imp, np.inf, x)])
+    neg = imp.emit("Equal", [x, _like(imp, -np.inf, x)])
+    if not attrs.get("detect_negative", 1):
+        return [pos]
+    if not attrs.get("detect_positive", 1):
+        return [neg]
+    return [imp.emit("Or", [pos, neg])]
+
+
+@converts("Tan")
+def _tan(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    return [imp.emit("Div", [imp.emit("Sin", [x]), imp.emit("Cos", [x])])]
+
+
+@converts("Sinh", "Cosh")
+def _hyp(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    a, b = imp.emit("Exp", [x]), imp.emit("Exp", [imp.emit("Neg", [x])])
+    y = imp.emit("Sub" if imp.node.op_type == "Sinh" else "Add", [a, b])
+    return [imp.emit("Div", [y, _like(imp, 2, x)])]
+
+
+@converts("Softsign")
+def _softsign(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    return [imp.emit("Div", [x, imp.emit("Add", [imp.emit("Abs", [x]), _like(imp, 1, x)])])]
+
+
+@converts("ThresholdedRelu")
+def _trelu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "X")
+    cond = imp.emit("Greater", [x, _like(imp, attrs.get("alpha", 1.0), x)])
+    return [imp.emit("Where", [cond, x, _like(imp, 0, x)])]
+
+
+@converts("Softmax", "LogSoftmax")
+def _softmax(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "input")
+    op = imp.node.op_type
+    if imp.opset >= 13:
+        return [imp.emit(op, [x], {"axis": int(attrs.get("axis", -1))})]
+    # Before opset 13: over the flattened trailing axes from `axis` (default 1).
+    flat = imp.emit("Flatten", [x], {"axis": int(attrs.get("axis", 1))})
+    y = imp.emit(op, [flat], {"axis": 1})
+    return [imp.emit("Reshape", [y, imp.emit("ShapeOf", [x])])]
+
+
+@converts("Clip")
+def _clip(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "input")
+    dt = numpy_dtype(_t(x).dtype)
+    info: Any = np.finfo(dt) if _t(x).dtype in FLOAT_DTYPES else np.iinfo(dt)
+    lo = ins[1] if len(ins) > 1 and ins[1] is not None else imp.const(np.array(attrs.get("min", info.min), dt))
+    hi = ins[2] if len(ins) > 2 and ins[2] is not None else imp.const(np.array(attrs.get("max", info.max), dt))
+    return [imp.emit("Clip", [x, lo, hi])]
+
+
+# --- reductions ------------------------------------------------------------------------------
+def _reduce(op: str) -> Converter:
+    def fn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+        x = _req(ins[0], "data")
+        axes = _axes(imp, ins, 1, attrs)
+        keep = bool(attrs.get("keepdims", 1))
+        if not axes:
+            if attrs.get("noop_with_empty_axes", 0):
+                return [imp.emit("Identity", [x])]
+            axes = None
+        if op == "ReduceSumSquare":
+            return [imp.emit("ReduceSum", [imp.emit("Mul", [x, x])], {"axes": axes, "keepdims": keep})]
+        if op == "ReduceL1":
+            return [imp.emit("ReduceSum", [imp.emit("Abs", [x])], {"axes": axes, "keepdims": keep})]
+        if op == "ReduceL2":
+            s = imp.emit("ReduceSum", [imp.emit("Mul", [x, x])], {"axes": axes, "keepdims": keep})
+            return [imp.emit("Sqrt", [s])]
+        if op == "ReduceLogSum":
+            return [imp.emit("Log", [imp.emit("ReduceSum", [x], {"axes": axes, "keepdims": keep})])]
+        if op == "ReduceLogSumExp":
+            m = imp.emit("ReduceMax", [x], {"axes": axes, "keepdims": True})
+            s = imp.emit("ReduceSum", [imp.emit("Exp", [imp.emit("Sub", [x, m])])], {"axes": axes, "keepdims": keep})
+            mk = m if keep else imp.emit("ReduceMax", [x], {"axes": axes, "keepdims": False})
+            return [imp.emit("Add", [imp.emit("Log", [s]), mk])]
+        if _t(x).dtype == "bool" and op in ("ReduceMax", "ReduceMin"):
+            y = imp.emit(op, [_cast(imp, x, "u8")], {"axes": axes, "keepdims": keep})
+            return [_cast(imp, y, "bool")]
+        return [imp.emit(op, [x], {"axes": axes, "keepdims": keep})]
+
+    return fn
+
+
+for _r in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
+           "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"):
+    RULES.add(_r, _reduce(_r))
+
+
+@converts("ArgMax", "ArgMin")
+def _arg(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [imp.emit(imp.node.op_type, [_req(ins[0], "data")],
+                     {"axis": int(attrs.get("axis", 0)), "keepdims": bool(attrs.get("keepdims", 1)),
+                      "select_last_index": bool(attrs.get("select_last_index", 0))})]
+
+
+@converts("CumSum")
+def _cumsum(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    axis = _ints(imp, _req(ins[1], "axis"), "axis")
+    assert axis is not None
+    return [imp.emit("CumSum", [_req(ins[0], "x")], {"axis": axis[0], "exclusive": bool(attrs.get("exclusive", 0)),
+                                                      "reverse": bool(attrs.get("reverse", 0))})]
+
+

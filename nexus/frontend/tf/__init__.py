@@ -1,0 +1,1 @@
+"""The TensorFlow GraphDef importer: the protobuf reader, frames, lists, control and op rules."""

@@ -1,0 +1,251 @@
+"""TensorFlow's lists and stacks as Nexus values.
+
+- v1 ``TensorArrayV3`` and TF2 ``TensorList*`` are stacked tensors ``[n, *element]``: a
+  write is ``SetItem``, a read ``Gather``, scatter ``ScatterND``, stack/gather the tensor
+  itself, push-back a ``Concat``, pop-back a ``Slice`` and a ``Gather``.  A v1
+  TensorArray's value is its *flow* tensor (what the while loop carries), its handle is
+  only followed back to the TensorArrayV3 node for the dtype and element shape.
+- v1 ``StackV2`` (what TF's gradients of while loops push forward values to and pop in
+  the backward loop) is a resource: it becomes an SSA variable holding a Nexus stack
+  (``StackNew`` / ``StackPush`` / ``StackPop``), assigned by each push and pop.
+
+Where TF leaves a list's element shape unknown until the first write, the first import
+pass makes a placeholder of unknown rank, learns the shape from the writes into it (the
+placeholder found by following the written list back through Phis and writes), and the
+importer builds the graph again with the learned shapes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nexus.frontend.tf.ops import Outs, _t, attr_type, cast, converts, i64, scalar
+from nexus.frontend.tf.proto import TfImportError, TfNode, shape_dims
+from nexus.ir.graph import known_value
+from nexus.ir.node import Node
+from nexus.ir.types import STACK, TensorType, TupleType, numpy_dtype
+
+if TYPE_CHECKING:
+    from nexus.frontend.tf.importer import Importer
+
+
+
+# --- the stacked tensor --------------------------------------------------------------------------
+def new_list(imp: Importer, n: TfNode, size: Node | int, dtype: str, elem: tuple[int, ...] | None) -> Node:
+    """Zeros ``[size, *elem]``; with ``elem`` unknown, the learned shape, else a placeholder."""
+    key = imp.list_key(n)
+    if elem is None or any(d < 0 for d in elem):
+        elem = imp.learned.get(key)
+    dt = numpy_dtype(dtype)
+    if elem is None:
+        if imp.final:
+            raise TfImportError("cannot tell the element shape of this list: TF leaves it unknown, and nothing "
+                                "of static shape is written into it")
+        imp.relearn = True
+        marker = imp.g.add("Constant", [], imp.block, {"value": np.zeros((0,), dt)}, type=TensorType(dtype, None))
+        imp.markers[marker] = key
+        return marker
+    count = size if isinstance(size, int) else known_value(size)
+    if count is not None:  # a shape known when imported stays a constant (XLA needs static shapes)
+        shape = imp.const(np.array([int(np.asarray(count).reshape(-1)[0]), *elem], np.int64))
+        return imp.emit("ConstantOfShape", [shape], {"value": np.zeros((), dt)})
+    n0 = imp.emit("Reshape", [i64(imp, size), imp.const(np.array([1], np.int64))], name="")  # type: ignore[arg-type]
+    shape = imp.emit("Concat", [n0, imp.const(np.array(elem, np.int64))], {"axis": 0}, name="")
+    return imp.emit("Expand", [imp.const(np.zeros((), dt)), shape])
+
+
+def learn(imp: Importer, lst: Node, elem: Node) -> None:
+    """Record the shape of ``elem`` written into ``lst`` for the placeholder ``lst`` came from."""
+    if not imp.markers:
+        return
+    seen: set[Node] = set()
+    work = [lst]
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        key = imp.markers.get(v)
+        if key is not None:
+            shape = _t(elem).shape
+            if shape is None or not all(isinstance(d, int) for d in shape):
+                continue  # not known yet: maybe in the next pass
+            imp.learned.setdefault(key, tuple(int(d) for d in shape))  # type: ignore[arg-type]
+            continue
+        if v.op.name == "Phi":
+            work.extend(v.inputs)
+        elif v.op.name in ("SetItem", "ScatterND", "Identity", "Concat", "Slice") and v.inputs:
+            work.append(v.inputs[0])
+
+
+def _elem_attr(n: TfNode, key: str) -> tuple[int, ...] | None:
+    a = n.attr.get(key)
+    if a is None or a.WhichOneof("value") != "shape":
+        return None
+    return shape_dims(a.shape)
+
+
+def _elem_input(imp: Importer, n: TfNode, i: int) -> tuple[int, ...] | None:
+    v = known_value(imp.arg(n, i))
+    if v is None:
+        return None
+    arr = np.asarray(v).reshape(-1) if np.ndim(v) else None
+    return None if arr is None else tuple(int(x) for x in arr)
+
+
+def _set(imp: Importer, lst: Node, index: Node, value: Node) -> Node:
+    learn(imp, lst, value)
+    return imp.emit("SetItem", [lst, value, scalar(imp, i64(imp, index))], {"kinds": "i"})
+
+
+def _get(imp: Importer, lst: Node, index: Node) -> Node:
+    return imp.emit("Gather", [lst, scalar(imp, i64(imp, index))], {"axis": 0})
+
+
+# --- v1 TensorArray (value = flow) -----------------------------------------------------------------
+def _ta(imp: Importer, n: TfNode) -> TfNode:
+    ta = imp.origin(n.inputs[0])
+    if ta.op != "TensorArrayV3":
+        raise TfImportError(f"the handle comes from {ta.where()}, not from a TensorArrayV3")
+    return ta
+
+
+@converts("TensorArrayV3")
+def _ta_new(imp: Importer, n: TfNode) -> Outs:
+    if n.attr.get("dynamic_size") is not None and n.attr["dynamic_size"].b:
+        raise TfImportError("dynamic_size TensorArrays are not supported")
+    size = imp.arg(n, 0)
+    return [None, new_list(imp, n, size, attr_type(n, "dtype"), _elem_attr(n, "element_shape"))]
+
+
+@converts("TensorArrayWriteV3")
+def _ta_write(imp: Importer, n: TfNode) -> Outs:
+    _ta(imp, n)
+    return [_set(imp, imp.arg(n, 3), imp.arg(n, 1), imp.arg(n, 2))]
+
+
+@converts("TensorArrayReadV3")
+def _ta_read(imp: Importer, n: TfNode) -> Outs:
+    _ta(imp, n)
+    return [_get(imp, imp.arg(n, 2), imp.arg(n, 1))]
+
+
+@converts("TensorArrayScatterV3")
+def _ta_scatter(imp: Importer, n: TfNode) -> Outs:
+    _ta(imp, n)
+    lst, idx, value = imp.arg(n, 3), imp.arg(n, 1), imp.arg(n, 2)
+    if imp.markers:
+        row = imp.emit("Gather", [value, imp.const(np.array(0, np.int64))], {"axis": 0}, name="")
+        learn(imp, lst, row)
+    idx = imp.emit("Unsqueeze", [i64(imp, idx)], {"axes": (-1,)}, name="")
+    return [imp.emit("ScatterND", [lst, idx, value])]
+
+
+@converts("TensorArrayGatherV3")
+def _ta_gather(imp: Importer, n: TfNode) -> Outs:
+    _ta(imp, n)
+    return [imp.emit("Gather", [imp.arg(n, 2), i64(imp, imp.arg(n, 1))], {"axis": 0})]
+
+
+@converts("TensorArraySizeV3")
+def _ta_size(imp: Importer, n: TfNode) -> Outs:
+    _ta(imp, n)
+    return [cast(imp, imp.emit("DimSize", [imp.arg(n, 1)], {"axis": 0}, name=""), "i32")]
+
+
+# --- TF2 TensorList -----------------------------------------------------------------------------
+@converts("TensorListReserve")
+def _tl_reserve(imp: Importer, n: TfNode) -> Outs:
+    return [new_list(imp, n, imp.arg(n, 1), attr_type(n, "element_dtype"), _elem_input(imp, n, 0))]
+
+
+@converts("EmptyTensorList")
+def _tl_empty(imp: Importer, n: TfNode) -> Outs:
+    return [new_list(imp, n, 0, attr_type(n, "element_dtype"), _elem_input(imp, n, 0))]
+
+
+@converts("TensorListFromTensor")
+def _tl_from(imp: Importer, n: TfNode) -> Outs:
+    return [imp.emit("Identity", [imp.arg(n, 0)])]
+
+
+@converts("TensorListSetItem")
+def _tl_set(imp: Importer, n: TfNode) -> Outs:
+    return [_set(imp, imp.arg(n, 0), imp.arg(n, 1), imp.arg(n, 2))]
+
+
+@converts("TensorListGetItem")
+def _tl_get(imp: Importer, n: TfNode) -> Outs:
+    return [_get(imp, imp.arg(n, 0), imp.arg(n, 1))]
+
+
+@converts("TensorListStack")
+def _tl_stack(imp: Importer, n: TfNode) -> Outs:
+    return [imp.emit("Identity", [imp.arg(n, 0)])]
+
+
+@converts("TensorListGather")
+def _tl_gather(imp: Importer, n: TfNode) -> Outs:
+    return [imp.emit("Gather", [imp.arg(n, 0), i64(imp, imp.arg(n, 1))], {"axis": 0})]
+
+
+@converts("TensorListLength")
+def _tl_length(imp: Importer, n: TfNode) -> Outs:
+    return [cast(imp, imp.emit("DimSize", [imp.arg(n, 0)], {"axis": 0}, name=""), "i32")]
+
+
+@converts("TensorListPushBack")
+def _tl_push(imp: Importer, n: TfNode) -> Outs:
+    lst, x = imp.arg(n, 0), imp.arg(n, 1)
+    learn(imp, lst, x)
+    row = imp.emit("Unsqueeze", [x], {"axes": (0,)}, name="")
+    return [imp.emit("Concat", [lst, row], {"axis": 0})]
+
+
+@converts("TensorListPopBack")
+def _tl_pop(imp: Importer, n: TfNode) -> Outs:
+    lst = imp.arg(n, 0)
+    c = imp.const
+    rest = imp.emit("Slice", [lst, c(np.array([0], np.int64)), c(np.array([-1], np.int64)),
+                              c(np.array([0], np.int64))], name="")
+    top = imp.emit("Gather", [lst, c(np.array(-1, np.int64))], {"axis": 0})
+    return [rest, top]
+
+
+# --- v1 stacks (a resource: an SSA variable) ---------------------------------------------------------
+@converts("StackV2")
+def _stack_new(imp: Importer, n: TfNode) -> Outs:
+    imp.ssa.set_value(imp.res_key(n), imp.block, imp.emit("StackNew", []))
+    return []
+
+
+def _stack_of(imp: Importer, n: TfNode) -> tuple[TfNode, Node]:
+    st = imp.origin(n.inputs[0])
+    if st.op != "StackV2":
+        raise TfImportError(f"the handle comes from {st.where()}, not from a StackV2")
+    s = imp.ssa.get_value(imp.res_key(st), imp.block)
+    if s is None:
+        raise TfImportError(f"the stack {st.name!r} has no value here")
+    return st, s
+
+
+@converts("StackPushV2")
+def _stack_push(imp: Importer, n: TfNode) -> Outs:
+    st, s = _stack_of(imp, n)
+    x = imp.arg(n, 1)
+    imp.stack_types[imp.res_key(st)] = x.type
+    imp.ssa.set_value(imp.res_key(st), imp.block, imp.emit("StackPush", [s, x]))
+    return [x]
+
+
+@converts("StackPopV2")
+def _stack_pop(imp: Importer, n: TfNode) -> Outs:
+    st, s = _stack_of(imp, n)
+    t = imp.stack_types.get(imp.res_key(st))
+    if not isinstance(t, TensorType):
+        raise TfImportError(f"pops the stack {st.name!r} before anything is pushed to it")
+    pop = imp.emit("StackPop", [s], {"dtype": t.dtype}, type=TupleType((STACK, t)))
+    imp.ssa.set_value(imp.res_key(st), imp.block, imp.emit("Proj", [pop], {"num": 0}, name=""))
+    return [imp.emit("Proj", [pop], {"num": 1})]

@@ -1,0 +1,1 @@
+"""The PyTorch importer (torch.export and .pt2 archives): data, control and op rules."""
