@@ -16,6 +16,7 @@ from typing import Any
 from nexus.backends.python.trace import node_counts
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
+from nexus.ir.opdef import DATAFLOW_KINDS
 from nexus.ir.types import TensorType
 
 _NOT_NUMPY = frozenset({"Proj", "Constant", "Identity", "StackNew", "StackPush", "StackPop"})
@@ -23,7 +24,7 @@ _NOT_NUMPY = frozenset({"Proj", "Constant", "Identity", "StackNew", "StackPush",
 
 def is_numpy_call(n: Node) -> bool:
     """Whether running ``n`` is an operation on an array (see the module docstring)."""
-    if n.op.kind != "data" or n.op.name in _NOT_NUMPY:
+    if n.op.kind not in DATAFLOW_KINDS or n.op.name in _NOT_NUMPY:
         return False
     return any(isinstance(v.type, TensorType) and v.type.shape != () for v in (n, *n.inputs))
 

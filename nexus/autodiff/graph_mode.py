@@ -30,6 +30,7 @@ import numpy as np
 from nexus.autodiff.emit import GraphEmitter
 from nexus.autodiff.vjp import vjp_rule
 from nexus.ir.analysis import node_order
+from nexus.ir.cfg import role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import OpTypeError
@@ -63,8 +64,7 @@ def active_values(g: Graph, argnums: Sequence[int]) -> set[Node]:
     an active node that cannot be differentiated (a Call left after inlining, an op that
     is not differentiable)."""
     active = {g.args[i] for i in argnums if _float(g.args[i].type)}
-    nodes = [n for n in g.nodes() if not n.is_control and n.op.name != "Proj" or
-             (n.op.name == "Proj" and n.input(0).op.name not in ("Start", "Cond"))]
+    nodes = [n for n in g.nodes() if role(n) in ("phi", "constant", "data")]
     changed = True
     while changed:
         changed = False

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from nexus.backends.python.plan import classify, kahn_groups
+from nexus.ir.cfg import kahn_groups, role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType, numpy_dtype
 from nexus.passes.placement import Place, machine_names, machines_of
-
-COMM_OPS = frozenset({"Send", "Recv", "AllReduce", "AllGather", "Broadcast", "ReduceScatter"})
 
 
 def place_for_ranks(g: Graph, machines: tuple[str, ...] = ()) -> tuple[Graph, list[str]]:
@@ -47,12 +45,12 @@ def partition(placed: Graph, rank: int, machines: list[str]) -> Graph:
         return not m or m == mine
 
     for b in list(g.blocks):
-        data = [n for n in b.members if classify(n) == "data"]
+        data = [n for n in b.members if role(n) == "data"]
         order = [n for grp in kahn_groups(data, b) for n in grp]
-        comm = [n for n in order if n.op.name in COMM_OPS and here(n)]
+        comm = [n for n in order if n.op.kind == "comm" and here(n)]
         for prev, n in zip(comm, comm[1:], strict=False):
             n.add_dep(prev)
-    doomed = [n for n in g.nodes() if not here(n) and classify(n) in ("data", "phi")]
+    doomed = [n for n in g.nodes() if not here(n) and role(n) in ("data", "phi")]
     gone = set(doomed)
     for n in g.nodes():
         if n in gone:
@@ -81,4 +79,4 @@ def groups_of(g: Graph) -> list[str]:
     creates them in this order before running (torch.distributed's new_group is itself
     collective)."""
     return sorted({str(n.attrs.get("group", "")) for n in g.nodes()
-                   if n.op.name in COMM_OPS and n.attrs.get("group")})
+                   if n.op.kind == "comm" and n.attrs.get("group")})

@@ -17,11 +17,11 @@ import operator
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from nexus.ir.opdef import OpDef, all_ops
+from nexus.ir.opdef import DATAFLOW_KINDS, OpDef, all_ops
 
-# Ops that are functions of the frontends: data ops, except Constant (nx.constant builds
+# Ops that are functions of the frontends: data and comm ops, except Constant (nx.constant builds
 # one from a value; it is no function of tensors).
-FUNCTION_KINDS = frozenset({"data"})
+FUNCTION_KINDS = frozenset(DATAFLOW_KINDS)
 NOT_FUNCTIONS = frozenset({"Constant"})
 
 _cache: tuple[int, dict[str, OpDef]] = (-1, {})

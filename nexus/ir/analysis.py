@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nexus.ir.cfg import exits
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.types import X
@@ -82,9 +83,8 @@ def node_order(block: Block) -> list[Node]:
     phis = [n for n in members if n.op.kind == "phi"]
     term = block.terminator
     tail = [term] if term is not None else []
-    if term is not None and term.op.name == "Cond":
-        tail += sorted((u for u in term.users if u.op.name == "Proj" and u.block is block),
-                       key=lambda p: p.attrs["num"])
+    if term is not None and term.op.forking:
+        tail += [x for x in exits(term) if x.block is block]
     rest = [n for n in members if n.op.kind != "phi" and n not in tail]
     placed: set[Node] = set(phis)
     out: list[Node] = list(phis)

@@ -62,10 +62,12 @@ register(OpDef("Block", "control", variadic=True, inputs=("pred",), type_rule=_c
                doc="A basic block; its inputs are its control predecessors."))
 register(OpDef("Start", "control", doc="Starts the graph; its tuple holds the arguments (read with Proj)."))
 register(OpDef("End", "control", type_rule=_control, doc="The single node of the end block."))
-register(OpDef("Return", "control", inputs=("value",), variadic=True, type_rule=_control,
+register(OpDef("Return", "control", inputs=("value",), variadic=True, type_rule=_control, terminator=True,
                doc="Leaves the graph with its inputs as results; enters the end block."))
-register(OpDef("Jmp", "control", type_rule=_control, doc="Unconditional jump to the block that lists it."))
+register(OpDef("Jmp", "control", type_rule=_control, terminator=True,
+               doc="Unconditional jump to the block that lists it."))
 register(OpDef("Cond", "control", inputs=("condition",), type_rule=_cond, results=("false", "true"),
+               terminator=True, forking=True,
                doc="Branches on a bool scalar; Proj 0 is the false exit, Proj 1 the true exit."))
 register(OpDef("Proj", "meta", inputs=("tuple",), attrs={"num": Attr("int", doc="component")},
                type_rule=_proj, kernel=lambda t, num: t[num],

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from nexus.ir.node import TERMINATORS, Block, Node, SourceLoc
+from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import Inferred, OpDef, OpTypeError, get_op
 from nexus.ir.types import TensorType, TupleType, Type, X
 
@@ -314,7 +314,7 @@ def infer_type(opdef: OpDef, in_types: Sequence[Type], attrs: Mapping[str, Any],
 
 
 def is_terminator(node: Node) -> bool:
-    return node.op.name in TERMINATORS
+    return node.op.terminator
 
 
 def tensor_type(t: Type, what: str = "value") -> TensorType:

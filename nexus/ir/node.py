@@ -199,32 +199,24 @@ class Block(Node):
     def terminator(self) -> Node | None:
         """The Jmp, Cond or Return that ends the block (None while under construction)."""
         for n in self.members:
-            if n.op.name in TERMINATORS:
+            if n.op.terminator:
                 return n
         return None
 
     @property
     def succ_edges(self) -> list[tuple[Node, Block, int]]:
         """``(control value, successor block, input index there)`` for each exit."""
+        from nexus.ir.cfg import entries, exits  # cfg builds on this module
+
         term = self.terminator
         if term is None:
             return []
-        exits = [term] if term.op.name != "Cond" else sorted(
-            (u for u in term.users if u.op.name == "Proj"), key=lambda p: p.attrs["num"]
-        )
-        out = []
-        for x in exits:
-            for user, i in x.uses:
-                if isinstance(user, Block) and i >= 0:
-                    out.append((x, user, i))
-        return out
+        return [(x, b, i) for x in exits(term) for b, i in entries(x)]
 
     @property
     def succs(self) -> list[Block]:
         return [b for _, b, _ in self.succ_edges]
 
-
-TERMINATORS = frozenset({"Jmp", "Cond", "Return"})
 
 
 def node_where(n: Node) -> str:

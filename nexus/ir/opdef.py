@@ -19,6 +19,8 @@ import numpy as np
 from nexus.ir.types import ALL_DTYPE_NAMES, Type, X, is_dtype
 
 OP_KINDS = ("data", "control", "phi", "comm", "state", "meta")
+# The kinds of ops that compute on tensors with the data flow of their block.
+DATAFLOW_KINDS = ("data", "comm")
 # When the Python operator of an op (OpDef.operator) has the kernel's meaning on integers.
 OPERATOR_ON_INTS = ("same", "nonzero divisor", "never")
 
@@ -123,6 +125,13 @@ class OpDef:
     on several cores itself (BLAS), so a scheduler should not run two at once.
     ``shape_only``: the result depends on the input's type (shape, dtype) and never on
     its values, so it folds to a constant once the shape is static.
+
+    ``terminator``: the op ends its block and leaves it by control edges (libFIRM's
+    ``cfopcode``: Jmp, Cond, Return).  ``forking``: a terminator with several exits, each
+    a Proj of it in ``results`` order (libFIRM's ``forking``: Cond).  :mod:`nexus.ir.cfg`
+    reads both; nothing else asks an op's name for its control role.  ``kind="comm"``:
+    the op communicates between devices or ranks (Send, Recv, the collectives); it runs
+    with the data flow like a data op (``DATAFLOW_KINDS``).
     """
 
     name: str
@@ -147,10 +156,14 @@ class OpDef:
     aliases: tuple[str, ...] = ()
     multithreaded: bool = False
     shape_only: bool = False
+    terminator: bool = False
+    forking: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in OP_KINDS:
             raise ValueError(f"op {self.name}: unknown kind {self.kind!r}")
+        if self.forking and not (self.terminator and self.results):
+            raise ValueError(f"op {self.name}: a forking op is a terminator with named exits (results)")
         if self.operator_on_ints not in OPERATOR_ON_INTS:
             raise ValueError(f"op {self.name}: operator_on_ints must be one of {OPERATOR_ON_INTS}")
         if self.operator and (self.variadic or len(self.inputs) not in (1, 2)):

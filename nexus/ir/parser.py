@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.ir.cfg import is_argument
 from nexus.ir.graph import Graph
 from nexus.ir.limits import MAX_NESTING, number_too_long
 from nexus.ir.node import Block, Node, SourceLoc
@@ -534,7 +535,7 @@ def _build(name: str, blocks: list[_BlockText], graphs: dict[str, Graph], payloa
     g.start_block, g.end_block = g.start.block, g.end.block  # type: ignore[assignment]
     if not isinstance(g.start.type, TupleType):
         raise ParseError("Start must have a tuple type", end_line, 1)
-    args = {n.attrs["num"]: n for n, _ in made if n.op.name == "Proj" and n.inputs and n.inputs[0] is g.start}
+    args = {n.attrs["num"]: n for n, _ in made if is_argument(n) and n.inputs[0] is g.start}
     g.args = [args[i] for i in sorted(args)]
     return g
 

@@ -7,9 +7,10 @@ them; ``problems`` returns them as a list.
 
 from __future__ import annotations
 
+from nexus.ir import cfg
 from nexus.ir.analysis import block_order, dominators
 from nexus.ir.graph import Graph, infer_type, known_value
-from nexus.ir.node import TERMINATORS, Block, Node
+from nexus.ir.node import Block, Node
 from nexus.ir.opdef import OpTypeError
 from nexus.ir.printer import _name_graph, _node_line
 from nexus.ir.types import TupleType, X, compatible
@@ -91,15 +92,14 @@ class _Checker:
                 self.fail(b, f"predecessor {i} is a node that was erased or belongs to another graph")
             elif p.type != X:
                 self.fail(b, f"predecessor {i} ({self.where(p)}) is not a control value (X)")
-            elif not (p.op.name in ("Jmp", "Return")
-                      or (p.op.name == "Proj" and p.num_inputs == 1 and p.input(0).op.name == "Cond")):
+            elif not cfg.is_control_value(p):
                 self.fail(b, f"predecessor {i} ({self.where(p)}) is no exit; blocks are entered by a Jmp, "
                              "a Proj of a Cond or (the end block) a Return")
             elif b is g.end_block and p.op.name != "Return":
                 self.fail(b, f"the end block is entered by {p.op.name}; only Return may enter it")
             elif b is not g.end_block and p.op.name == "Return":
                 self.fail(b, "Return must enter the end block")
-        terms = [n for n in b.members if n.op.name in TERMINATORS]
+        terms = [n for n in b.members if n.op.terminator]
         if b is g.end_block:
             others = [n for n in b.members if n.op.name != "End"]
             for n in others:
@@ -148,15 +148,16 @@ class _Checker:
                 self.fail(n, f"Phi has {n.num_inputs} inputs but its block has {b.num_inputs} predecessors")
         if n.type == X and name != "End":
             self.exits(n, b)
-        if name == "Proj" and n.inputs and n.input(0).op.name == "Cond" and n.input(0).block is not b:
-            self.fail(n, "a Proj of a Cond must be in the Cond's block")
-        if name == "Cond":
+        if cfg.is_exit(n) and n.input(0).block is not b:
+            self.fail(n, f"a Proj of a {n.input(0).op.name} must be in the {n.input(0).op.name}'s block")
+        if n.op.forking:
             nums = sorted((u.attrs.get("num") for u, i in n.uses if i >= 0 and u.op.name == "Proj"), key=str)
-            if nums != [0, 1]:
-                self.fail(n, f"a Cond needs exactly one Proj per exit (num 0 = false, 1 = true); has {nums}")
+            if nums != list(range(len(n.op.results))):
+                named = "num " + ", ".join(f"{i} = {r}" for i, r in enumerate(n.op.results))
+                self.fail(n, f"a {name} needs exactly one Proj per exit ({named}); has {nums}")
 
     def exits(self, n: Node, b: Block) -> None:
-        targets = [(u, i) for u, i in n.uses if isinstance(u, Block) and i >= 0]
+        targets = cfg.entries(n)
         if len(targets) != n.num_uses:
             return  # reported as "control value used as data" at the user
         if not targets:
@@ -192,25 +193,10 @@ class _Checker:
 
     def block_cycles(self, b: Block) -> None:
         # Within a block, data (non-Phi) and dep edges must be acyclic.
-        local = [n for n in b.members if n.op.kind != "phi"]
-        indeg = {n: 0 for n in local}
-        for n in local:
-            for v in (*n.inputs, *n.deps):
-                if v in indeg and v.block is b:
-                    indeg[n] += 1
-        ready = [n for n, d in indeg.items() if d == 0]
-        done = 0
-        while ready:
-            v = ready.pop()
-            done += 1
-            for user, _ in v.uses:
-                if user in indeg and user.block is b:
-                    indeg[user] -= 1
-                    if indeg[user] == 0:
-                        ready.append(user)
-        if done < len(local):
-            stuck = next(n for n, d in indeg.items() if d > 0)
-            self.fail(stuck, "is part of a cycle of data edges inside its block (only Phis may close loops)")
+        try:
+            cfg.kahn_groups([n for n in b.members if n.op.kind != "phi"], b)
+        except cfg.CycleError as e:
+            self.fail(e.stuck[0], "is part of a cycle of data edges inside its block (only Phis may close loops)")
 
     # --- types ---------------------------------------------------------------------------
     def types(self) -> None:

@@ -200,27 +200,28 @@ define("Memcpy", FAMILY, ("x",), _same_rule, _memcpy, differentiable=True, may_f
        attrs={"src": Attr("str", "", "the device the input lives on (the node's `device` is the target)")},
        doc="Copies x from device `src` to the node's own `device` (inserted by the placement pass); "
            "fails where that device is missing.")
-define("Send", FAMILY, ("x",), _send_rule, _send, pure=False, may_fail=True,
+define("Send", FAMILY, ("x",), _send_rule, _send, pure=False, kind="comm", may_fail=True,
        attrs={"peer": Attr("int", doc="the rank receiving x"),
               "tag": Attr("int", 0, "matches the Recv with the same tag on the peer")},
        doc="Sends x to rank `peer`; returns a bool token (true).")
-define("Recv", FAMILY, (), _recv_rule, _recv, pure=False, may_fail=True,
+define("Recv", FAMILY, (), _recv_rule, _recv, pure=False, kind="comm", may_fail=True,
        attrs={"peer": Attr("int", doc="the rank sending"),
               "tag": Attr("int", 0, "matches the Send with the same tag on the peer"),
               "dtype": Attr("dtype", "f32", "the dtype of the tensor received"),
               "shape": Attr("ints", None, "its shape (-1: a dim known only at run time); none: any rank")},
        doc="Receives the tensor rank `peer` sends with the same tag.")
-define("AllReduce", FAMILY, ("x",), _same_rule, _all_reduce, pure=False, may_fail=True, differentiable=True,
+define("AllReduce", FAMILY, ("x",), _same_rule, _all_reduce, pure=False, kind="comm", may_fail=True,
+       differentiable=True,
        attrs={"op": _REDUCE, "group": _GROUP},
        doc="Every rank of the group gets the elementwise reduction (sum, mean, ...) of all ranks' x.")
-define("AllGather", FAMILY, ("x",), _scaled_rule(True), _all_gather, pure=False, may_fail=True,
+define("AllGather", FAMILY, ("x",), _scaled_rule(True), _all_gather, pure=False, kind="comm", may_fail=True,
        differentiable=True, attrs={"axis": Attr("int", 0, "the axis the pieces are concatenated along"),
                                    "group": _GROUP},
        doc="Every rank of the group gets all ranks' x concatenated along `axis`, in rank order.")
-define("Broadcast", FAMILY, ("x",), _same_rule, _broadcast, pure=False, may_fail=True,
+define("Broadcast", FAMILY, ("x",), _same_rule, _broadcast, pure=False, kind="comm", may_fail=True,
        attrs={"root": Attr("int", 0, "the rank whose x everybody gets"), "group": _GROUP},
        doc="Every rank of the group gets rank `root`'s x.")
-define("ReduceScatter", FAMILY, ("x",), _scaled_rule(False), _reduce_scatter, pure=False, may_fail=True,
+define("ReduceScatter", FAMILY, ("x",), _scaled_rule(False), _reduce_scatter, pure=False, kind="comm", may_fail=True,
        differentiable=True, attrs={"op": _REDUCE, "axis": Attr("int", 0, "the axis split among the ranks"),
                                    "group": _GROUP},
        doc="The reduction of all ranks' x, split along `axis`: rank i of the group gets piece i.")

@@ -5,6 +5,7 @@ Every helper that edits nodes directly calls ``g.touch()`` so cached analyses go
 
 from __future__ import annotations
 
+from nexus.ir.cfg import edge_of
 from nexus.ir.cons import remove_trivial_phi
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
@@ -19,14 +20,6 @@ def is_movable(n: Node) -> bool:
     if n.op.name == "Call" or isinstance(n, Block):
         return False
     return all(i >= 0 for _, i in n.uses)
-
-
-def edge_index(x: Node) -> tuple[Block, int] | None:
-    """The block a control value enters and its input position there."""
-    for user, i in x.uses:
-        if isinstance(user, Block) and i >= 0:
-            return user, i
-    return None
 
 
 def remove_edge(g: Graph, block: Block, i: int) -> None:
@@ -68,7 +61,7 @@ def remove_unreachable(g: Graph) -> int:
     for b in dead:
         for x, succ, _ in list(b.succ_edges):
             if succ not in dead_set:
-                found = edge_index(x)
+                found = edge_of(x)
                 assert found is not None
                 remove_edge(g, found[0], found[1])
     doomed: list[Node] = []

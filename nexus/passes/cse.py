@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.analysis import dominators, node_order
+from nexus.ir.cfg import is_argument
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.passes.cfgutil import is_movable
@@ -69,7 +70,7 @@ class CSE(Pass):
                 continue
             mine: list[Hashable] = []
             for n in node_order(block):
-                if n.graph is not g or not is_movable(n) or n.op.name == "Proj" and n.input(0) is g.start:
+                if n.graph is not g or not is_movable(n) or is_argument(n):
                     continue
                 key = value_key(n)
                 prev = table.get(key)

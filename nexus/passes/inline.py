@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nexus.ir.analysis import node_order
+from nexus.ir.cfg import exits
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.passes.manager import Pass
@@ -63,7 +64,7 @@ def _tail(block: Block, call: Node) -> list[Node]:
     term = block.terminator
     if term is not None:
         tail.add(term)
-        tail.update(u for u in term.users if u.op.name == "Proj" and u.block is block)
+        tail.update(x for x in exits(term) if x.block is block)
     return [n for n in node_order(block) if n in tail]
 
 

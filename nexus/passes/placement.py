@@ -35,8 +35,10 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+from nexus.ir.cfg import role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, node_where
+from nexus.ir.opdef import DATAFLOW_KINDS
 from nexus.ir.types import TensorType
 from nexus.passes.manager import Pass
 
@@ -122,7 +124,7 @@ class _Placer:
                 raise PlacementError(f"{node_where(n)}: {e}") from None
         elif n.op.name == "Constant":
             out = None
-        elif n.op.name == "Proj" and n.input(0).op.name not in ("Start", "Cond"):
+        elif n.op.name == "Proj" and role(n) == "data":  # a part of a tuple lives with it
             out = self.device(n.input(0))
         elif n.op.kind == "phi":
             out = self._phi_source(n, self.device) or self.default
@@ -141,7 +143,7 @@ class _Placer:
         m = n.attrs.get("machine") if n.attrs else None
         if m:
             out: str | None = str(m)
-        elif n.op.name == "Proj" and n.input(0).op.name not in ("Start", "Cond"):
+        elif n.op.name == "Proj" and role(n) == "data":
             out = self.machine(n.input(0))
         elif n.op.kind == "phi":
             out = self._phi_source(n, self.machine)
@@ -189,7 +191,7 @@ class _Placer:
         out = []
         for b in self.g.blocks:
             for user in list(b.members):
-                if user.op.kind not in ("data", "phi") and user.op.name not in ("Return", "Cond"):
+                if user.op.kind not in (*DATAFLOW_KINDS, "phi") and not user.op.terminator:
                     continue
                 for i, v in enumerate(user.inputs):
                     if not isinstance(v.type, TensorType) or v.op.name == "Send":

@@ -31,14 +31,13 @@ import numpy as np
 import sympy
 
 from nexus.ir.analysis import dominators, node_order, reverse_postorder
+from nexus.ir.cfg import is_exit
 from nexus.ir.graph import Graph, known_value
 from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import DimEq, OpTypeError
 from nexus.ir.types import TensorType, TupleType, Type, dim_is_zero, fresh_dim, shape_str, simplify_dim
 from nexus.ops.index import _slice as slice_kernel
 
-# Nodes whose type is structural and never recomputed.
-_FIXED = frozenset({"Start", "End", "Jmp", "Return"})
 _MAX_VALUE_SIZE = 64  # larger integer tensors are not shape values; do not track them
 _MAX_ROUNDS = 30
 
@@ -112,7 +111,7 @@ class _Inference:
     def _visit(self, n: Node, widen: bool) -> bool:
         """Recompute ``n``'s type and value; True when its type changed."""
         name = n.op.name
-        if name in _FIXED or n.op.type_rule is None:
+        if n.op.kind == "control" or n.op.type_rule is None:  # control types never change
             self.types.setdefault(n, n.type)
             return False
         block = n.block
@@ -155,7 +154,7 @@ class _Inference:
         assert block is not None
         seen: list[Type] = []
         for k, v in enumerate(n.inputs):
-            if v not in self.types and v.op.name not in _FIXED:
+            if v not in self.types and v.op.kind != "control":
                 continue  # a back edge not visited yet: bottom
             pred = block.input(k).block
             facts = self.facts.get(pred, {}) if pred is not None else {}
@@ -276,7 +275,7 @@ class _Inference:
         if len(b.inputs) != 1:
             return base
         edge = b.input(0)
-        if edge.op.name != "Proj" or edge.input(0).op.name != "Cond":
+        if not is_exit(edge) or edge.input(0).op.name != "Cond":  # facts of a Cond's exits only
             return base
         cond = edge.input(0).input(0)
         taken = bool(edge.attrs["num"])

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nexus.ir.cfg import edge_of
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.passes.cfgutil import (
     add_edge,
-    edge_index,
     remove_edge,
     remove_trivial_phis,
     remove_unreachable,
@@ -67,7 +67,7 @@ def fold_conds(g: Graph) -> int:
         if c.op.name == "Constant" and np.asarray(c.attrs["value"]).size == 1:
             taken = int(bool(np.asarray(c.attrs["value"]).reshape(())))
         else:
-            t0, t1 = edge_index(exits[0]), edge_index(exits[1])
+            t0, t1 = edge_of(exits[0]), edge_of(exits[1])
             if t0 and t1 and t0[0] is t1[0] and all(p.input(t0[1]) is p.input(t1[1]) for p in t0[0].phis):
                 taken = 1
         if taken is None:
@@ -80,10 +80,10 @@ def fold_conds(g: Graph) -> int:
 def replace_cond_by_jmp(g: Graph, b: Block, cond: Node, exits: dict[int, Node], taken: int) -> None:
     """Keep only exit ``taken`` of ``cond``, as a Jmp; the other edge is removed."""
     keep, drop = exits[taken], exits[1 - taken]
-    dropped = edge_index(drop)
+    dropped = edge_of(drop)
     if dropped is not None:
         remove_edge(g, dropped[0], dropped[1])
-    target = edge_index(keep)
+    target = edge_of(keep)
     jmp = g.add("Jmp", [], b)
     if target is not None:
         target[0].set_input(target[1], jmp)
@@ -127,7 +127,7 @@ def thread_jumps(g: Graph) -> int:
         jmp = b.terminator
         if jmp is None or jmp.op.name != "Jmp" or not b.num_inputs:
             continue
-        target = edge_index(jmp)
+        target = edge_of(jmp)
         if target is None or target[0] is b:
             continue
         succ, pos = target

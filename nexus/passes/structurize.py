@@ -66,8 +66,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from nexus.ir.analysis import dominators, node_order
+from nexus.ir.cfg import role
 from nexus.ir.graph import Graph
-from nexus.ir.node import TERMINATORS, Block, Node
+from nexus.ir.node import Block, Node
 from nexus.ir.types import ControlType, TupleType, Type, join_types, scalar
 from nexus.passes.loops import IrreducibleError, LoopForest, loop_forest
 from nexus.passes.loops import Loop as NaturalLoop
@@ -152,11 +153,8 @@ def data_nodes(b: Block) -> list[Node]:
     """The nodes of ``b`` a region runs: everything but Phis, control and arguments."""
     out = []
     for n in node_order(b):
-        if n.op.kind in ("phi", "control") or n.op.name in TERMINATORS:
-            continue
-        if n.op.name == "Proj" and n.input(0).op.name in ("Cond", "Start"):
-            continue
-        out.append(n)
+        if role(n) in ("data", "constant"):
+            out.append(n)
     return out
 
 

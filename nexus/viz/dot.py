@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nexus.ir.analysis import block_order, node_order
+from nexus.ir.cfg import is_argument, is_exit, role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.printer import _name_graph
@@ -43,7 +44,6 @@ CONTROL_EDGE = "#c92a2a"
 PHI_EDGE = "#2b8a3e"
 DEP_EDGE = "#495057"
 
-CONTROL_OPS = frozenset({"Start", "End", "Return", "Jmp", "Cond"})
 SMALL_GRAPH = 500  # nodes; see drawing()
 
 
@@ -61,21 +61,16 @@ class GraphvizMissing(RuntimeError):
 
 def node_kind(n: Node) -> str:
     """'control', 'phi' or 'data': how a node is drawn."""
-    if n.op.kind == "phi":
+    r = role(n)
+    if r == "phi":
         return "phi"
-    if n.op.name in CONTROL_OPS:
-        return "control"
-    if n.op.name == "Proj" and n.inputs and n.input(0).op.name == "Cond":
-        return "control"
-    return "data"
+    return "control" if r in ("control", "terminator", "exit") else "data"
 
 
 def echoed(n: Node) -> bool:
     """Whether ``n`` is drawn again next to its uses in other blocks: constants and graph
     arguments, which cost nothing and are often used all over the graph."""
-    if n.op.name == "Constant":
-        return True
-    return n.op.name == "Proj" and bool(n.inputs) and n.input(0).op.name == "Start"
+    return role(n) in ("constant", "argument")
 
 
 _STYLE = {
@@ -141,9 +136,9 @@ def _q(text: str) -> str:
 
 
 def _head(n: Node) -> str:
-    if n.op.name == "Proj" and n.inputs and n.input(0).op.name == "Cond":
-        return "Proj true" if n.attrs.get("num") == 1 else "Proj false"
-    if n.op.name == "Proj" and n.inputs and n.input(0).op.name == "Start":
+    if is_exit(n):
+        return f"Proj {n.input(0).op.results[n.attrs['num']]}"
+    if is_argument(n):
         return f"arg {n.attrs.get('num')}"
     return n.op.name
 
@@ -159,7 +154,7 @@ def _scalar(n: Node) -> str:
 def _label(n: Node, name: str, types: bool) -> str:
     text = f"{_head(n)}\n%{name}" if n.op.name != "End" else _head(n)
     text += _scalar(n)
-    if types and n.op.name not in ("End", "Jmp", "Return") and node_kind(n) != "control":
+    if types and node_kind(n) != "control":
         text += f"\n{n.type}"
     return text
 

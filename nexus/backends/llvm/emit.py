@@ -47,6 +47,7 @@ from nexus.backends.llvm.poll import Poll, leave, polls
 from nexus.backends.llvm.rules import BACKEND, ELEMENTWISE
 from nexus.backends.llvm.tensors import Tensor, broadcast_index, dim_value, store_all
 from nexus.ir.analysis import node_order, reverse_postorder
+from nexus.ir.cfg import entries, role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType, numpy_dtype
@@ -383,13 +384,10 @@ class FunctionEmitter:
             self.poll.check(blk)
         for n in node_order(blk):
             op = n.op.name
-            if n.op.kind == "phi" or op in ("Start", "End"):
+            if role(n) in ("phi", "control", "argument", "exit"):  # bound on entry, or control
                 continue
             if op == "Proj":
-                src = n.input(0)
-                if src.op.name in ("Cond", "Start"):
-                    continue
-                self.vals[n] = self.vals[src][int(n.attrs["num"])]
+                self.vals[n] = self.vals[n.input(0)][int(n.attrs["num"])]
             elif op == "Jmp":
                 self._edge(n)
             elif op == "Cond":
@@ -446,7 +444,7 @@ class FunctionEmitter:
     def _edge(self, control: Node) -> None:
         """Leave by the control edge ``control`` (a Jmp or a Cond's Proj): write the
         target's Phis and branch."""
-        targets = [(u, i) for u, i in control.uses if isinstance(u, Block) and i >= 0]
+        targets = entries(control)
         if len(targets) != 1:
             raise Unsupported(f"control value {control!r} enters {len(targets)} blocks")
         target, index = targets[0]

@@ -34,12 +34,17 @@ import sympy
 from nexus.backends.base import Executable, MissingLoweringError, lowering_table
 from nexus.backends.llvm.dtypes import Unsupported
 from nexus.backends.llvm.rules import BACKEND
+from nexus.ir.cfg import role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType, X, sym
 from nexus.passes.loops import Loop, loop_forest
 
-_CONTROL = frozenset({"Start", "End", "Proj", "Phi", "Cond", "Jmp", "Return", "Constant"})
+
+def _native(n: Node) -> bool:
+    """Whether the emitter handles ``n`` itself, with no lowering rule: control, Phis,
+    constants, arguments and every Proj."""
+    return role(n) != "data" or n.op.name == "Proj"
 
 
 def unsupported_ops(g: Graph) -> dict[str, int]:
@@ -47,7 +52,7 @@ def unsupported_ops(g: Graph) -> dict[str, int]:
     table = lowering_table(BACKEND)
     out: dict[str, int] = {}
     for n in g.nodes():
-        if n.op.name not in table and n.op.name not in _CONTROL:
+        if n.op.name not in table and not _native(n):
             out[n.op.name] = out.get(n.op.name, 0) + 1
     return out
 
@@ -187,7 +192,7 @@ class Partitioned(Executable):
         self.missing = unsupported_ops(g)
         self.stayed_out: dict[str, int] = {}
         for n in host.nodes():
-            if n.op.name in _CONTROL or (n.op.name == "Call" and n.attrs["callee"] in kernel_calls):
+            if _native(n) or (n.op.name == "Call" and n.attrs["callee"] in kernel_calls):
                 continue
             self.stayed_out[n.op.name] = self.stayed_out.get(n.op.name, 0) + 1
         try:

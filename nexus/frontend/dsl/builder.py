@@ -25,7 +25,7 @@ from nexus.frontend.values import is_python_scalar, to_array, weak_dtype
 from nexus.ir.cons import PhiTypeError
 from nexus.ir.graph import Graph, GraphError
 from nexus.ir.node import Block, Node, SourceLoc
-from nexus.ir.opdef import OpDef, OpTypeError, get_op
+from nexus.ir.opdef import DATAFLOW_KINDS, OpDef, OpTypeError, get_op
 from nexus.ir.types import TensorType, TupleType, Type
 from nexus.ir.verify import VerifyError, verify
 
@@ -311,7 +311,7 @@ class Builder:
     def add(self, op: str | OpDef, inputs: Sequence[Node], attrs: dict[str, Any] | None = None, *,
             name: str | None = None, what: str = "", block: Block | None = None) -> Node:
         opdef = get_op(op) if isinstance(op, str) else op
-        if self.placement and opdef.kind == "data":
+        if self.placement and opdef.kind in DATAFLOW_KINDS:
             attrs = {**self.placement, **(attrs or {})}
         try:
             node = self.g.add(opdef, inputs, block or self.block, attrs, name=name, loc=user_loc())

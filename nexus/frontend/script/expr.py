@@ -45,7 +45,7 @@ from nexus.frontend.script.values import (
 )
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
-from nexus.ir.opdef import OpTypeError, get_op
+from nexus.ir.opdef import DATAFLOW_KINDS, OpTypeError, get_op
 from nexus.ir.types import TensorType, Type, dtype_of, format_dim, numpy_dtype
 
 # &, |, ^ on bools are the logical ops (Python's True & False is a bool).
@@ -100,7 +100,7 @@ class ExprLowering:
 
     def emit(self, op: str, inputs: list[Node], attrs: dict[str, Any] | None = None, *,
              type: Type | None = None, name: str | None = None, block: Block | None = None) -> Node:
-        if self.placement and op != "Constant" and get_op(op).kind == "data":
+        if self.placement and op != "Constant" and get_op(op).kind in DATAFLOW_KINDS:
             attrs = {**self.placement, **(attrs or {})}
         try:
             return self.g.add(op, inputs, block or self.cur, attrs, type=type, name=name, loc=self._loc)
