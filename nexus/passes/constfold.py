@@ -31,12 +31,11 @@ import numpy as np
 from nexus.ir.analysis import block_order, node_order
 from nexus.ir.cons import trivial_phi_value
 from nexus.ir.graph import Graph
+from nexus.ir.kernels import KernelError, kernel_call
 from nexus.ir.node import Node
 from nexus.ir.types import INT_DTYPES, TensorType, compatible, dtype_of, numpy_dtype
 from nexus.passes.cfgutil import is_movable
 from nexus.passes.manager import Pass
-
-_PLACEMENT = ("device", "machine")
 
 
 def const_value(n: Node) -> np.ndarray | None:
@@ -132,14 +131,11 @@ class _Folder:
         return self.fold_with(n, [v.attrs["value"] for v in n.inputs])
 
     def fold_with(self, n: Node, args: list[Any]) -> Node | None:
-        kernel = n.op.kernel
-        if kernel is None:
+        if n.op.kernel is None:
             return None
-        attrs = {k: v for k, v in n.attrs.items() if k not in _PLACEMENT}
         try:
-            with np.errstate(all="ignore"):
-                out = kernel(*args, **attrs)
-        except Exception:  # noqa: BLE001  (a failing fold is left for the run to report)
+            out = kernel_call(n, args, fp_errors="ignore")
+        except KernelError:  # a failing fold is left for the run to report
             return None
         value = np.array(out)  # a copy: never alias an input constant
         if value.size > self.opts.max_elements or value.dtype.kind not in "biuf":
@@ -383,5 +379,5 @@ _IDENTITIES: dict[str, Callable[[_Folder, Node], Node | None]] = {
 def fold_value(n: Node) -> Any:
     """The value ``n`` folds to, or None (for tests and other passes)."""
     if n.inputs and all(v.op.name == "Constant" for v in n.inputs) and n.op.kernel is not None:
-        return n.op.kernel(*[v.attrs["value"] for v in n.inputs])
+        return kernel_call(n, [v.attrs["value"] for v in n.inputs])
     return None

@@ -33,6 +33,7 @@ import sympy
 from nexus.ir.analysis import dominators, node_order, reverse_postorder
 from nexus.ir.cfg import is_exit
 from nexus.ir.graph import Graph, known_value
+from nexus.ir.kernels import kernel_call
 from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import DimEq, OpTypeError
 from nexus.ir.types import TensorType, TupleType, Type, dim_is_zero, fresh_dim, shape_str, simplify_dim
@@ -397,8 +398,7 @@ def _eval_symbolic(n: Node, ins: list[Any]) -> Any:
     arrs = [np.asarray(v) for v in ins]
     if all(a.dtype.kind in "iu" for a in arrs) and n.op.kernel is not None:
         # Plain integers: the op's own kernel (constant folding).
-        attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
-        out = np.asarray(n.op.kernel(*arrs, **attrs))
+        out = np.asarray(kernel_call(n, arrs, fp_errors="ignore"))
         return out if out.size <= _MAX_VALUE_SIZE else None
     rule = SYMBOLIC_RULES.get(n.op.name)
     if rule is None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
+from nexus.ir.opdef import UNIVERSAL_ATTRS
 from nexus.ir.printer import format_attr
 from nexus.ir.types import TensorType, shape_str
 from nexus.viz.dot import BIG_GRAPH, DrawError, Drawing, drawing, node_kind, run_dot
@@ -57,7 +58,7 @@ def _node_info(n: Node, d: Drawing) -> dict[str, Any]:
         "op": n.op.name, "name": d.names.get(n, "?"), "kind": node_kind(n),
         "block": d.clusters.get(n.block) if n.block is not None else None,
         "type": str(t),
-        "attrs": [[k, _attr_text(v)] for k, v in n.attrs.items() if k not in ("device", "machine")],
+        "attrs": [[k, _attr_text(v)] for k, v in n.attrs.items() if k not in UNIVERSAL_ATTRS],
         "ins": [d.node_ids.get(v) for v in n.inputs],
     }
     if isinstance(t, TensorType):

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from nexus.ir.kernels import kernel_attrs
 from nexus.ir.node import Node
 from nexus.ir.types import numpy_dtype
 from nexus.passes.placement import DEVICE_KINDS, parse_device
@@ -90,7 +91,7 @@ def kernel_for(node: Node) -> Callable[..., Any] | None:
     kind = kind_of(device)
     if kind == "numpy":
         return None
-    attrs = {k: v for k, v in node.attrs.items() if k not in ("device", "machine")}
+    attrs = kernel_attrs(node)
     dev = torch_device(str(device))
     make = TORCH_KERNELS.get(name)
     if make is not None:

@@ -35,6 +35,7 @@ from nexus.backends.base import register_lowering
 from nexus.backends.xla import trace
 from nexus.backends.xla.rules import BINARY, REDUCE, UNARY
 from nexus.backends.xla.trace import BACKEND, Padded, Trace, XlaLoweringError
+from nexus.ir.kernels import kernel_attrs
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType, TupleType, numpy_dtype
 
@@ -68,7 +69,7 @@ def _dynamic(tr: Trace, node: Node, *ins: Any) -> Any:
     kernel = node.op.kernel
     spec = node.op.size_output
     assert kernel is not None and spec is not None
-    attrs = {k: v for k, v in node.attrs.items() if k not in ("device", "machine")}
+    attrs = kernel_attrs(node)
     t = node.type
     assert isinstance(t, TupleType)
     names = list(node.op.results)

@@ -20,6 +20,7 @@ from nexus.backends.base import register_lowering
 from nexus.backends.xla import trace
 from nexus.backends.xla.rules import out_dtype
 from nexus.backends.xla.trace import BACKEND, Trace, is_static
+from nexus.ir.kernels import kernel_attrs
 from nexus.ir.node import Node
 from nexus.ir.types import NARROW_DTYPES, TensorType, TupleType, numpy_dtype
 
@@ -311,7 +312,7 @@ trace.HOST_EFFECTS.update(HOST_OPS)
 def _host(tr: Trace, node: Node, *ins: Any) -> Any:
     kernel = node.op.kernel
     assert kernel is not None
-    attrs = {k: v for k, v in node.attrs.items() if k not in ("device", "machine")}
+    attrs = kernel_attrs(node)
     t = node.type
     types = t.elems if isinstance(t, TupleType) else (t,)
     shapes = tuple(jax.ShapeDtypeStruct(_result_shape(tr, node, e, ins), numpy_dtype(e.dtype))  # type: ignore[no-untyped-call]

@@ -31,6 +31,7 @@ from jax import lax
 
 from nexus.backends.base import NexusRuntimeError, lowering_table
 from nexus.ir.graph import Graph
+from nexus.ir.kernels import KernelError, kernel_call
 from nexus.ir.node import Node
 from nexus.ir.types import StackType, TensorType, TupleType, Type, numpy_dtype
 from nexus.passes.regions import Bind, Const, Default, If, Loop, RegionTree, Seq, Value
@@ -38,7 +39,6 @@ from nexus.passes.structurize import structurize
 
 BACKEND = "xla"
 RULES = lowering_table(BACKEND)
-_PLACEMENT = ("device", "machine")
 # Impure ops whose kernel may still run at trace time on static inputs: checks of sizes
 # that are static once shapes are specialised (a failure is then a compile-time error).
 _STATIC_CHECKS = frozenset({"CheckDims", "Assert"})
@@ -324,9 +324,8 @@ class Trace:
             callee: Graph = n.attrs["callee"]
             outs = self.run(callee, ins)
             return outs[0] if len(outs) == 1 else tuple(outs)
-        attrs = {k: v for k, v in n.attrs.items() if k not in _PLACEMENT}
         if is_static(tuple(ins)) and n.op.kernel is not None and (n.op.pure or n.op.name in _STATIC_CHECKS):
-            out = self._fold(n, ins, attrs)
+            out = self._fold(n, ins)
             if out is not None:
                 self.unify(n.type, out)
                 return out
@@ -351,15 +350,13 @@ class Trace:
         except Exception as e:  # noqa: BLE001  (a rule's failure is reported with its node)
             raise XlaLoweringError(f"{type(e).__name__}: {e}", n) from e
 
-    def _fold(self, n: Node, ins: list[Any], attrs: dict[str, Any]) -> Any:
-        assert n.op.kernel is not None
+    def _fold(self, n: Node, ins: list[Any]) -> Any:
         try:
-            with np.errstate(all="ignore"):
-                return n.op.kernel(*ins, **attrs)
-        except Exception as e:  # noqa: BLE001
+            return kernel_call(n, ins, fp_errors="ignore")
+        except KernelError as e:
             if n.op.name in _STATIC_CHECKS and not self.nested:
-                raise XlaLoweringError(f"{type(e).__name__}: {e} (a check on static values fails "
-                                       "while compiling)", n) from e
+                raise XlaLoweringError(f"{e.reason} (a check on static values fails while compiling)", n) \
+                    from e.__cause__
             return None  # e.g. an integer division by zero: the rule traces it instead
 
     # --- shapes --------------------------------------------------------------------

@@ -29,6 +29,7 @@ from nexus.frontend.importing import BlockBuilder, ident
 from nexus.frontend.onnx.data import OnnxImportError, load_model, nexus_dtype, tensor_to_array
 from nexus.ir.cons import SSABuilder
 from nexus.ir.graph import Graph, known_value
+from nexus.ir.kernels import KernelError, kernel_call
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import OpTypeError
 from nexus.ir.types import Dim, TensorType, Type, fresh_dim, sym
@@ -289,11 +290,9 @@ def _evaluate(node: Node, memo: dict[Node, Any], depth: int) -> Any:
         if not (np.isfinite(start) and np.isfinite(limit) and np.isfinite(delta)) or delta == 0 \
                 or (limit - start) / delta > _MAX_EVAL_SIZE:
             return None
-    attrs = {k: a for k, a in node.attrs.items() if k not in ("device", "machine")}
     try:
-        with np.errstate(all="ignore"):
-            out = np.asarray(op.kernel(*args, **attrs))
-    except Exception:  # noqa: BLE001  (the value stays unknown; running the graph reports the error)
+        out = np.asarray(kernel_call(node, args, fp_errors="ignore"))
+    except KernelError:  # the value stays unknown; running the graph reports the error
         return None
     memo[node] = out
     return out

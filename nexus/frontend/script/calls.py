@@ -22,7 +22,7 @@ from nexus.frontend.script.source import parse_function
 from nexus.frontend.script.ssa import generalize_all
 from nexus.frontend.script.values import Edge, NexusOp, Scope, Static, TupleVal, Val, _dtype
 from nexus.ir.node import Block, Node
-from nexus.ir.opdef import REGISTRY, get_op
+from nexus.ir.opdef import REGISTRY, UNIVERSAL_ATTRS, get_op
 from nexus.ir.types import DTYPES, TensorType, TupleType, dtype_of, numpy_dtype
 from nexus.ops.state import effect_deps, has_state
 
@@ -171,7 +171,7 @@ class CallLowering(NumpySurface, ExprLowering):
             attrs["perm"] = attrs.pop("axes")
         if not opdef.arity_ok(len(args)):
             raise self.error(node, f"`{shown}` ({op}) takes {opdef.arity_text()} tensor arguments, got {len(args)}")
-        unknown = set(attrs) - set(opdef.attrs) - {"device", "machine"}
+        unknown = set(attrs) - set(opdef.attrs) - UNIVERSAL_ATTRS
         if unknown:
             known = ", ".join(sorted(opdef.attrs)) or "none"
             raise self.error(node, f"`{shown}` ({op}) has no attribute `{sorted(unknown)[0]}` (it has: {known})")
