@@ -70,3 +70,35 @@ def test_the_record_holds_only_active_nodes() -> None:
     records, outs = rec.record(rec.arguments([np.ones(3), np.ones(3)]), None)
     assert [rec.nodes[r[0]].op.name for r in records] == ["Mul", "Add", "ReduceSum"]
     assert float(outs[0]) == 15.0
+
+
+def _swaps(x, y, w, n):  # type: ignore[no-untyped-def]
+    """A loop whose Phis swap (``a, b = b, a``): their copy is a cycle, one tuple
+    assignment in the generated code that tape mode and its checkpoints run too."""
+    a, b = x * w, y
+    i = 0
+    while i < n:
+        a, b = b, a
+        i += 1
+    return np.sum(a * 2.0 + b * 3.0)
+
+
+@pytest.mark.parametrize("checkpoint", [None, 1, 2])
+def test_tape_mode_runs_the_backends_phi_copies(checkpoint: int | None) -> None:
+    """Tape and checkpointed tape mode run the python backend's generated code, so a
+    wrong Phi copy there fails here: the oracle is plain Python and finite differences."""
+    f = nx.script(_swaps)
+    x, y, w = np.array([0.5, -1.0, 2.0]), np.array([1.5, 0.25, -0.5]), 1.1
+    for n in (0, 1, 3):
+        value, grads = nx.value_and_grad(f, argnums=(0, 1), mode="tape", checkpoint=checkpoint)(x, y, w, n)
+        assert np.isclose(value, _swaps(x, y, w, n))
+        for k, arg in enumerate((x, y)):
+            fd = np.zeros(3)
+            for j in range(3):
+                up, down = arg.copy(), arg.copy()
+                up[j] += 1e-6
+                down[j] -= 1e-6
+                args_up, args_down = [x, y], [x, y]
+                args_up[k], args_down[k] = up, down
+                fd[j] = (_swaps(*args_up, w, n) - _swaps(*args_down, w, n)) / 2e-6
+            np.testing.assert_allclose(grads[k], fd, rtol=1e-6, atol=1e-8)

@@ -159,7 +159,8 @@ def value_and_grad(f: Any, argnums: int | Sequence[int] = 0, mode: str = "graph"
                    max_iterations: int | None = None, checkpoint: int | None = None) -> GradFunction:
     """A function returning ``(f(*args), gradient)``; ``f`` must return one scalar.  With
     a sequence ``argnums`` the gradient is a tuple.  ``checkpoint=k`` (tape mode) keeps a
-    checkpoint every k block entries and recomputes the rest (memory O(T/k + k))."""
+    checkpoint every k loop iterations (entries of a loop header or join) and recomputes the
+    rest (memory O(T/k + k))."""
     nums, single = _argnums(argnums)
     _check_mode(mode)
     return GradFunction(f, nums, single, True, mode, max_iterations, checkpoint)

@@ -32,14 +32,13 @@ from nexus.autodiff.emit import GraphEmitter
 from nexus.autodiff.graph_mode import active_values, inline_calls
 from nexus.autodiff.vjp import vjp_rule
 from nexus.backends.base import NexusRuntimeError
-from nexus.backends.python import run
-from nexus.backends.python.codegen import fresh
+from nexus.backends.python.codegen import Generated, fresh
+from nexus.backends.python.codegen import Paused as GeneratedPause
 from nexus.backends.python.interpreter import prepare
-from nexus.ir.analysis import node_order
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
-from nexus.ir.node import Block, Node
-from nexus.ir.opdef import OpTypeError
+from nexus.ir.node import Node
+from nexus.ir.opdef import UNIVERSAL_ATTRS, OpTypeError
 from nexus.ir.types import TupleType
 from nexus.passes.manager import optimize
 
@@ -57,8 +56,8 @@ class Recorder:
         h, _ = g.clone()  # errors name the graph as the user knows it
         inline_calls(h)
         for n in h.nodes():
-            if n.attrs and ("device" in n.attrs or "machine" in n.attrs):
-                n.attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
+            if n.attrs and UNIVERSAL_ATTRS & n.attrs.keys():
+                n.attrs = {k: v for k, v in n.attrs.items() if k not in UNIVERSAL_ATTRS}
         self.graph = h
         self.active = active_values(h, argnums)
         self.argnums = argnums
@@ -205,83 +204,38 @@ def vjp_values(g: Graph, args: Sequence[Any], argnums: Sequence[int], cts: Seque
 # --- resumable runs (checkpointed tape mode) ------------------------------------------------
 @dataclass
 class Paused:
-    """Where a run stopped after its step budget: the block about to be entered, the
-    edge it is entered by, and the value of every node computed so far."""
+    """Where a run stopped after its budget of state entries (the python backend's
+    resumable variant): the state about to be entered and the value of each variable
+    then, by node."""
 
-    block: Block
-    edge: int
+    state: int
     env: dict[Node, Any]
 
 
-# How run_from treats a node: a jump, a branch, a return, a call, a kernel.
-_JMP, _COND, _RET, _CALL, _KERNEL = range(5)
-Step = tuple[int, Node, Any, dict[str, Any], tuple[Node, ...], Any]
+def _discard(_: Record) -> None:
+    pass
 
 
-def _steps(block: Block, index: dict[Node, int]) -> tuple[list[Node], list[Step]]:
-    """The Phis of ``block`` and what to do for each of its other nodes, in order."""
-    order = node_order(block)
-    phis = [n for n in order if n.op.kind == "phi"]
-    steps: list[Step] = []
-    for n in order:
-        name = n.op.name
-        if n.op.kind == "phi" or name in ("Start", "End") or (
-                name == "Proj" and n.input(0).op.name in ("Cond", "Start")):
-            continue
-        kind = {"Jmp": _JMP, "Cond": _COND, "Return": _RET, "Call": _CALL}.get(name, _KERNEL)
-        extra: Any = index.get(n)
-        if kind == _COND:  # the Projs taken when the condition is false and true
-            extra = sorted((u for u in n.users if u.op.name == "Proj"), key=lambda u: u.attrs["num"])
-        steps.append((kind, n, n.op.kernel, dict(n.attrs), tuple(n.inputs), extra))
-    return phis, steps
+def run_segment(rec: Recorder, records: list[Record] | None, values: Sequence[Any], resume: Paused | None,
+                budget: int | None, max_iterations: int | None) -> list[Any] | Paused:
+    """Run ``rec``'s graph on converted ``values`` from the start, or from where ``resume``
+    paused, appending to ``records`` (unless None); the results, or where it paused after
+    entering ``budget`` states.  The same generated code as :meth:`Recorder.record`."""
+    p = prepare(rec.graph)
+    gen = p.recording(max_iterations is not None, rec.nodes, resumable=True)
+    start = None if resume is None else (resume.state, _names(gen, resume.env))
+    try:
+        res = gen.fn(max_iterations, records.append if records is not None else _discard,
+                     budget if budget is not None else float("inf"), start, *values)
+    except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
+        p.reraise(e)
+    if isinstance(res, GeneratedPause):
+        env = {gen.variables[k]: v for k, v in res.variables.items() if k in gen.variables}
+        return Paused(res.state, env)
+    return list(res) if len(rec.graph.result_types) != 1 else [res]
 
 
-def run_from(rec: Recorder, records: list[Record] | None, env: dict[Node, Any], block: Block, edge: int,
-             max_steps: int | None, max_iterations: int | None) -> list[Any] | Paused:
-    """Interpret ``rec``'s graph from entering ``block`` by ``edge`` with the values ``env``,
-    appending to ``records`` (unless None); the results, or where it paused after entering
-    ``max_steps`` blocks.  (Slower than :meth:`Recorder.record`, but it can pause.)"""
-    steps = 0
-    plans: dict[Block, tuple[list[Node], list[Step]]] = {}
-    while True:
-        if max_steps is not None and steps >= max_steps:
-            return Paused(block, edge, env)
-        steps += 1
-        if max_iterations is not None and steps > max_iterations:
-            raise NexusRuntimeError(f"graph @{rec.graph.name} entered more than {max_iterations} blocks "
-                                    "(max_iterations)")
-        plan = plans.get(block)
-        if plan is None:
-            plan = plans[block] = _steps(block, rec.index)
-        phis, todo = plan
-        if phis:
-            new = [env[p.input(edge)] for p in phis]
-            env.update(zip(phis, new))
-        exit_value: Node | None = None
-        for kind, n, kernel, attrs, inputs, extra in todo:
-            if kind == _KERNEL:
-                ins = [env[v] for v in inputs]
-                if kernel is None:
-                    raise NexusRuntimeError("this op has no kernel", n)
-                try:
-                    value = kernel(*ins, **attrs)
-                except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
-                    raise NexusRuntimeError(f"{type(e).__name__}: {e}", n) from e
-                if extra is not None and records is not None:
-                    if any(value is x for x in ins):
-                        value = fresh(value)
-                    records.append((extra, value, *ins))
-                env[n] = value
-            elif kind == _JMP:
-                exit_value = n
-            elif kind == _COND:
-                exit_value = extra[int(bool(env[n.input(0)]))]
-            elif kind == _RET:
-                return [env[v] for v in n.inputs]
-            else:  # a call left after inlining (recursive): no gradient flows through it
-                res = run(n.attrs["callee"], *[env[v] for v in n.inputs], max_iterations=max_iterations)
-                env[n] = res
-        if exit_value is None:
-            raise NexusRuntimeError(f"block ^{block.name} has no terminator")
-        (block, edge), = [(u, i) for u, i in exit_value.uses if isinstance(u, Block)]
-
+def _names(gen: Generated, env: dict[Node, Any]) -> dict[str, Any]:
+    """``env`` by the generated code's variable names."""
+    by_node = {n: name for name, n in gen.variables.items()}
+    return {by_node[n]: v for n, v in env.items() if n in by_node}

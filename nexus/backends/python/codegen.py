@@ -20,6 +20,13 @@ given ``(k, value, *inputs)`` after the k-th of the recorded nodes runs; it runs
 in this thread and never updates a value in place (the tape keeps the values), and a value
 that is the same object as one of its inputs (``x if c else y``, a no-op cast) is replaced
 by a fresh one (``_fresh``), so that a value's identity names one node's execution.
+
+A *resumable* recording variant (checkpointed tape mode) takes two more, ``_budget`` and
+``_from``: it enters at most ``_budget`` states of the state machine, then returns a
+:class:`Paused` (the state about to be entered and the variables bound then); called with
+``_from=(state, variables)`` it binds them and starts at that state.  It is the same code
+with a counter at the top of the state loop, so the interpreter's semantics (Phi copies,
+terminators, the iteration limit) exist once.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from nexus.backends.python.devices import constant_on, kernel_for
 from nexus.backends.python.lowering import BACKEND
 from nexus.backends.python.plan import BlockPlan, Edge, Plan, value_inputs
 from nexus.backends.python.pool import blas_threads
+from nexus.ir.kernels import kernel_attrs
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType
 from nexus.ops.index import setitem_owned
@@ -58,23 +66,35 @@ Line = tuple[int, str, "Node | None"]  # (relative indent, text, node run by the
 
 @dataclass
 class Generated:
-    """A compiled graph: ``fn(limit, *args)``, its source and the line -> node map."""
+    """A compiled graph: ``fn(limit, *args)``, its source, the line -> node map and the
+    variable name -> node map."""
 
     fn: Callable[..., Any]
     source: str
     filename: str
     line_nodes: dict[int, Node] = field(default_factory=dict)
+    variables: dict[str, Node] = field(default_factory=dict)
 
     def node_at(self, lineno: int) -> Node | None:
         return self.line_nodes.get(lineno)
 
 
+@dataclass
+class Paused:
+    """What a resumable variant returns when its budget is spent: the state it was about
+    to enter and its variables then (name -> value)."""
+
+    state: int
+    variables: dict[str, Any]
+
+
 class _Gen:
     def __init__(self, plan: Plan, count: bool, parallel: str, hooks: dict[str, Any],
-                 record: dict[Node, int] | None = None):
+                 record: dict[Node, int] | None = None, resumable: bool = False):
         self.plan = plan
         self.count = count
         self.tape = record is not None  # a recording variant
+        self.resumable = resumable
         self.record = record or {}
         self.parallel = parallel  # "on", "off" or "auto"
         self.blas_parallel: bool | None = None  # asked on first need (threadpoolctl is slow)
@@ -86,6 +106,7 @@ class _Gen:
         self.inplace: set[Node] = set()  # nodes that may update their first input in place (_OWNED)
         self.ns.update({f"_{fn.__name__}": fn for fn in _OWNED.values()})
         self.ns["_fresh"] = fresh
+        self.ns["_Paused"] = Paused
         self.ns["_i64"] = np.int64  # lowering rules that must give an i64 scalar (ArgMax)
         for i, a in enumerate(plan.args):
             self.names[a] = f"a{i}"
@@ -117,7 +138,7 @@ class _Gen:
         elif n.op.kernel is None:
             raise MissingLoweringError(BACKEND, n)
         else:
-            attrs = {k: v for k, v in n.attrs.items() if k not in ("device", "machine")}
+            attrs = kernel_attrs(n)
             self.ns[key] = functools.partial(n.op.kernel, **attrs) if attrs else n.op.kernel
         return key
 
@@ -217,7 +238,7 @@ class _Gen:
     def inline(self, n: Node) -> str:
         args = [self.var(v) for v in n.inputs]
         if n in self.inplace:
-            kws = "".join(f", {k}={v!r}" for k, v in n.attrs.items() if k not in ("device", "machine"))
+            kws = "".join(f", {k}={v!r}" for k, v in kernel_attrs(n).items())
             return f"{self.var(n)} = _{_OWNED[n.op.name].__name__}({', '.join(args)}{kws})  # {_label(n)}"
         rule = _RULES.get(n.op.name) if not _placed(n) else None
         expr = rule(n, args) if rule is not None else None
@@ -276,25 +297,39 @@ class _Gen:
         body: list[Line] = []
         if self.count:
             body.append((1, "_n = 0", None))
+        start = 1
+        if self.resumable:  # a fresh run, or a run resumed at a state (bound below)
+            body.append((1, "if _from is None:", None))
+            start = 2
         if self.prologue:
-            self.block(g.start_block, 1, body)
+            self.block(g.start_block, start, body)
         else:
             self.state(g.start_block)
-            body.append((1, f"{_GOTO}0", None))
+            body.append((start, f"{_GOTO}0", None))
         regions: list[list[Line]] = []
         while len(regions) < len(self.pending):
             region: list[Line] = []
             self.block(self.pending[len(regions)], 0, region)
             regions.append(region)
+        if self.resumable:
+            body.append((1, "else:", None))
+            body.append((2, "st, _env = _from", None))
+            bound = {n for b in self.pending for n in (*self.plan.blocks[b].live_in, *self.plan.blocks[b].phis)
+                     if n not in self.plan.consts and n not in self.plan.args}
+            for name in sorted(self.var(n) for n in bound):
+                body.append((2, f"{name} = _env.get({name!r})", None))
         if regions:
             body.append((1, "while True:", None))
+            if self.resumable:
+                body.append((2, "_budget -= 1\nif _budget < 0: return _Paused(st, locals())", None))
             body.extend(_dispatch(list(range(len(regions))), regions, 2))
-        params = ", ".join(["_lim", *(["_tape"] if self.tape else []), *(self.names[a] for a in self.plan.args)])
+        extra = (["_tape"] if self.tape else []) + (["_budget", "_from"] if self.resumable else [])
+        params = ", ".join(["_lim", *extra, *(self.names[a] for a in self.plan.args)])
         consts = ", ".join(f"{self.names[c]}=_K{i}" for i, c in enumerate(self.plan.consts))
         header = f"def _nexus_{_ident(g.name)}({params}{', *, ' + consts if consts else ''}):"
         lines = [header]
         line_nodes: dict[int, Node] = {}
-        one_state = len(regions) == 1
+        one_state = len(regions) == 1 and not self.resumable  # a resumable one names its states
         for ind, text, node in body:
             if text.startswith(_GOTO):  # with one state the loop needs no state variable
                 text = "pass" if one_state else "st = " + text[len(_GOTO):]
@@ -383,14 +418,16 @@ def _ident(name: str) -> str:
 
 
 def generate(plan: Plan, *, count: bool, parallel: str, hooks: dict[str, Any],
-             record: dict[Node, int] | None = None) -> Generated:
+             record: dict[Node, int] | None = None, resumable: bool = False) -> Generated:
     """Compile ``plan`` into a Python function.  ``hooks`` are the runtime helpers the
     generated code calls (``_error``, ``_too_many``, ``_call``, ``_submit``, ...);
     ``record`` makes a recording variant (see the module docstring) numbering the nodes
     to record."""
     if record is not None and parallel != "off":
         raise ValueError("a recording variant runs sequentially (parallel='off')")
-    gen = _Gen(plan, count, parallel, hooks, record)
+    if resumable and record is None:
+        raise ValueError("only a recording variant is resumable")
+    gen = _Gen(plan, count, parallel, hooks, record, resumable)
     source, line_nodes = gen.function()
     filename = f"<nexus @{plan.graph.name} #{next(_serial)}>"
     gen.ns["_par"] = {"on": True, "off": False}.get(parallel)
@@ -398,4 +435,4 @@ def generate(plan: Plan, *, count: bool, parallel: str, hooks: dict[str, Any],
     # Tracebacks through the generated code then show its lines (as torch.fx does).
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     fn = next(v for k, v in gen.ns.items() if k.startswith("_nexus_"))
-    return Generated(fn, source, filename, line_nodes)
+    return Generated(fn, source, filename, line_nodes, {name: n for n, name in gen.names.items()})

@@ -94,16 +94,19 @@ class Prepared:
             gen = self.variants[key] = generate(self.plan, count=count, parallel=parallel, hooks=_HOOKS)
         return gen
 
-    def recording(self, count: bool, nodes: Sequence[Node]) -> Generated:
+    def recording(self, count: bool, nodes: Sequence[Node], resumable: bool = False) -> Generated:
         """The sequential variant ``fn(limit, tape, *args)`` that calls ``tape((k, value,
-        *inputs))`` after ``nodes[k]`` runs (tape-mode autodiff; see the codegen module)."""
+        *inputs))`` after ``nodes[k]`` runs (tape-mode autodiff); ``resumable``:
+        ``fn(limit, tape, budget, start, *args)``, which can pause and resume (checkpointed
+        tape mode; see the codegen module)."""
         if self.plan.graph is not self.graph:
             raise NexusRuntimeError(f"graph @{self.graph.name}: a graph that needs placement cannot be recorded")
-        key = (count, tuple(nodes))
+        key = (count, (tuple(nodes), resumable))
         gen = self.variants.get(key)
         if gen is None:
             record = {n: k for k, n in enumerate(nodes)}
-            gen = self.variants[key] = generate(self.plan, count=count, parallel="off", hooks=_HOOKS, record=record)
+            gen = self.variants[key] = generate(self.plan, count=count, parallel="off", hooks=_HOOKS, record=record,
+                                                resumable=resumable)
         return gen
 
     def reraise(self, e: Exception) -> NoReturn:
