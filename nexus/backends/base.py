@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from nexus.ir.binding import BindingError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node, node_where
 from nexus.ir.opdef import REGISTRY
@@ -209,7 +210,10 @@ class Specialized(Executable):
             check_stateful(self._backend, g)
             exe = self._exes[g] = self._compile(g, **self.options)
         self.graph = g
-        return convert(exe(*args))
+        try:
+            return convert(exe(*args))
+        except BindingError as e:  # named as the caller knows the function
+            raise e.called(g.name) from None
 
     def source(self) -> str:
         if self.graph is None:

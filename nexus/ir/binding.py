@@ -28,6 +28,10 @@ _SCALAR_KINDS: dict[type, str] = {bool: "b", int: "i", float: "f"}
 class BindingError(OpTypeError):
     """Arguments whose count, dtypes, ranks or sizes do not fit the graph's argument types."""
 
+    def called(self, name: str) -> BindingError:
+        """This error as the caller of function ``name`` sees it: ``f(): argument ...``."""
+        return BindingError(f"{name}(): {self}")
+
 
 def to_value(x: Any, t: TensorType | None = None) -> Any:
     """``x`` as a value of type ``t``: an array of its dtype, or a NumPy scalar for 0-d

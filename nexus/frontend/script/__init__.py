@@ -95,6 +95,7 @@ from nexus.frontend.script.source import (
     source_from_text,
 )
 from nexus.frontend.script.ssa import LoopTypeRetry
+from nexus.ir.binding import BindingError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node, SourceLoc
 from nexus.ir.types import Dim, DimSyntaxError, TensorType, Type, dtype_of, parse_dim, sym
@@ -152,8 +153,6 @@ class ScriptFunction:
         fdef = self.parsed.fdef
         self.params = [a.arg for a in fdef.args.args]
         self.specs: list[Spec] = [self._spec(a) for a in fdef.args.args]
-        self._named_dims = any(s is not None and s[1] is not None and any(not isinstance(d, int) for d in s[1])
-                               for s in self.specs)
         self._graphs: dict[Hashable, Graph] = {}
         # the fast paths of a call and of nx.compile's specialize, keyed by _fast_key
         self._entries: dict[Hashable, tuple[Graph, Any, Any]] = {}
@@ -322,9 +321,10 @@ class ScriptFunction:
                 self._entries[fast_key] = entry
         g, exe, convert = entry
         self._last = g
-        if self._named_dims:
-            self._check_dims(args)
-        return convert(exe(*args))
+        try:
+            return convert(exe(*args))
+        except BindingError as e:  # the call boundary checks dtypes and dims, named or not
+            raise e.called(self.fn.__name__) from None
 
     def _signature(self, args: tuple[Any, ...], fast_key: Hashable | None) -> tuple[Graph, Any]:
         """The graph and result conversion for ``args``' signature, built on first use."""
@@ -343,10 +343,7 @@ class ScriptFunction:
         """The graph for ``args``' signature and the conversion of its results to what
         the Python function returns (``nx.compile`` compiles one graph per signature).
         A signature seen before costs a dict lookup, as a call does."""
-        g, convert = self._signature(args, _fast_key(args))
-        if self._named_dims:
-            self._check_dims(args)
-        return g, convert
+        return self._signature(args, _fast_key(args))
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         out = list(args)
@@ -357,25 +354,6 @@ class ScriptFunction:
         if kwargs:
             raise TypeError(f"{self.fn.__name__}() got unexpected keyword arguments {sorted(kwargs)}")
         return tuple(out)
-
-    def _check_dims(self, args: Sequence[Any]) -> None:
-        bound: dict[Any, tuple[int, str]] = {}
-        for p, spec, a in zip(self.params, self.specs, args):
-            if spec is None or spec[1] is None:
-                continue
-            shape = np.shape(a)
-            for i, (d, n) in enumerate(zip(spec[1], shape)):
-                if isinstance(d, int):
-                    if d != n:
-                        raise ValueError(f"{self.fn.__name__}(): argument `{p}` dim {i} is {n}, annotated {d}")
-                elif d.is_Symbol:
-                    prev = bound.get(d)
-                    if prev is None:
-                        bound[d] = (n, p)
-                    elif prev[0] != n:
-                        raise ValueError(f"{self.fn.__name__}(): dim {d} is {prev[0]} in argument `{prev[1]}` "
-                                         f"but {n} in argument `{p}`")
-
 
 _PY_KEYS = {bool: ("bool", 0), int: ("i64", 0), float: ("f64", 0)}
 
