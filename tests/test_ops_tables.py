@@ -23,6 +23,7 @@ import pytest
 
 import nexus
 from nexus.ir.opdef import REGISTRY
+from nexus.ops.doc import accepted_dtypes
 
 # Tables whose strings are another format's op names, which mostly coincide with ours.
 FOREIGN = {
@@ -167,3 +168,7 @@ def test_op_facts_are_consistent() -> None:
             assert op.terminator and len(op.results) >= 2, op.name  # its exits are Projs
         if op.kind == "comm":
             assert not op.pure, op.name  # communication is ordered, never folded or moved
+        if op.promotion == "float":  # the frontends convert ints because the rule refuses them
+            assert set(accepted_dtypes(op) or ()) <= {"f16", "bf16", "f32", "f64"}, op.name
+        if op.broadcasting:
+            assert op.promotion in ("arith", "logical"), op.name

@@ -21,6 +21,8 @@ from nexus.ir.types import ALL_DTYPE_NAMES, Type, X, is_dtype
 OP_KINDS = ("data", "control", "phi", "comm", "state", "meta")
 # The kinds of ops that compute on tensors with the data flow of their block.
 DATAFLOW_KINDS = ("data", "comm")
+# How frontends prepare an op's operands (OpDef.promotion).
+PROMOTIONS = ("", "float", "arith", "logical")
 # When the Python operator of an op (OpDef.operator) has the kernel's meaning on integers.
 OPERATOR_ON_INTS = ("same", "nonzero divisor", "never")
 
@@ -126,6 +128,12 @@ class OpDef:
     ``shape_only``: the result depends on the input's type (shape, dtype) and never on
     its values, so it folds to a constant once the shape is static.
 
+    ``promotion``: how the frontends prepare the operands, as Python and NumPy would:
+    ``"float"`` converts integer operands to f64 (the op computes on floats: ``np.exp(3)``);
+    ``"arith"`` unifies them to one dtype by NumPy's promotion, Python scalars weak and
+    bools counting as ints (``True + True == 2``); ``"logical"`` the same with bools kept
+    (comparisons, And, Or, Xor); ``""`` takes them as they are.
+
     ``terminator``: the op ends its block and leaves it by control edges (libFIRM's
     ``cfopcode``: Jmp, Cond, Return).  ``forking``: a terminator with several exits, each
     a Proj of it in ``results`` order (libFIRM's ``forking``: Cond).  :mod:`nexus.ir.cfg`
@@ -156,12 +164,15 @@ class OpDef:
     aliases: tuple[str, ...] = ()
     multithreaded: bool = False
     shape_only: bool = False
+    promotion: str = ""
     terminator: bool = False
     forking: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in OP_KINDS:
             raise ValueError(f"op {self.name}: unknown kind {self.kind!r}")
+        if self.promotion not in PROMOTIONS:
+            raise ValueError(f"op {self.name}: promotion must be one of {PROMOTIONS}")
         if self.forking and not (self.terminator and self.results):
             raise ValueError(f"op {self.name}: a forking op is a terminator with named exits (results)")
         if self.operator_on_ints not in OPERATOR_ON_INTS:

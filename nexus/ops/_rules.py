@@ -153,11 +153,13 @@ def define(
     aliases: tuple[str, ...] = (),
     multithreaded: bool = False,
     shape_only: bool = False,
+    promotion: str | None = None,
 ) -> OpDef:
     """Register an op of a family; ``rule`` gets the op's name first, for its errors.
     The keyword flags are the OpDef's properties that passes, backends and frontends
     read (see :class:`~nexus.ir.opdef.OpDef`).  For a ``broadcasting`` op the type rule
-    also reports the dims it took to broadcast (:func:`broadcast_assumed`)."""
+    also reports the dims it took to broadcast (:func:`broadcast_assumed`); its operands are
+    promoted (``promotion="arith"``) unless ``promotion`` says otherwise."""
 
     def type_rule(ins: Sequence[Type], a: Mapping[str, Any], values: Sequence[Any]) -> Type | Inferred:
         return rule(name, ins, a, values)
@@ -191,6 +193,7 @@ def define(
             aliases=aliases,
             multithreaded=multithreaded,
             shape_only=shape_only,
+            promotion=("arith" if broadcasting else "") if promotion is None else promotion,
         )
     )
 

@@ -44,7 +44,7 @@ def _gelu_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequen
     return unary_rule(FLOATS)(op, ins, attrs, _)
 
 
-define("Gelu", FAMILY, ("x",), _gelu_rule, _gelu, differentiable=True,
+define("Gelu", FAMILY, ("x",), _gelu_rule, _gelu, differentiable=True, promotion="float",
        attrs={"approximate": Attr("str", "none", "'none' (erf) or 'tanh'")},
        doc="x * Phi(x), Phi the standard normal CDF (or its tanh approximation).")
 
@@ -55,7 +55,7 @@ def _softplus(x: Any) -> Any:
     return like(np.maximum(w, 0) + np.log1p(np.exp(-np.abs(w))), x)
 
 
-define("Softplus", FAMILY, ("x",), unary_rule(FLOATS), _softplus, differentiable=True,
+define("Softplus", FAMILY, ("x",), unary_rule(FLOATS), _softplus, differentiable=True, promotion="float",
        doc="log(1 + exp(x)), computed without overflow.")
 
 
@@ -110,7 +110,8 @@ def _softmax(x: Any, axis: int = -1) -> Any:
 
 
 _AXIS = {"axis": Attr("int", -1, "the axis normalised over")}
-define("Softmax", FAMILY, ("x",), _softmax_rule, _softmax, attrs=_AXIS, differentiable=True,
+define("Softmax", FAMILY, ("x",), _softmax_rule, _softmax, attrs=_AXIS, differentiable=True, promotion="float",
        doc="exp(x) / sum(exp(x)) along `axis` (max-shifted for stability).")
 define("LogSoftmax", FAMILY, ("x",), _softmax_rule, _log_softmax, attrs=_AXIS, differentiable=True,
+       promotion="float",
        doc="x - log(sum(exp(x))) along `axis` (max-shifted for stability).")

@@ -52,7 +52,7 @@ def _matmul_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequ
     return assuming(TensorType(a.dtype, shape), assumed)
 
 
-define("MatMul", FAMILY, ("a", "b"), _matmul_rule, np.matmul, differentiable=True, operator="@",
+define("MatMul", FAMILY, ("a", "b"), _matmul_rule, np.matmul, differentiable=True, operator="@", promotion="arith",
        aliases=("matmul",), multithreaded=True, doc="Matrix product with NumPy's batching and 1-D promotion.")
 
 
@@ -101,6 +101,7 @@ def _gemm(a: Any, b: Any, c: Any = None, alpha: float = 1.0, beta: float = 1.0,
 
 
 define("Gemm", FAMILY, ("a", "b", "c"), _gemm_rule, _gemm, variadic=True, differentiable=True, multithreaded=True,
+       promotion="arith",
        attrs={
            "alpha": Attr("float", 1.0, "scale of a @ b"),
            "beta": Attr("float", 1.0, "scale of c"),

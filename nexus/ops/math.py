@@ -169,9 +169,12 @@ _UNARY: list[tuple[str, Callable[..., Any], frozenset[str], bool, str]] = [
     ("Round", np.round, FLOATS, False, "round half to even (as ONNX and NumPy)"),
     ("Sign", np.sign, NUMERIC, False, "-1, 0 or 1 (0 for 0; NaN stays NaN)"),
 ]
+# Unary ops whose integer operands frontends convert to f64 first (as math and NumPy do).
+_ON_FLOATS = frozenset({"Exp", "Log", "Tanh", "Sigmoid", "Sin", "Cos", "Sqrt", "Rsqrt", "Erf", "Reciprocal"})
 for _name, _fn, _allowed, _diff, _doc in _UNARY:
     define(_name, FAMILY, ("x",), unary_rule(frozenset(_allowed)), _fn, differentiable=_diff, doc=_doc,
-           operator=_OPERATOR.get(_name, ""), aliases=_ALIASES.get(_name, ()))
+           operator=_OPERATOR.get(_name, ""), aliases=_ALIASES.get(_name, ()),
+           promotion="float" if _name in _ON_FLOATS else "")
 
 
 # --- selection -----------------------------------------------------------------------------
@@ -223,15 +226,15 @@ for _name, _fn in [
     ("NotEqual", np.not_equal),
 ]:
     define(_name, FAMILY, ("a", "b"), _compare, _fn, doc=f"elementwise {_fn.__name__}, a bool tensor",
-           commutative=_name in _COMMUTATIVE, broadcasting=True, operator=_OPERATOR[_name])
+           commutative=_name in _COMMUTATIVE, broadcasting=True, operator=_OPERATOR[_name], promotion="logical")
 
 # On bools, &, | and ^ are NumPy's logical ops, and ~ is logical not.
 define("And", FAMILY, ("a", "b"), _binary(BOOL), np.logical_and, doc="logical and of bools", commutative=True,
-       broadcasting=True, operator="&", aliases=("logical_and",))
+       broadcasting=True, operator="&", aliases=("logical_and",), promotion="logical")
 define("Or", FAMILY, ("a", "b"), _binary(BOOL), np.logical_or, doc="logical or of bools", commutative=True,
-       broadcasting=True, operator="|", aliases=("logical_or",))
+       broadcasting=True, operator="|", aliases=("logical_or",), promotion="logical")
 define("Xor", FAMILY, ("a", "b"), _binary(BOOL), np.logical_xor, doc="logical xor of bools", commutative=True,
-       broadcasting=True, operator="^", aliases=("logical_xor",))
+       broadcasting=True, operator="^", aliases=("logical_xor",), promotion="logical")
 define("Not", FAMILY, ("x",), unary_rule(BOOL), np.logical_not, doc="logical not of a bool", operator="~",
        aliases=("logical_not",))
 

@@ -37,9 +37,11 @@ from nexus.backends.xla.rules import BINARY, REDUCE, UNARY
 from nexus.backends.xla.trace import BACKEND, Padded, Trace, XlaLoweringError
 from nexus.ir.kernels import kernel_attrs
 from nexus.ir.node import Node
+from nexus.ir.opdef import REGISTRY
 from nexus.ir.types import TensorType, TupleType, numpy_dtype
 
-DYNAMIC_OPS = ("NonMaxSuppression", "NonZero", "Unique", "BooleanMask", "TopK")
+# The ops with a data-dependent size (OpDef.size_output), run on the host and padded.
+DYNAMIC_OPS = tuple(name for name, op in REGISTRY.items() if op.size_output is not None)
 # Ops whose output is padded where an input is, elementwise (the padding is garbage that
 # later consumers mask or slice away).
 _ELEMENTWISE = frozenset({*UNARY, *BINARY, "Where", "Clip", "Cast"}) - {"MatMul"}

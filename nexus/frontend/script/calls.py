@@ -26,15 +26,6 @@ from nexus.ir.opdef import REGISTRY, UNIVERSAL_ATTRS, get_op
 from nexus.ir.types import DTYPES, TensorType, TupleType, dtype_of, numpy_dtype
 from nexus.ops.state import effect_deps, has_state
 
-# Ops that need float inputs: ints are converted to f64 first (as math and NumPy do).
-FLOAT_OPS = frozenset({"Exp", "Log", "Tanh", "Sigmoid", "Sin", "Cos", "Sqrt", "Rsqrt", "Erf", "Softmax",
-                       "LogSoftmax", "Gelu", "Softplus", "Reciprocal"})
-# Operands are unified to one dtype (NumPy promotion, Python scalars weak) for the
-# broadcasting ops (OpDef.broadcasting) and for these, which NumPy promotes the same way.
-PROMOTING = frozenset({"MatMul", "Gemm"})
-# Ops on bools, which stay bools (arithmetic on bools is done on ints, as Python does).
-BOOL_OPS = frozenset({"And", "Or", "Xor", "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"})
-
 # math.* / numpy.* functions -> (op, result cast).  math results are Python floats
 # (f64) except floor/ceil, which return ints.
 _MATH: dict[Any, tuple[str, str | None]] = {
@@ -178,9 +169,9 @@ class CallLowering(NumpySurface, ExprLowering):
         if op == "Where":
             c = self.as_node(args[0])
             nodes = [c, *self.unify(args[1:], arith=False)]
-        elif opdef.broadcasting or op in PROMOTING:
-            nodes = self.unify(args, arith=op not in BOOL_OPS)
-        elif op in FLOAT_OPS:
+        elif opdef.promotion in ("arith", "logical"):  # OpDef.promotion says how
+            nodes = self.unify(args, arith=opdef.promotion == "arith")
+        elif opdef.promotion == "float":
             nodes = [self.to_float(self.as_node(a)) for a in args]
         else:
             nodes = [self.as_node(a) for a in args]
