@@ -31,8 +31,9 @@ import numpy as np
 from nexus.ir.analysis import block_order, node_order
 from nexus.ir.cons import trivial_phi_value
 from nexus.ir.graph import Graph
-from nexus.ir.kernels import KernelError, kernel_call
+from nexus.ir.kernels import kernel_call
 from nexus.ir.node import Node
+from nexus.ir.static import evaluate
 from nexus.ir.types import INT_DTYPES, TensorType, compatible, dtype_of, numpy_dtype
 from nexus.passes.cfgutil import is_movable
 from nexus.passes.manager import Pass
@@ -131,14 +132,8 @@ class _Folder:
         return self.fold_with(n, [v.attrs["value"] for v in n.inputs])
 
     def fold_with(self, n: Node, args: list[Any]) -> Node | None:
-        if n.op.kernel is None:
-            return None
-        try:
-            out = kernel_call(n, args, fp_errors="ignore")
-        except KernelError:  # a failing fold is left for the run to report
-            return None
-        value = np.array(out)  # a copy: never alias an input constant
-        if value.size > self.opts.max_elements or value.dtype.kind not in "biuf":
+        value = evaluate(n, args, self.opts.max_elements)  # None: a failing fold is left for the run
+        if value is None or value.dtype.kind not in "biuf":
             return None
         if not self.same_type(n, value):
             return None

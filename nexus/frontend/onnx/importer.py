@@ -28,10 +28,10 @@ import numpy as np
 from nexus.frontend.importing import BlockBuilder, ident
 from nexus.frontend.onnx.data import OnnxImportError, load_model, nexus_dtype, tensor_to_array
 from nexus.ir.cons import SSABuilder
-from nexus.ir.graph import Graph, known_value
-from nexus.ir.kernels import KernelError, kernel_call
+from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import OpTypeError
+from nexus.ir.static import static_value
 from nexus.ir.types import Dim, TensorType, Type, fresh_dim, sym
 
 Key = tuple[int, str]  # (scope id, ONNX value name)
@@ -202,7 +202,7 @@ class Importer(BlockBuilder):
         computation over constants and static shapes (``Range(0, Size(Shape(x)))`` as the
         axes of a ReduceMean, say), evaluated with the ops' reference kernels.  The graph
         is left as it is; only the importer's decisions use the value."""
-        return None if node is None else _evaluate(node, {}, 0)
+        return None if node is None else static_value(node)
 
     def need_value(self, node: Node | None, what: str) -> np.ndarray:
         """The build-time value of input ``node``, which Nexus needs as an attribute."""
@@ -253,49 +253,6 @@ class Importer(BlockBuilder):
             self.where = where
         self.pop(scope)
         return outs
-
-
-_MAX_EVAL_DEPTH = 64  # a chain of shape arithmetic is short; a long one is data, not shapes
-_MAX_EVAL_SIZE = 1 << 16  # elements: values the importer needs (axes, pads, sizes) are small
-
-
-def _evaluate(node: Node, memo: dict[Node, Any], depth: int) -> Any:
-    """The import-time value of ``node`` (see Importer.value_of), or None."""
-    v = known_value(node)
-    if v is not None or depth > _MAX_EVAL_DEPTH:
-        return v
-    if node in memo:
-        return memo[node]
-    memo[node] = None
-    op = node.op
-    t = node.type
-    if op.name == "ShapeOf":
-        src = node.inputs[0].type
-        if isinstance(src, TensorType) and src.is_static:
-            memo[node] = np.array(src.shape, np.int64)
-        return memo[node]
-    if not op.pure or op.kernel is None or op.name in ("Start", "Proj", "Phi") or not isinstance(t, TensorType) \
-            or t.shape is None or (not t.is_static and op.name != "Range") \
-            or (t.is_static and int(np.prod(t.shape)) > _MAX_EVAL_SIZE) \
-            or any(isinstance(a, Graph) for a in node.attrs.values()):
-        return None
-    args = []
-    for x in node.inputs:
-        a = _evaluate(x, memo, depth + 1)
-        if a is None:
-            return None
-        args.append(a)
-    if op.name == "Range":  # its size is data: count before the kernel allocates
-        start, limit, delta = (float(np.asarray(a).reshape(-1)[0]) if np.size(a) == 1 else np.nan for a in args)
-        if not (np.isfinite(start) and np.isfinite(limit) and np.isfinite(delta)) or delta == 0 \
-                or (limit - start) / delta > _MAX_EVAL_SIZE:
-            return None
-    try:
-        out = np.asarray(kernel_call(node, args, fp_errors="ignore"))
-    except KernelError:  # the value stays unknown; running the graph reports the error
-        return None
-    memo[node] = out
-    return out
 
 
 def _opset(model: Any) -> int:

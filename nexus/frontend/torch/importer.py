@@ -45,9 +45,10 @@ from nexus.frontend.torch.data import (  # noqa: F401  (TorchImportError is part
     torch_dtype,
 )
 from nexus.ir.cons import SSABuilder
-from nexus.ir.graph import Graph, known_value
+from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import OpTypeError
+from nexus.ir.static import static_value
 from nexus.ir.types import Dim, TensorType, Type, fresh_dim, sym
 
 PARAM_MODES = ("constants", "arguments")
@@ -403,7 +404,7 @@ class Importer(BlockBuilder):
         raise TorchImportError(f"{what} must be a tensor or a number, got {type(v).__name__}")
 
     def value_of(self, v: Any) -> Any:
-        return known_value(v) if isinstance(v, Node) else v
+        return static_value(v) if isinstance(v, Node) else v
 
     def new_id(self) -> int:
         self._uid += 1

@@ -18,8 +18,8 @@ import numpy as np
 
 from nexus.frontend.importing import Registry
 from nexus.frontend.tf.proto import TfImportError, TfNode, nexus_dtype
-from nexus.ir.graph import known_value
 from nexus.ir.node import Node
+from nexus.ir.static import static_value
 from nexus.ir.types import TensorType, numpy_dtype
 
 if TYPE_CHECKING:
@@ -61,10 +61,10 @@ def attr_type(n: TfNode, key: str) -> str:
 
 def known(imp: Importer, n: TfNode, i: int, what: str) -> np.ndarray:
     """The import-time value of input ``i``, which Nexus takes as an attribute."""
-    v = known_value(imp.arg(n, i))
+    v = static_value(imp.arg(n, i))
     if v is None:
         raise TfImportError(f"{what} (input {i}, {n.inputs[i][0]!r}) must be known when the graph is imported "
-                            f"(a constant); it is computed at run time")
+                            f"(a constant, or computed from constants and static shapes); it is computed at run time")
     return np.asarray(v)
 
 

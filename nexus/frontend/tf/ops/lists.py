@@ -23,8 +23,8 @@ import numpy as np
 
 from nexus.frontend.tf.ops import Outs, _t, attr_type, cast, converts, i64, scalar
 from nexus.frontend.tf.proto import TfImportError, TfNode, shape_dims
-from nexus.ir.graph import known_value
 from nexus.ir.node import Node
+from nexus.ir.static import static_value
 from nexus.ir.types import STACK, TensorType, TupleType, numpy_dtype
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def new_list(imp: Importer, n: TfNode, size: Node | int, dtype: str, elem: tuple
         marker = imp.g.add("Constant", [], imp.block, {"value": np.zeros((0,), dt)}, type=TensorType(dtype, None))
         imp.markers[marker] = key
         return marker
-    count = size if isinstance(size, int) else known_value(size)
+    count = size if isinstance(size, int) else static_value(size)
     if count is not None:  # a shape known when imported stays a constant (XLA needs static shapes)
         shape = imp.const(np.array([int(np.asarray(count).reshape(-1)[0]), *elem], np.int64))
         return imp.emit("ConstantOfShape", [shape], {"value": np.zeros((), dt)})
@@ -88,7 +88,7 @@ def _elem_attr(n: TfNode, key: str) -> tuple[int, ...] | None:
 
 
 def _elem_input(imp: Importer, n: TfNode, i: int) -> tuple[int, ...] | None:
-    v = known_value(imp.arg(n, i))
+    v = static_value(imp.arg(n, i))
     if v is None:
         return None
     arr = np.asarray(v).reshape(-1) if np.ndim(v) else None

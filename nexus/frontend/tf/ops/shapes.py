@@ -21,8 +21,8 @@ from nexus.frontend.tf.ops import (
     scalar,
 )
 from nexus.frontend.tf.proto import TfImportError, TfNode
-from nexus.ir.graph import known_value
 from nexus.ir.node import Node
+from nexus.ir.static import static_value
 
 if TYPE_CHECKING:
     from nexus.frontend.tf.importer import Importer
@@ -180,7 +180,7 @@ def _strided_slice(imp: Importer, n: TfNode) -> Outs:
 
 def _entries(imp: Importer, n: TfNode, i: int, count: int) -> list[Any]:
     """The entries of a begin/end vector: ints where known, else scalar i64 nodes."""
-    v = known_value(imp.arg(n, i))
+    v = static_value(imp.arg(n, i))
     if v is not None:
         return [int(x) for x in np.asarray(v).reshape(-1)]
     vec = i64(imp, imp.arg(n, i))
