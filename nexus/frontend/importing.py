@@ -26,6 +26,21 @@ def ident(name: str) -> str:
     return s if s and not s[0].isdigit() else "v" + s
 
 
+def tensor_type(v: Node) -> TensorType:
+    """The type of ``v``, a tensor (importers build no other values)."""
+    t = v.type
+    assert isinstance(t, TensorType), f"expected a tensor, got {t}"
+    return t
+
+
+def known_rank(v: Node, error: Callable[[str], Exception]) -> int:
+    """The rank of ``v``; the importer's ``error`` when it is not known."""
+    shape = tensor_type(v).shape
+    if shape is None:
+        raise error("the input's rank must be known")
+    return len(shape)
+
+
 class Registry(Generic[F]):
     """Op type -> its converter, the one way every importer keeps its rules.
 

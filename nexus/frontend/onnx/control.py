@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nexus.frontend.importing import known_rank, tensor_type
 from nexus.frontend.onnx.data import OnnxImportError
 from nexus.ir.node import Node
-from nexus.ir.types import TensorType, numpy_dtype
+from nexus.ir.types import numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.onnx.importer import Importer
@@ -199,17 +200,11 @@ def convert_scan(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | 
     return outs
 
 
-def _t(v: Node) -> TensorType:
-    t = v.type
-    assert isinstance(t, TensorType), f"expected a tensor, got {t}"
-    return t
+_t = tensor_type
 
 
 def _rank(v: Node) -> int:
-    shape = _t(v).shape
-    if shape is None:
-        raise OnnxImportError("the input's rank must be known")
-    return len(shape)
+    return known_rank(v, OnnxImportError)
 
 
 def _need(v: Node | None, what: str) -> Node:

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.frontend.importing import Registry
+from nexus.frontend.importing import Registry, known_rank, tensor_type
 from nexus.frontend.onnx.data import OnnxImportError, tensor_to_array
 from nexus.frontend.onnx.functions import function_body
 from nexus.ir.node import Node
-from nexus.ir.types import NARROW_DTYPES, TensorType, numpy_dtype
+from nexus.ir.types import NARROW_DTYPES, numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.onnx.importer import Importer
@@ -133,17 +133,11 @@ def read_attrs(imp: Importer, nd: Any) -> dict[str, Any]:
 
 
 # --- helpers ---------------------------------------------------------------------------------
-def _t(v: Node) -> TensorType:
-    t = v.type
-    assert isinstance(t, TensorType), f"expected a tensor, got {t}"
-    return t
+_t = tensor_type
 
 
 def _rank(v: Node) -> int:
-    shape = _t(v).shape
-    if shape is None:
-        raise OnnxImportError("the input's rank must be known")
-    return len(shape)
+    return known_rank(v, OnnxImportError)
 
 
 def _req(v: Node | None, what: str) -> Node:

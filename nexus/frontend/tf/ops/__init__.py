@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nexus.frontend.importing import Registry
+from nexus.frontend.importing import Registry, tensor_type
 from nexus.frontend.tf.proto import TfImportError, TfNode, nexus_dtype
 from nexus.ir.node import Node
 from nexus.ir.static import static_value
-from nexus.ir.types import TensorType, numpy_dtype
+from nexus.ir.types import numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.tf.importer import Importer
@@ -36,10 +36,7 @@ INT64_MAX, INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 
 # --- helpers -----------------------------------------------------------------------------------
-def _t(v: Node) -> TensorType:
-    t = v.type
-    assert isinstance(t, TensorType), f"expected a tensor, got {t}"
-    return t
+_t = tensor_type
 
 
 def attr_i(n: TfNode, key: str, default: int = 0) -> int:

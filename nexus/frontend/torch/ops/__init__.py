@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.frontend.importing import Registry
+from nexus.frontend.importing import Registry, known_rank, tensor_type
 from nexus.frontend.torch.data import (
     NP_DTYPES,
     TorchImportError,
@@ -30,7 +30,6 @@ from nexus.frontend.torch.data import (
     torch_dtype,
 )
 from nexus.ir.node import Node
-from nexus.ir.types import TensorType
 
 if TYPE_CHECKING:
     from nexus.frontend.torch.importer import Importer
@@ -78,17 +77,8 @@ def unsupported(gm: Any, outer: Any = None) -> list[str]:
 
 
 # --- helpers ---------------------------------------------------------------------------------
-def tensor_type(v: Node) -> TensorType:
-    t = v.type
-    assert isinstance(t, TensorType), f"expected a tensor, got {t}"
-    return t
-
-
 def rank(v: Node) -> int:
-    shape = tensor_type(v).shape
-    if shape is None:
-        raise TorchImportError("the input's rank must be known")
-    return len(shape)
+    return known_rank(v, TorchImportError)
 
 
 def axis(a: int, rank: int) -> int:
