@@ -14,10 +14,10 @@ import numpy as np
 
 from nexus.frontend.dsl.state import StateMethod, script_state_call
 from nexus.frontend.names import FUNCTION_KINDS, public_ops
+from nexus.frontend.script import numpy_creation, numpy_surface
 from nexus.frontend.script.annotations import is_int, is_number, py_dtype, weak_dtype_of
 from nexus.frontend.script.expr import ExprLowering
 from nexus.frontend.script.numpy_creation import _hashable
-from nexus.frontend.script.numpy_surface import NumpySurface
 from nexus.frontend.script.source import parse_function
 from nexus.frontend.script.ssa import generalize_all
 from nexus.frontend.script.values import Edge, NexusOp, Scope, Static, TupleVal, Val, _dtype
@@ -54,7 +54,7 @@ def op_for_name(name: str) -> str | None:
     return name if name in REGISTRY and REGISTRY[name].kind in FUNCTION_KINDS else None
 
 
-class CallLowering(NumpySurface, ExprLowering):
+class CallLowering(ExprLowering):
     """Adds calls to the expression lowering."""
 
     inline_stack: list[types.CodeType]
@@ -69,7 +69,8 @@ class CallLowering(NumpySurface, ExprLowering):
         if not isinstance(fn, Static):
             raise self.error(node.func, "only functions can be called (this is a tensor or a tuple)")
         obj = fn.value
-        surface = self.numpy_surface(obj, node)  # before _NUMPY: NumPy's defaults and keywords
+        # Before _NUMPY: NumPy's defaults and keywords.  (self is the Lowering these take.)
+        surface = numpy_surface.numpy_surface(self, obj, node)  # type: ignore[arg-type]
         if surface is not None:
             return surface
         if isinstance(obj, NexusOp):
@@ -83,7 +84,7 @@ class CallLowering(NumpySurface, ExprLowering):
             return self.call_math(op, result, node)
         if obj in _NUMPY if _hashable(obj) else False:
             return self.call_op(_NUMPY[obj], node, f"np.{getattr(obj, '__name__', '?')}", numpy=True)
-        composed = self.numpy_call(obj, node)
+        composed = numpy_creation.numpy_call(self, obj, node)  # type: ignore[arg-type]
         if composed is not None:
             return composed
         if _hashable(obj) and getattr(builtins, getattr(obj, "__name__", ""), None) is obj:

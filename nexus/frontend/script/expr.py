@@ -16,7 +16,7 @@ import numpy as np
 
 from nexus.frontend.dsl.state import State, StateMethod
 from nexus.frontend.names import BINARY, BY_SYNTAX, COMPARE
-from nexus.frontend.script import subscripts
+from nexus.frontend.script import numpy_surface, subscripts
 from nexus.frontend.script.annotations import (
     I64_MAX,
     I64_MIN,
@@ -260,7 +260,7 @@ class ExprLowering:
         if node.attr == "shape" and isinstance(t, TensorType) and t.shape is not None:
             return TupleVal(tuple(self.dim_value(x, i) for i in range(len(t.shape))))
         if node.attr == "size" and isinstance(t, TensorType) and t.shape is not None:
-            return self.size_of(x)  # type: ignore[attr-defined]
+            return numpy_surface.size_of(self, x)  # type: ignore[arg-type]
         if node.attr == "dtype" and isinstance(t, TensorType):
             return Static(np.dtype(numpy_dtype(t.dtype)))
         if node.attr in TENSOR_METHODS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,197 +15,220 @@ from nexus.frontend.script.values import Static, TupleVal, Val
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType, dtype_of, numpy_dtype
 
+if TYPE_CHECKING:
+    from nexus.frontend.script.build import Lowering
 
-class NumpyCalls:
-    """Mixin of :class:`~nexus.frontend.script.calls.CallLowering`: the composed functions."""
 
-    # Provided by the lowering this is mixed into.
-    error: Callable[..., Any]
-    emit: Callable[..., Node]
-    const: Callable[..., Node]
-    cast: Callable[..., Node]
-    as_node: Callable[..., Node]
-    positional: Callable[..., list[Val]]
-    static_kwargs: Callable[..., dict[str, Any]]
-    expr: Callable[..., Val]
-    unify: Callable[..., list[Node]]
-    static_const: Callable[..., Node]
-    _static: Callable[..., Any]
+def numpy_call(low: Lowering, fn: Any, node: ast.Call) -> Val | None:
+    """The value of ``np.<fn>(...)`` when it is one of these functions, else None."""
+    if fn in _SCALAR_TYPES if _hashable(fn) else False:
+        args = low.positional(node)
+        if len(args) != 1 or node.keywords:
+            raise low.error(node, f"`np.{fn.__name__}` takes one value here")
+        return low.cast(low.as_node(args[0]), _SCALAR_TYPES[fn])
+    name = _COMPOSED.get(fn) if _hashable(fn) else None
+    if name is None:
+        return None
+    return _CREATION[name](low, node, f"np.{name}")
 
-    def numpy_call(self, fn: Any, node: ast.Call) -> Val | None:
-        """The value of ``np.<fn>(...)`` when it is one of these functions, else None."""
-        if fn in _SCALAR_TYPES if _hashable(fn) else False:
-            args = self.positional(node)
-            if len(args) != 1 or node.keywords:
-                raise self.error(node, f"`np.{fn.__name__}` takes one value here")
-            return self.cast(self.as_node(args[0]), _SCALAR_TYPES[fn])
-        name = _COMPOSED.get(fn) if _hashable(fn) else None
-        if name is None:
-            return None
-        method: Callable[[ast.Call, str], Val] = getattr(self, "np_" + name)
-        return method(node, f"np.{name}")
 
-    # --- creation --------------------------------------------------------------------------
-    def shape_node(self, v: Val, node: ast.AST) -> Node:
-        items = list(v.items) if isinstance(v, TupleVal) else \
-            list(v.value) if isinstance(v, Static) and isinstance(v.value, (tuple, list)) else [v]
-        if all(isinstance(i, Static) and isinstance(i.value, int) for i in items):
-            return self.const(np.array([i.value for i in items], np.int64), "i64")  # type: ignore[union-attr]
-        parts = []
-        for i in items:
-            n = self.cast(self.as_node(i), "i64")
-            parts.append(self.emit("Reshape", [n, self.const(np.array([1], np.int64), "i64")]))
-        return self.emit("Concat", parts, {"axis": 0}) if len(parts) > 1 else parts[0]
+def _static(low: Lowering, v: Val, node: ast.AST, what: str) -> Any:
+    if isinstance(v, TupleVal):  # nested tuples too: np.pad's ((1, 2), (0, 1))
+        return tuple(_static(low, i, node, what) for i in v.items)
+    if not isinstance(v, Static):
+        raise low.error(node, f"{what} must be known when the graph is built", "pass a constant")
+    return v.value
 
-    def _fill(self, node: ast.Call, shown: str, fill: Any, args: list[Val], kw: dict[str, Any]) -> Node:
-        if not args:
-            raise self.error(node, f"`{shown}` needs a shape")
-        dtype = kw.pop("dtype", None)
-        if isinstance(fill, Static) or is_number(fill):
-            value = fill.value if isinstance(fill, Static) else fill
-            dt = dtype or ("f64" if isinstance(value, float) else dtype_of(np.asarray(value).dtype))
-            out = self.emit("ConstantOfShape", [self.shape_node(args[0], node)],
-                            {"value": np.array(value, numpy_dtype(dt))})
-            return out
-        f = self.as_node(fill)
-        t = f.type
-        assert isinstance(t, TensorType)
-        zero = self.emit("ConstantOfShape", [self.shape_node(args[0], node)],
-                         {"value": np.array(0, numpy_dtype(dtype or t.dtype))})
-        return self.emit("Add", [zero, self.cast(f, dtype or t.dtype)])
 
-    def _creation(self, node: ast.Call, shown: str, fill: Any) -> Node:
-        args = [self.expr(a) for a in node.args]  # a shape tuple stays one argument
-        kw = self.static_kwargs(node)
-        if len(args) > 1 and "dtype" not in kw and isinstance(args[1], Static):
-            kw["dtype"] = _dtype_name(args[1].value)
-            args = args[:1]
-        extra = set(kw) - {"dtype", "order"}
-        if extra:
-            raise self.error(node, f"`{shown}` has no keyword `{sorted(extra)[0]}` here (it takes shape, dtype)")
-        kw.pop("order", None)
-        return self._fill(node, shown, fill, args, kw)
+def _t(low: Lowering, v: Val) -> tuple[Node, TensorType]:
+    x = low.as_node(v)
+    t = x.type
+    assert isinstance(t, TensorType)
+    return x, t
 
-    def np_zeros(self, node: ast.Call, shown: str) -> Val:
-        return self._creation(node, shown, 0.0)
 
-    def np_ones(self, node: ast.Call, shown: str) -> Val:
-        return self._creation(node, shown, 1.0)
+def _flat(low: Lowering, x: Node) -> Node:
+    return low.emit("Reshape", [x, low.const(np.array([-1], np.int64), "i64")])
 
-    def np_empty(self, node: ast.Call, shown: str) -> Val:
-        return self._creation(node, shown, 0.0)  # zeros: the contents of `empty` are unspecified
 
-    def np_full(self, node: ast.Call, shown: str) -> Val:
-        args = [self.expr(a) for a in node.args]
-        kw = self.static_kwargs(node)
+# --- creation --------------------------------------------------------------------------
+def shape_node(low: Lowering, v: Val, node: ast.AST) -> Node:
+    items = list(v.items) if isinstance(v, TupleVal) else \
+        list(v.value) if isinstance(v, Static) and isinstance(v.value, (tuple, list)) else [v]
+    if all(isinstance(i, Static) and isinstance(i.value, int) for i in items):
+        return low.const(np.array([i.value for i in items], np.int64), "i64")  # type: ignore[union-attr]
+    parts = []
+    for i in items:
+        n = low.cast(low.as_node(i), "i64")
+        parts.append(low.emit("Reshape", [n, low.const(np.array([1], np.int64), "i64")]))
+    return low.emit("Concat", parts, {"axis": 0}) if len(parts) > 1 else parts[0]
+
+
+def _fill(low: Lowering, node: ast.Call, shown: str, fill: Any, args: list[Val], kw: dict[str, Any]) -> Node:
+    if not args:
+        raise low.error(node, f"`{shown}` needs a shape")
+    dtype = kw.pop("dtype", None)
+    if isinstance(fill, Static) or is_number(fill):
+        value = fill.value if isinstance(fill, Static) else fill
+        dt = dtype or ("f64" if isinstance(value, float) else dtype_of(np.asarray(value).dtype))
+        out = low.emit("ConstantOfShape", [shape_node(low, args[0], node)],
+                        {"value": np.array(value, numpy_dtype(dt))})
+        return out
+    f = low.as_node(fill)
+    t = f.type
+    assert isinstance(t, TensorType)
+    zero = low.emit("ConstantOfShape", [shape_node(low, args[0], node)],
+                     {"value": np.array(0, numpy_dtype(dtype or t.dtype))})
+    return low.emit("Add", [zero, low.cast(f, dtype or t.dtype)])
+
+
+def _creation(low: Lowering, node: ast.Call, shown: str, fill: Any) -> Node:
+    args = [low.expr(a) for a in node.args]  # a shape tuple stays one argument
+    kw = low.static_kwargs(node)
+    if len(args) > 1 and "dtype" not in kw and isinstance(args[1], Static):
+        kw["dtype"] = _dtype_name(args[1].value)
+        args = args[:1]
+    extra = set(kw) - {"dtype", "order"}
+    if extra:
+        raise low.error(node, f"`{shown}` has no keyword `{sorted(extra)[0]}` here (it takes shape, dtype)")
+    kw.pop("order", None)
+    return _fill(low, node, shown, fill, args, kw)
+
+
+def np_zeros(low: Lowering, node: ast.Call, shown: str) -> Val:
+    return _creation(low, node, shown, 0.0)
+
+
+def np_ones(low: Lowering, node: ast.Call, shown: str) -> Val:
+    return _creation(low, node, shown, 1.0)
+
+
+def np_empty(low: Lowering, node: ast.Call, shown: str) -> Val:
+    return _creation(low, node, shown, 0.0)  # zeros: the contents of `empty` are unspecified
+
+
+def np_full(low: Lowering, node: ast.Call, shown: str) -> Val:
+    args = [low.expr(a) for a in node.args]
+    kw = low.static_kwargs(node)
+    if len(args) != 2:
+        raise low.error(node, f"`{shown}` takes a shape and a fill value")
+    fill = args[1]
+    if isinstance(fill, Static) and is_number(fill.value) and "dtype" not in kw:
+        v = fill.value
+        kw["dtype"] = "f64" if isinstance(v, float) else "bool" if isinstance(v, bool) else "i64"
+    return _fill(low, node, shown, fill, args[:1], kw)
+
+
+def _like(low: Lowering, node: ast.Call, shown: str, fill: Any) -> Val:
+    args = low.positional(node)
+    kw = low.static_kwargs(node)
+    if not args:
+        raise low.error(node, f"`{shown}` needs an array")
+    x = low.as_node(args[0])
+    t = x.type
+    assert isinstance(t, TensorType)
+    if fill is None:
         if len(args) != 2:
-            raise self.error(node, f"`{shown}` takes a shape and a fill value")
+            raise low.error(node, f"`{shown}` takes an array and a fill value")
         fill = args[1]
-        if isinstance(fill, Static) and is_number(fill.value) and "dtype" not in kw:
-            v = fill.value
-            kw["dtype"] = "f64" if isinstance(v, float) else "bool" if isinstance(v, bool) else "i64"
-        return self._fill(node, shown, fill, args[:1], kw)
+    dtype = kw.get("dtype", t.dtype)
+    shape = low.emit("ShapeOf", [x])
+    if isinstance(fill, Static):
+        fill = fill.value
+    if is_number(fill):
+        return low.emit("ConstantOfShape", [shape], {"value": np.array(fill, numpy_dtype(dtype))})
+    f = low.cast(low.as_node(fill), dtype)
+    zero = low.emit("ConstantOfShape", [shape], {"value": np.array(0, numpy_dtype(dtype))})
+    return low.emit("Add", [zero, f])
 
-    def _like(self, node: ast.Call, shown: str, fill: Any) -> Val:
-        args = self.positional(node)
-        kw = self.static_kwargs(node)
-        if not args:
-            raise self.error(node, f"`{shown}` needs an array")
-        x = self.as_node(args[0])
-        t = x.type
-        assert isinstance(t, TensorType)
-        if fill is None:
-            if len(args) != 2:
-                raise self.error(node, f"`{shown}` takes an array and a fill value")
-            fill = args[1]
-        dtype = kw.get("dtype", t.dtype)
-        shape = self.emit("ShapeOf", [x])
-        if isinstance(fill, Static):
-            fill = fill.value
-        if is_number(fill):
-            return self.emit("ConstantOfShape", [shape], {"value": np.array(fill, numpy_dtype(dtype))})
-        f = self.cast(self.as_node(fill), dtype)
-        zero = self.emit("ConstantOfShape", [shape], {"value": np.array(0, numpy_dtype(dtype))})
-        return self.emit("Add", [zero, f])
 
-    def np_zeros_like(self, node: ast.Call, shown: str) -> Val:
-        return self._like(node, shown, 0)
+def np_zeros_like(low: Lowering, node: ast.Call, shown: str) -> Val:
+    return _like(low, node, shown, 0)
 
-    def np_ones_like(self, node: ast.Call, shown: str) -> Val:
-        return self._like(node, shown, 1)
 
-    def np_empty_like(self, node: ast.Call, shown: str) -> Val:
-        return self._like(node, shown, 0)
+def np_ones_like(low: Lowering, node: ast.Call, shown: str) -> Val:
+    return _like(low, node, shown, 1)
 
-    def np_full_like(self, node: ast.Call, shown: str) -> Val:
-        return self._like(node, shown, None)
 
-    def np_array(self, node: ast.Call, shown: str) -> Val:
-        kw = self.static_kwargs(node)
-        if len(node.args) != 1:
-            raise self.error(node, f"`{shown}` takes one value here")
-        try:
-            value = ast.literal_eval(node.args[0])
-            arr = np.asarray(value, dtype=None if "dtype" not in kw else numpy_dtype(kw["dtype"]))
-            return self.const(arr, dtype_of(arr.dtype))
-        except (ValueError, TypeError):
-            pass
-        v = self.expr(node.args[0])
-        items = list(v.items) if isinstance(v, TupleVal) else None
-        if items is None:
-            x = self.as_node(v)
-            return self.cast(x, kw["dtype"]) if "dtype" in kw else self.emit("Identity", [x])
-        nodes = self.unify(items, arith=False)
-        if "dtype" in kw:
-            nodes = [self.cast(n, kw["dtype"]) for n in nodes]
-        return self.emit("Concat", [self.emit("Unsqueeze", [n], {"axes": (0,)}) for n in nodes], {"axis": 0})
+def np_empty_like(low: Lowering, node: ast.Call, shown: str) -> Val:
+    return _like(low, node, shown, 0)
 
-    def np_asarray(self, node: ast.Call, shown: str) -> Val:
-        return self.np_array(node, shown)
 
-    def np_arange(self, node: ast.Call, shown: str) -> Val:
-        args = self.positional(node)
-        kw = self.static_kwargs(node)
-        if not 1 <= len(args) <= 3:
-            raise self.error(node, f"`{shown}` takes 1 to 3 arguments (start, stop, step)")
-        if len(args) == 1:
-            args = [Static(0), args[0]]
-        if len(args) == 2:
-            args = [*args, Static(1)]
-        nodes = self.unify(args, arith=True)
-        dtype = kw.get("dtype")
-        out = self.emit("Range", nodes)
-        return self.cast(out, dtype) if dtype else out
+def np_full_like(low: Lowering, node: ast.Call, shown: str) -> Val:
+    return _like(low, node, shown, None)
 
-    # --- creation ----------------------------------------------------------------------------
-    def npx_linspace(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
-        num = self._static(args[2], node, "num") if len(args) > 2 else kw.pop("num", 50)
-        endpoint = kw.pop("endpoint", True)
-        dtype = kw.pop("dtype", "f64")
-        start, stop = (self.cast(self.as_node(v, "f64"), "f64") for v in args[:2])
-        div = max(num - 1 if endpoint else num, 1)
-        step = self.emit("Div", [self.emit("Sub", [stop, start]), self.static_const(float(div), "f64")])
-        i = self.cast(self.emit("Range", [self.static_const(0, "i64"), self.static_const(int(num), "i64"),
-                                          self.static_const(1, "i64")]), "f64")
-        return self.cast(self.emit("Add", [self.emit("Mul", [i, step]), start]), dtype)
 
-    def npx_eye(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
-        n = args[0]
-        m = args[1] if len(args) > 1 else Static(kw.pop("M", None))
-        if isinstance(m, Static) and m.value is None:
-            m = n
-        k = int(kw.pop("k", 0))
-        dtype = kw.pop("dtype", "f64")
-        rows = self.emit("Range", [self.static_const(0, "i64"), self.as_node(n, "i64"), self.static_const(1, "i64")])
-        cols = self.emit("Range", [self.static_const(-k, "i64"),
-                                   self.emit("Sub", [self.as_node(m, "i64"), self.static_const(k, "i64")]),
-                                   self.static_const(1, "i64")])
-        eq = self.emit("Equal", [self.emit("Unsqueeze", [rows], {"axes": (1,)}),
-                                 self.emit("Unsqueeze", [cols], {"axes": (0,)})])
-        return self.cast(eq, dtype)
+def np_array(low: Lowering, node: ast.Call, shown: str) -> Val:
+    kw = low.static_kwargs(node)
+    if len(node.args) != 1:
+        raise low.error(node, f"`{shown}` takes one value here")
+    try:
+        value = ast.literal_eval(node.args[0])
+        arr = np.asarray(value, dtype=None if "dtype" not in kw else numpy_dtype(kw["dtype"]))
+        return low.const(arr, dtype_of(arr.dtype))
+    except (ValueError, TypeError):
+        pass
+    v = low.expr(node.args[0])
+    items = list(v.items) if isinstance(v, TupleVal) else None
+    if items is None:
+        x = low.as_node(v)
+        return low.cast(x, kw["dtype"]) if "dtype" in kw else low.emit("Identity", [x])
+    nodes = low.unify(items, arith=False)
+    if "dtype" in kw:
+        nodes = [low.cast(n, kw["dtype"]) for n in nodes]
+    return low.emit("Concat", [low.emit("Unsqueeze", [n], {"axes": (0,)}) for n in nodes], {"axis": 0})
 
-    def npx_identity(self, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
-        return self.npx_eye(node, args[:1], kw)
+
+def np_asarray(low: Lowering, node: ast.Call, shown: str) -> Val:
+    return np_array(low, node, shown)
+
+
+def np_arange(low: Lowering, node: ast.Call, shown: str) -> Val:
+    args = low.positional(node)
+    kw = low.static_kwargs(node)
+    if not 1 <= len(args) <= 3:
+        raise low.error(node, f"`{shown}` takes 1 to 3 arguments (start, stop, step)")
+    if len(args) == 1:
+        args = [Static(0), args[0]]
+    if len(args) == 2:
+        args = [*args, Static(1)]
+    nodes = low.unify(args, arith=True)
+    dtype = kw.get("dtype")
+    out = low.emit("Range", nodes)
+    return low.cast(out, dtype) if dtype else out
+
+
+# --- creation ----------------------------------------------------------------------------
+def npx_linspace(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+    num = _static(low, args[2], node, "num") if len(args) > 2 else kw.pop("num", 50)
+    endpoint = kw.pop("endpoint", True)
+    dtype = kw.pop("dtype", "f64")
+    start, stop = (low.cast(low.as_node(v, "f64"), "f64") for v in args[:2])
+    div = max(num - 1 if endpoint else num, 1)
+    step = low.emit("Div", [low.emit("Sub", [stop, start]), low.static_const(float(div), "f64")])
+    i = low.cast(low.emit("Range", [low.static_const(0, "i64"), low.static_const(int(num), "i64"),
+                                      low.static_const(1, "i64")]), "f64")
+    return low.cast(low.emit("Add", [low.emit("Mul", [i, step]), start]), dtype)
+
+
+def npx_eye(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+    n = args[0]
+    m = args[1] if len(args) > 1 else Static(kw.pop("M", None))
+    if isinstance(m, Static) and m.value is None:
+        m = n
+    k = int(kw.pop("k", 0))
+    dtype = kw.pop("dtype", "f64")
+    rows = low.emit("Range", [low.static_const(0, "i64"), low.as_node(n, "i64"), low.static_const(1, "i64")])
+    cols = low.emit("Range", [low.static_const(-k, "i64"),
+                               low.emit("Sub", [low.as_node(m, "i64"), low.static_const(k, "i64")]),
+                               low.static_const(1, "i64")])
+    eq = low.emit("Equal", [low.emit("Unsqueeze", [rows], {"axes": (1,)}),
+                             low.emit("Unsqueeze", [cols], {"axes": (0,)})])
+    return low.cast(eq, dtype)
+
+
+def npx_identity(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
+    return npx_eye(low, node, args[:1], kw)
 
 
 def _dtype_name(v: Any) -> str:
@@ -229,3 +252,4 @@ _COMPOSED: dict[Any, str] = {
 _SCALAR_TYPES: dict[Any, str] = {np.float32: "f32", np.float64: "f64", np.int32: "i32", np.int64: "i64",
                                  np.bool_: "bool", np.float16: "f16", np.int8: "i8", np.int16: "i16",
                                  np.uint8: "u8"}
+_CREATION: dict[str, Callable[..., Val]] = {name: globals()["np_" + name] for name in _COMPOSED.values()}
