@@ -33,9 +33,9 @@ import sympy
 from nexus.ir.analysis import dominators, node_order, reverse_postorder
 from nexus.ir.cfg import is_exit
 from nexus.ir.graph import Graph, known_value
-from nexus.ir.kernels import kernel_call
 from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import DimEq, OpTypeError
+from nexus.ir.static import evaluate
 from nexus.ir.types import TensorType, TupleType, Type, dim_is_zero, fresh_dim, shape_str, simplify_dim
 from nexus.ops.index import _slice as slice_kernel
 
@@ -397,9 +397,7 @@ def _eval_symbolic(n: Node, ins: list[Any]) -> Any:
     """Evaluate a small integer op on values that may hold dims."""
     arrs = [np.asarray(v) for v in ins]
     if all(a.dtype.kind in "iu" for a in arrs) and n.op.kernel is not None:
-        # Plain integers: the op's own kernel (constant folding).
-        out = np.asarray(kernel_call(n, arrs, fp_errors="ignore"))
-        return out if out.size <= _MAX_VALUE_SIZE else None
+        return evaluate(n, arrs, _MAX_VALUE_SIZE)  # plain integers: the static evaluator
     rule = SYMBOLIC_RULES.get(n.op.name)
     if rule is None:
         return None
