@@ -86,7 +86,6 @@ import numpy as np
 
 from nexus.frontend.dsl.state import State
 from nexus.frontend.script.annotations import python_converter
-from nexus.frontend.script.build import build_graph
 from nexus.frontend.script.errors import ScriptError, error_at
 from nexus.frontend.script.source import (
     ParsedFunction,
@@ -95,6 +94,7 @@ from nexus.frontend.script.source import (
     source_from_text,
 )
 from nexus.frontend.script.ssa import LoopTypeRetry
+from nexus.frontend.script.visitor import build_graph
 from nexus.ir.binding import BindingError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node, SourceLoc

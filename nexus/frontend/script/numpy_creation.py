@@ -10,19 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nexus.frontend.script import calls, expr
 from nexus.frontend.script.annotations import is_number
 from nexus.frontend.script.values import Static, TupleVal, Val
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType, dtype_of, numpy_dtype
 
 if TYPE_CHECKING:
-    from nexus.frontend.script.build import Lowering
+    from nexus.frontend.script.visitor import Lowering
 
 
 def numpy_call(low: Lowering, fn: Any, node: ast.Call) -> Val | None:
     """The value of ``np.<fn>(...)`` when it is one of these functions, else None."""
     if fn in _SCALAR_TYPES if _hashable(fn) else False:
-        args = low.positional(node)
+        args = calls.positional(low, node)
         if len(args) != 1 or node.keywords:
             raise low.error(node, f"`np.{fn.__name__}` takes one value here")
         return low.cast(low.as_node(args[0]), _SCALAR_TYPES[fn])
@@ -52,6 +53,8 @@ def _flat(low: Lowering, x: Node) -> Node:
 
 
 # --- creation --------------------------------------------------------------------------
+
+
 def shape_node(low: Lowering, v: Val, node: ast.AST) -> Node:
     items = list(v.items) if isinstance(v, TupleVal) else \
         list(v.value) if isinstance(v, Static) and isinstance(v.value, (tuple, list)) else [v]
@@ -84,7 +87,7 @@ def _fill(low: Lowering, node: ast.Call, shown: str, fill: Any, args: list[Val],
 
 def _creation(low: Lowering, node: ast.Call, shown: str, fill: Any) -> Node:
     args = [low.expr(a) for a in node.args]  # a shape tuple stays one argument
-    kw = low.static_kwargs(node)
+    kw = calls.static_kwargs(low, node)
     if len(args) > 1 and "dtype" not in kw and isinstance(args[1], Static):
         kw["dtype"] = _dtype_name(args[1].value)
         args = args[:1]
@@ -109,7 +112,7 @@ def np_empty(low: Lowering, node: ast.Call, shown: str) -> Val:
 
 def np_full(low: Lowering, node: ast.Call, shown: str) -> Val:
     args = [low.expr(a) for a in node.args]
-    kw = low.static_kwargs(node)
+    kw = calls.static_kwargs(low, node)
     if len(args) != 2:
         raise low.error(node, f"`{shown}` takes a shape and a fill value")
     fill = args[1]
@@ -120,8 +123,8 @@ def np_full(low: Lowering, node: ast.Call, shown: str) -> Val:
 
 
 def _like(low: Lowering, node: ast.Call, shown: str, fill: Any) -> Val:
-    args = low.positional(node)
-    kw = low.static_kwargs(node)
+    args = calls.positional(low, node)
+    kw = calls.static_kwargs(low, node)
     if not args:
         raise low.error(node, f"`{shown}` needs an array")
     x = low.as_node(args[0])
@@ -159,7 +162,7 @@ def np_full_like(low: Lowering, node: ast.Call, shown: str) -> Val:
 
 
 def np_array(low: Lowering, node: ast.Call, shown: str) -> Val:
-    kw = low.static_kwargs(node)
+    kw = calls.static_kwargs(low, node)
     if len(node.args) != 1:
         raise low.error(node, f"`{shown}` takes one value here")
     try:
@@ -173,7 +176,7 @@ def np_array(low: Lowering, node: ast.Call, shown: str) -> Val:
     if items is None:
         x = low.as_node(v)
         return low.cast(x, kw["dtype"]) if "dtype" in kw else low.emit("Identity", [x])
-    nodes = low.unify(items, arith=False)
+    nodes = expr.unify(low, items, arith=False)
     if "dtype" in kw:
         nodes = [low.cast(n, kw["dtype"]) for n in nodes]
     return low.emit("Concat", [low.emit("Unsqueeze", [n], {"axes": (0,)}) for n in nodes], {"axis": 0})
@@ -184,21 +187,23 @@ def np_asarray(low: Lowering, node: ast.Call, shown: str) -> Val:
 
 
 def np_arange(low: Lowering, node: ast.Call, shown: str) -> Val:
-    args = low.positional(node)
-    kw = low.static_kwargs(node)
+    args = calls.positional(low, node)
+    kw = calls.static_kwargs(low, node)
     if not 1 <= len(args) <= 3:
         raise low.error(node, f"`{shown}` takes 1 to 3 arguments (start, stop, step)")
     if len(args) == 1:
         args = [Static(0), args[0]]
     if len(args) == 2:
         args = [*args, Static(1)]
-    nodes = low.unify(args, arith=True)
+    nodes = expr.unify(low, args, arith=True)
     dtype = kw.get("dtype")
     out = low.emit("Range", nodes)
     return low.cast(out, dtype) if dtype else out
 
 
 # --- creation ----------------------------------------------------------------------------
+
+
 def npx_linspace(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
     num = _static(low, args[2], node, "num") if len(args) > 2 else kw.pop("num", 50)
     endpoint = kw.pop("endpoint", True)

@@ -7,24 +7,27 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
+from nexus.frontend.script import expr
 from nexus.frontend.script.numpy_creation import _flat, _static, _t
 from nexus.frontend.script.values import Static, Val, _dtype
 from nexus.ir.node import Node
 
 if TYPE_CHECKING:
-    from nexus.frontend.script.build import Lowering
+    from nexus.frontend.script.visitor import Lowering
 
 
 # --- math --------------------------------------------------------------------------------
+
+
 def npx_clip(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
     lo = args[1] if len(args) > 1 else Static(kw.pop("a_min", kw.pop("min", None)))
     hi = args[2] if len(args) > 2 else Static(kw.pop("a_max", kw.pop("max", None)))
     x = args[0]
     if not (isinstance(lo, Static) and lo.value is None):
-        a, b = low.unify([x, lo], arith=True)
+        a, b = expr.unify(low, [x, lo], arith=True)
         x = low.emit("Maximum", [a, b])
     if not (isinstance(hi, Static) and hi.value is None):
-        a, b = low.unify([x, hi], arith=True)
+        a, b = expr.unify(low, [x, hi], arith=True)
         x = low.emit("Minimum", [a, b])
     return x
 
@@ -46,7 +49,7 @@ def npx_isfinite(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, A
 
 
 def npx_log1p(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
-    a, b = low.unify([args[0], Static(1.0)], arith=True)
+    a, b = expr.unify(low, [args[0], Static(1.0)], arith=True)
     return low.emit("Log", [low.emit("Add", [a, b])])
 
 
@@ -57,7 +60,7 @@ def npx_expm1(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]
 
 
 def npx_power(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
-    a, b = low.unify(args[:2], arith=True)
+    a, b = expr.unify(low, args[:2], arith=True)
     return low.emit("Pow", [a, b])
 
 
@@ -88,13 +91,15 @@ def _bool(low: Lowering, v: Val) -> Node:
 
 
 # --- linear algebra ----------------------------------------------------------------------
+
+
 def npx_einsum(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
     eq = _static(low, args[0], node, "the einsum equation")
-    ops = low.unify(args[1:], arith=True)
+    ops = expr.unify(low, args[1:], arith=True)
     return low.emit("Einsum", ops, {"equation": str(eq).replace(" ", "")})
 
 
 def npx_outer(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
-    a, b = low.unify(args[:2], arith=True)
+    a, b = expr.unify(low, args[:2], arith=True)
     return low.emit("Mul", [low.emit("Unsqueeze", [_flat(low, a)], {"axes": (1,)}),
                              low.emit("Unsqueeze", [_flat(low, b)], {"axes": (0,)})])

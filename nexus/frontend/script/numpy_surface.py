@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.frontend.script import numpy_creation, numpy_math
+from nexus.frontend.script import calls, expr, numpy_creation, numpy_math
 from nexus.frontend.script.annotations import I64_MAX
 from nexus.frontend.script.numpy_creation import (
     _dtype_name,
@@ -27,9 +27,7 @@ from nexus.ir.node import Node
 from nexus.ir.types import TensorType
 
 if TYPE_CHECKING:
-    from nexus.frontend.script.build import Lowering
-
-
+    from nexus.frontend.script.visitor import Lowering
 
 
 def numpy_surface(low: Lowering, fn: Any, node: ast.Call) -> Val | None:
@@ -48,11 +46,13 @@ def numpy_surface(low: Lowering, fn: Any, node: ast.Call) -> Val | None:
 
 def _npx(low: Lowering, name: str, node: ast.Call, first: list[Val]) -> Val:
     args = first + [low.expr(a) for a in node.args]
-    kw = low.static_kwargs(node)
+    kw = calls.static_kwargs(low, node)
     return _NPX[name](low, node, args, kw)
 
 
 # --- helpers ---------------------------------------------------------------------------
+
+
 def _rank(low: Lowering, v: Val, node: ast.AST) -> tuple[Node, int]:
     x, t = _t(low, v)
     if t.shape is None:
@@ -90,6 +90,8 @@ def _no_more(low: Lowering, node: ast.Call, kw: dict[str, Any], args: list[Val],
 
 
 # --- reductions --------------------------------------------------------------------------
+
+
 def npx_sum(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
     return _reduce(low, "ReduceSum", node, args, kw)
 
@@ -192,7 +194,7 @@ def _sorted(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) 
     if axis is None:
         x, axis = _flat(low, x), 0
     a = int(axis) % max(r, 1)
-    k = low.as_node(low.dim_value(x, a), "i64")
+    k = low.as_node(expr.dim_value(low, x, a), "i64")
     out = low.emit("TopK", [x, k], {"axis": a, "largest": False, "sorted": True})
     return low.emit("Proj", [out], {"num": 0}), low.emit("Proj", [out], {"num": 1})
 
@@ -206,6 +208,8 @@ def npx_argsort(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, An
 
 
 # --- shapes ------------------------------------------------------------------------------
+
+
 def npx_reshape(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
     x, _ = _t(low, args[0])
     shape: Val = args[1] if len(args) == 2 else TupleVal(tuple(args[1:]))
@@ -287,7 +291,7 @@ def npx_stack(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]
         if to == 0:
             return low.emit("Identity", [rows])
         return npx_moveaxis(low, node, [rows, Static(0), Static(to)], {})
-    nodes = low.unify(_items(low, args[0], node), arith=False)
+    nodes = expr.unify(low, _items(low, args[0], node), arith=False)
     r = len(nodes[0].type.shape) if isinstance(nodes[0].type, TensorType) and nodes[0].type.shape is not None \
         else None
     a = int(axis) if axis >= 0 or r is None else int(axis) + r + 1
@@ -310,7 +314,7 @@ def npx_concatenate(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str
                  low.emit("Slice", [shape, *(low.const(np.array([v], np.int64), "i64")
                                               for v in (a + 2, I64_MAX, 0))])]
         return low.emit("Reshape", [moved, low.emit("Concat", parts, {"axis": 0})])
-    nodes = low.unify(_items(low, args[0], node), arith=False)
+    nodes = expr.unify(low, _items(low, args[0], node), arith=False)
     if axis is None:
         return low.emit("Concat", [_flat(low, n) for n in nodes], {"axis": 0})
     return low.emit("Concat", nodes, {"axis": int(axis)})
@@ -324,7 +328,7 @@ def npx_split(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]
     assert isinstance(t, TensorType) and t.shape is not None
     d = t.shape[axis]
     if isinstance(parts, int) and not isinstance(d, int):
-        size = low.as_node(low.dim_value(x, axis), "i64")
+        size = low.as_node(expr.dim_value(low, x, axis), "i64")
         out = []
         for i in range(parts):  # equal sections; a size not divisible fails in np.split only
             lo, hi = (low.emit("Reshape", [low.emit("FloorDiv", [low.emit("Mul", [
@@ -499,7 +503,7 @@ def size_of(low: Lowering, x: Node) -> Val:
     assert isinstance(t, TensorType) and t.shape is not None
     out: Val = Static(1)
     for i in range(len(t.shape)):
-        d = low.dim_value(x, i)
+        d = expr.dim_value(low, x, i)
         if isinstance(out, Static) and isinstance(d, Static):
             out = Static(out.value * d.value)
         else:

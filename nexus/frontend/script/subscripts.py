@@ -14,7 +14,7 @@ from nexus.ir.node import Node
 from nexus.ir.types import TensorType, TupleType
 
 if TYPE_CHECKING:
-    from nexus.frontend.script.build import Lowering
+    from nexus.frontend.script.visitor import Lowering
 
 INT64_BIG = I64_MAX  # slice bounds meaning "to the end" (ONNX clamps them)
 
