@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nexus.ir.cfg import role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.passes.cfgutil import is_movable, remove_unreachable
@@ -32,8 +33,8 @@ class DCE(Pass):
 def _is_root(g: Graph, n: Node) -> bool:
     if not is_movable(n):
         return True
-    # Cond exits are control flow; the arguments are the graph's signature.
-    if n.op.name == "Proj" and (n.input(0) is g.start or n.input(0).op.name == "Cond"):
+    # Exits are control flow; the arguments are the graph's signature.
+    if role(n) in ("argument", "exit"):
         return True
     return any(isinstance(u, Block) for u in n.users)
 
