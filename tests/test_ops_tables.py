@@ -12,7 +12,6 @@ its strings must be.  The check itself is tested to fail on a new table and on a
 from __future__ import annotations
 
 import importlib
-import os
 import pkgutil
 import re
 import types
@@ -24,6 +23,7 @@ import pytest
 import nexus
 from nexus.ir.opdef import REGISTRY
 from nexus.ops.doc import accepted_dtypes
+from nexus.testing.extras import expected_missing, in_ci
 
 # Tables whose strings are another format's op names, which mostly coincide with ours.
 FOREIGN = {
@@ -42,14 +42,22 @@ def _columns(obj: Any) -> Iterator[tuple[str, list[str]]]:
         yield "items", [x for x in obj if isinstance(x, str)]
 
 
+# The extra (pyproject.toml) that installs each optional module a Nexus module imports.
+_EXTRA_OF = {"jax": "xla", "jaxlib": "xla", "llvmlite": "llvm", "onnxruntime": "onnx", "tensorflow": "tf",
+             "graphviz": "viz"}
+
+
 def _modules() -> Iterator[types.ModuleType]:
     for info in pkgutil.walk_packages(nexus.__path__, "nexus."):
         if info.name.startswith("nexus.testing"):
             continue  # test helpers: generators and oracles, not rules
         try:
             yield importlib.import_module(info.name)
-        except ImportError:  # an optional part that is not installed: its tables go unchecked
-            if os.environ.get("CI") == "true":
+        except ImportError as e:  # an optional part that is not installed: its tables go unchecked
+            # (under CI only where the run declares that extra absent, as .ci/run does for torch
+            # on the newer Pythons)
+            missing = (e.name or "").split(".")[0]
+            if in_ci() and _EXTRA_OF.get(missing, missing) not in expected_missing():
                 raise
 
 
@@ -109,7 +117,7 @@ def unregistered(tables: dict[Any, Iterable[str]]) -> list[str]:
 
 def test_every_table_of_op_names_names_registered_ops() -> None:
     found = discovered_tables()
-    assert len(found) > 30  # the discovery itself works
+    assert len(found) >= 20  # the discovery itself works (46 with every extra but torch)
     assert {k for k in FOREIGN if k not in found} == set()  # the exceptions are still needed
     assert unregistered(found) == []
     tables = rule_tables()
