@@ -14,6 +14,7 @@ import numpy as np
 
 from nexus.ir.cons import SSABuilder
 from nexus.ir.graph import Graph
+from nexus.ir.graph import tensor_type as graph_tensor_type
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType
 
@@ -28,9 +29,7 @@ def ident(name: str) -> str:
 
 def tensor_type(v: Node) -> TensorType:
     """The type of ``v``, a tensor (importers build no other values)."""
-    t = v.type
-    assert isinstance(t, TensorType), f"expected a tensor, got {t}"
-    return t
+    return graph_tensor_type(v.type, f"{v!r}")
 
 
 def known_rank(v: Node, error: Callable[[str], Exception]) -> int:

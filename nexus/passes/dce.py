@@ -30,7 +30,7 @@ class DCE(Pass):
         return {k: v for k, v in {"blocks": blocks, "nodes": nodes}.items() if v}
 
 
-def _is_root(g: Graph, n: Node) -> bool:
+def _is_root(n: Node) -> bool:
     if not is_movable(n):
         return True
     # Exits are control flow; the arguments are the graph's signature.
@@ -41,7 +41,7 @@ def _is_root(g: Graph, n: Node) -> bool:
 
 def remove_dead_nodes(g: Graph) -> int:
     live: set[Node] = set()
-    stack = [n for n in g.nodes() if _is_root(g, n)]
+    stack = [n for n in g.nodes() if _is_root(n)]
     live.update(stack)
     while stack:
         n = stack.pop()
