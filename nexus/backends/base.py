@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from nexus.ir.binding import BindingError
+from nexus.ir.extras import needing
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node, node_where
 from nexus.ir.opdef import REGISTRY
@@ -88,6 +89,20 @@ class Executable(ABC):
         """What the backend generated (Python source, HLO, LLVM IR...), for reading."""
 
 
+@dataclass
+class Partition:
+    """A region of a graph that a mixed executable runs on one engine, and why there."""
+
+    engine: str  # a backend's name: "onnxruntime", "llvm", "python"...
+    nodes: list[str]  # the region's nodes, as `%name = Op`
+    why: str
+    block: str = ""
+
+    def __str__(self) -> str:
+        where = f" in ^{self.block}" if self.block else ""
+        return f"{self.engine}{where}: {len(self.nodes)} node(s) ({self.why})"
+
+
 Rule = TypeVar("Rule", bound=Callable[..., Any])
 
 
@@ -143,7 +158,7 @@ class Backend:
 
 
 BACKEND_MODULES: dict[str, str] = {"python": "nexus.backends.python", "llvm": "nexus.backends.llvm",
-                                 "xla": "nexus.backends.xla"}
+                                 "xla": "nexus.backends.xla", "onnxruntime": "nexus.backends.onnx.runtime"}
 BACKENDS: dict[str, Backend] = {}
 TABLES: dict[str, LoweringTable] = {}
 
@@ -177,7 +192,8 @@ def register_lowering(backend: str, *ops: str) -> Callable[[Rule], Rule]:
 def get_backend(name: str) -> Backend:
     backend = BACKENDS.get(name)
     if backend is None and name in BACKEND_MODULES:
-        importlib.import_module(BACKEND_MODULES[name])
+        with needing(f"the {name} backend"):
+            importlib.import_module(BACKEND_MODULES[name])
         backend = BACKENDS.get(name)
     if backend is None:
         known = ", ".join(sorted({*BACKENDS, *BACKEND_MODULES}))
