@@ -158,7 +158,8 @@ class Backend:
 
 
 BACKEND_MODULES: dict[str, str] = {"python": "nexus.backends.python", "llvm": "nexus.backends.llvm",
-                                 "xla": "nexus.backends.xla", "onnxruntime": "nexus.backends.onnx.runtime"}
+                                 "xla": "nexus.backends.xla", "onnxruntime": "nexus.backends.onnx.runtime",
+                                 "auto": "nexus.backends.auto"}
 BACKENDS: dict[str, Backend] = {}
 TABLES: dict[str, LoweringTable] = {}
 

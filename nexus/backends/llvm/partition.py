@@ -26,8 +26,9 @@ the outlined loop's entries are not added to the host's count.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 
@@ -39,6 +40,9 @@ from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType, X, sym
 from nexus.passes.loops import Loop, loop_forest
+
+if TYPE_CHECKING:
+    from nexus.backends.llvm.backend import LLVMExecutable
 
 
 def _native(n: Node) -> bool:
@@ -150,6 +154,44 @@ def _carries_arrays(g: Graph) -> bool:
     return any(n.op.kind == "phi" and isinstance(n.type, TensorType) and bool(n.type.shape) for n in g.nodes())
 
 
+def outline_loops(host: Graph, max_iterations: int | None = None, cache_dir: Path | None = None,
+                  accept: Callable[[Graph], bool] = lambda callee: True) -> list[LLVMExecutable]:
+    """Outline each loop of ``host`` (changed in place) that compiles to native code, and
+    that ``accept`` takes, as a ``Call`` of a kernel the python backend runs natively;
+    the kernels' executables, outermost loops first."""
+    from nexus.backends.llvm.backend import LLVMExecutable
+    from nexus.backends.python.interpreter import NATIVE_CALLS
+
+    kernels: list[LLVMExecutable] = []
+    todo = list(loop_forest(host).top_level) if _reducible(host) else []
+    while todo:
+        lp = todo.pop(0)
+        cut = _outline(host, lp, len(kernels))
+        exe = None
+        if cut is not None and lp.parent is not None and _carries_arrays(cut[0]):
+            cut = None  # called from a Python loop, it would copy its arrays in and out each time
+        if cut is not None and not unsupported_ops(cut[0]) and accept(cut[0]):
+            try:
+                exe = LLVMExecutable(cut[0], max_iterations, cache_dir)
+            except (Unsupported, MissingLoweringError):
+                exe = None
+        if exe is None or cut is None:
+            todo = list(lp.children) + todo
+            continue
+        callee, entry_ctrl, args, outs, _x, exit_block, index = cut
+        _replace(host, lp, callee, entry_ctrl, args, outs, exit_block, index)
+        NATIVE_CALLS[callee] = exe
+        kernels.append(exe)
+    return kernels
+
+
+def _reducible(g: Graph) -> bool:
+    try:
+        return loop_forest(g).reducible
+    except Exception:  # noqa: BLE001  (no loops to outline; the python backend runs it whole)
+        return False
+
+
 class Partitioned(Executable):
     """``g`` on the python backend, its compilable loops as native kernels; the ops that
     kept the whole graph from LLVM are named in ``stayed_out``."""
@@ -160,33 +202,13 @@ class Partitioned(Executable):
                  cache_dir: Path | None = None):
         import time
 
-        from nexus.backends.llvm.backend import LLVMExecutable
-        from nexus.backends.python.interpreter import NATIVE_CALLS, compile_python
+        from nexus.backends.python.interpreter import compile_python
 
         t0 = time.perf_counter()
         self.graph = g
         self.reason = reason
-        self.kernels: list[LLVMExecutable] = []
         host, _ = g.clone()
-        todo = list(loop_forest(host).top_level) if self._reducible(host) else []
-        while todo:
-            lp = todo.pop(0)
-            cut = _outline(host, lp, len(self.kernels))
-            exe = None
-            if cut is not None and lp.parent is not None and _carries_arrays(cut[0]):
-                cut = None  # called from a Python loop, it would copy its arrays in and out each time
-            if cut is not None and not unsupported_ops(cut[0]):
-                try:
-                    exe = LLVMExecutable(cut[0], max_iterations, cache_dir)
-                except (Unsupported, MissingLoweringError):
-                    exe = None
-            if exe is None or cut is None:
-                todo = list(lp.children) + todo
-                continue
-            callee, entry_ctrl, args, outs, _x, exit_block, index = cut
-            _replace(host, lp, callee, entry_ctrl, args, outs, exit_block, index)
-            NATIVE_CALLS[callee] = exe
-            self.kernels.append(exe)
+        self.kernels = outline_loops(host, max_iterations, cache_dir)
         self.host = host
         kernel_calls = {k.graph for k in self.kernels}
         self.missing = unsupported_ops(g)
@@ -202,13 +224,6 @@ class Partitioned(Executable):
             self.host, self.kernels, self.stayed_out = g, [], dict(self.missing)
             self._run = compile_python(g, max_iterations)
         self.compile_time = time.perf_counter() - t0
-
-    @staticmethod
-    def _reducible(g: Graph) -> bool:
-        try:
-            return loop_forest(g).reducible
-        except Exception:  # noqa: BLE001  (no loops to outline; the python backend runs it whole)
-            return False
 
     def __call__(self, *args: Any) -> Any:
         return self._run(*args)

@@ -1,0 +1,132 @@
+"""The ``auto`` backend: one graph split across engines by a cost model you can read.
+
+Each engine gets what it does best, and ``exe.partitions`` says which node runs where and
+why:
+
+- a graph without loops that ``nx.to_onnx`` exports runs whole as one ONNX Runtime
+  session (its fused kernels, one call);
+- otherwise the python backend runs the blocks, the Phis and branches (control flow and
+  data-dependent glue), and hands out two kinds of region:
+  - a loop without dense ops (no MatMul, Conv...: scalar and elementwise work, where
+    interpreting costs most) to the llvm backend as a native kernel;
+  - each block's dense dataflow worth a session call to ONNX Runtime
+    (:func:`nexus.backends.onnx.runtime.outline_regions`).
+
+The options override the choices: ``dense="python"`` keeps dense regions on the python
+backend, ``loops="python"`` keeps loops interpreted.  An engine whose extra is missing is
+skipped by default (and named in ``exe.partitions``); asked for by name, it is an error.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from typing import Any
+
+from nexus.backends.base import Executable, Partition, register_backend
+from nexus.backends.python.interpreter import compile_python
+from nexus.ir.cfg import role
+from nexus.ir.extras import MissingExtra
+from nexus.ir.graph import Graph
+from nexus.passes.loops import loop_forest
+
+BACKEND = "auto"
+_MODULE = {"onnxruntime": "onnxruntime", "llvm": "llvmlite"}
+# Ops that BLAS and ONNX Runtime run faster than a native loop of the llvm backend.
+DENSE_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"})
+
+
+def _engine(asked: str | None, default: str, option: str) -> tuple[str, str]:
+    """The engine for ``option`` and why: ``asked`` (None: ``default`` when installed)."""
+    if asked is not None:
+        if asked not in ("python", default):
+            raise ValueError(f"{option} is {default!r} or 'python', not {asked!r}")
+        if asked != "python" and importlib.util.find_spec(_MODULE[asked]) is None:
+            raise MissingExtra(f"{option}={asked!r}", _MODULE[asked])
+        return asked, "by request"
+    if importlib.util.find_spec(_MODULE[default]) is None:
+        return "python", f"{_MODULE[default]} is not installed"
+    return default, "installed"
+
+
+def _scalar_loop(callee: Graph) -> bool:
+    return not any(n.op.name in DENSE_OPS for n in callee.nodes())
+
+
+class Mixed(Executable):
+    """``g`` split across the python backend, ONNX Runtime sessions and native kernels."""
+
+    backend = BACKEND
+
+    def __init__(self, g: Graph, dense: str | None = None, loops: str | None = None, threads: int = 0,
+                 max_iterations: int | None = None):
+        t0 = time.perf_counter()
+        self.graph = g
+        dense, dense_why = _engine(dense, "onnxruntime", "dense")
+        loops, loops_why = _engine(loops, "llvm", "loops")
+        self.partitions: list[Partition] = []
+        self.whole: Executable | None = None
+        if dense == "onnxruntime" and _acyclic(g):
+            self.whole = self._whole(g, threads)
+        if self.whole is not None:
+            self._run: Executable = self.whole
+            self.host = g
+        else:
+            self.host, _ = g.clone()
+            if loops == "llvm":
+                from nexus.backends.llvm.partition import outline_loops
+
+                for k in outline_loops(self.host, max_iterations, accept=_scalar_loop):
+                    self.partitions.append(Partition("llvm", _data(k.graph), "a loop without dense ops"))
+            else:
+                self.partitions.append(Partition("python", [], f"loops interpreted: llvm {loops_why}"))
+            if dense == "onnxruntime":
+                from nexus.backends.onnx.runtime import Settings, outline_regions
+
+                self.partitions += outline_regions(self.host, Settings(threads))[1]
+            else:
+                self.partitions.append(Partition("python", [], f"dense regions interpreted: onnxruntime {dense_why}"))
+            self._run = compile_python(self.host, max_iterations)
+        self.compile_time = time.perf_counter() - t0
+
+    def _whole(self, g: Graph, threads: int) -> Executable | None:
+        from nexus.backends.onnx.export import ExportError
+        from nexus.backends.onnx.runtime import _REFUSALS, Session, Settings
+
+        try:
+            exe = Session(g, Settings(threads))
+        except (ExportError, NotImplementedError, *_REFUSALS) as e:
+            self.partitions.append(Partition("python", [], f"not one session: {type(e).__name__}"))
+            return None
+        self.partitions.append(Partition("onnxruntime", _data(g), "no loops, and the whole graph exports"))
+        return exe
+
+    def __call__(self, *args: Any) -> Any:
+        return self._run(*args)
+
+    def source(self) -> str:
+        return "".join(f"# {p}\n" for p in self.partitions) + self._run.source()
+
+
+def _data(g: Graph) -> list[str]:
+    return [f"%{n.name or '?'} = {n.op.name}" for n in g.nodes() if role(n) == "data"]
+
+
+def _acyclic(g: Graph) -> bool:
+    try:
+        forest = loop_forest(g)
+    except Exception:  # noqa: BLE001  (treated as having loops: the python backend runs them)
+        return False
+    return not forest.loops and forest.reducible
+
+
+def compile_auto(g: Graph, dense: str | None = None, loops: str | None = None, threads: int = 0,
+                 max_iterations: int | None = None) -> Executable:
+    """``g`` split across engines (see the module docstring); ``dense``/``loops`` override
+    the engine of dense regions (``"onnxruntime"``/``"python"``) and of loops
+    (``"llvm"``/``"python"``); ``threads``: ONNX Runtime's intra-op threads (0: its own)."""
+    return Mixed(g, dense, loops, threads, max_iterations)
+
+
+register_backend(BACKEND, compile_auto, options=("dense", "loops", "threads", "max_iterations"),
+                 doc="each region on the engine that runs it best: ONNX Runtime, LLVM, or the python backend")
