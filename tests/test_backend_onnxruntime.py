@@ -4,6 +4,8 @@ are plain Python running the same function, NumPy, and torch eager."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -123,3 +125,35 @@ def test_options_are_checked() -> None:
         nx.compile(g, backend="onnxruntime", thread=1)
     with pytest.raises(ValueError, match="optimization is one of"):
         nx.compile(g, backend="onnxruntime", optimization="fast")
+
+
+def test_a_decoding_loop_runs_under_default_optimisations() -> None:
+    """A greedy decoder (torch's while_loop) exported whole: ONNX Runtime's fusion of a
+    Transpose of an outer-scope weight into a Gemm of the Loop body lost an input."""
+    torch = require("torch", "torch")
+    from torch._higher_order_ops.while_loop import while_loop
+
+    class Decoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb, self.cell, self.out = torch.nn.Embedding(20, 16), torch.nn.Linear(32, 16), torch.nn.Linear(16, 20)
+
+        def forward(self, h: Any, tok: Any, n: Any) -> Any:
+            def cond(i: Any, h: Any, tok: Any) -> Any:
+                return i < n
+
+            def body(i: Any, h: Any, tok: Any) -> Any:
+                h = torch.tanh(self.cell(torch.cat([self.emb(tok), h], -1)))
+                return i + 1, h, self.out(h).argmax(-1)
+
+            return while_loop(cond, body, (torch.zeros((), dtype=torch.int64), h, tok))[1:]
+
+    m = Decoder().eval()
+    args = (torch.randn(2, 16), torch.tensor([1, 2]), torch.tensor(5))
+    exe = nx.compile(nx.from_torch(m, args), backend="onnxruntime")
+    assert isinstance(exe, Session)
+    h, tok = exe(*[a.numpy() for a in args])
+    with torch.no_grad():
+        want_h, want_tok = m(*args)
+    np.testing.assert_allclose(h, want_h.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(tok, want_tok.numpy())

@@ -162,7 +162,17 @@ def _cumsum(ex: Exporter, n: Node, x: str) -> str:
 
 @register_lowering("onnx", "Gemm")
 def _gemm(ex: Exporter, n: Node, *ins: str) -> str:
-    return ex.add("Gemm", ins, **_attrs(n, "alpha", "beta", "transA", "transB"))[0]
+    attrs = _attrs(n, "alpha", "beta", "transA", "transB")
+    operands = list(ins)
+    for k, flag in ((0, "transA"), (1, "transB")):
+        # A transposed matrix operand is Gemm's own flag, as torch.onnx writes it: no
+        # Transpose to run, and none for ONNX Runtime to fuse in a Loop body, where its
+        # fusion of a Transpose of an outer-scope constant loses an input (ORT 1.32).
+        t = n.input(k)
+        if t.op.name == "Transpose" and tuple(t.attrs.get("perm") or (1, 0)) == (1, 0):
+            operands[k] = ex.value(t.input(0))
+            attrs[flag] = 1 - int(attrs.get(flag, 0))
+    return ex.add("Gemm", operands, **attrs)[0]
 
 
 @register_lowering("onnx", "Einsum")
