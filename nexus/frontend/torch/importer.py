@@ -41,6 +41,7 @@ from nexus.frontend.torch.data import (  # noqa: F401  (TorchImportError is part
     TorchImportError,
     describe,
     source_of,
+    target_name,
     tensor_to_numpy,
     torch_dtype,
 )
@@ -124,13 +125,35 @@ def from_exported(ep: Any, *, params: str = "constants", program: bool = False, 
 def import_exported(ep: Any, *, params: str = "constants", dim_names: Mapping[str, str] | None = None,
                     name: str | None = None, decompose: bool = True) -> TorchProgram:
     """The :class:`TorchProgram` of ``ep``.  ``decompose`` first runs torch's default
-    decompositions (to Core ATen: scaled dot-product attention becomes matmuls and a
-    softmax), so the importer sees one small op set."""
+    decompositions (to Core ATen, :func:`decompositions`), so the importer sees one small op
+    set; where torch fails at that, the program is imported as exported, and an op without
+    a rule there is named in an error that also gives torch's failure."""
     if params not in PARAM_MODES:
         raise ValueError(f"params must be one of {', '.join(PARAM_MODES)}, got {params!r}")
+    failure = None
     if decompose:
-        ep = ep.run_decompositions()
-    return Importer(ep, params, dict(dim_names or {}), name).run()
+        try:
+            ep = decompositions(ep)
+        except Exception as e:  # noqa: BLE001  (torch raises many kinds from inside its decompositions)
+            first = (str(e).strip().splitlines() or [""])[0]
+            failure = f"{type(e).__name__}: {first}"
+    return Importer(ep, params, dict(dim_names or {}), name, decompose_failure=failure).run()
+
+
+def decompositions(ep: Any) -> Any:
+    """``ep`` decomposed to Core ATen by torch's default table, less the ops the importer
+    converts whole (:func:`nexus.frontend.torch.ops.whole_ops`: scaled dot-product
+    attention, which torch's decomposition cannot always trace, GPT-2's for one, and which
+    Nexus builds from fewer ops than torch's decomposition has)."""
+    import torch
+
+    from nexus.frontend.torch.ops import whole_ops
+
+    table = torch.export.default_decompositions()
+    keep = whole_ops()
+    for op in [op for op in table if target_name(op) in keep]:
+        del table[op]
+    return ep.run_decompositions(table)
 
 
 def _as_module(fn: Callable[..., Any]) -> Any:
@@ -197,8 +220,10 @@ class Importer(BlockBuilder):
     """One import: the graph being built, its current block, the SSA builder for the
     joins and loops, and the torch symbol -> Nexus dim map."""
 
-    def __init__(self, ep: Any, params: str, dim_names: dict[str, str], name: str | None):
+    def __init__(self, ep: Any, params: str, dim_names: dict[str, str], name: str | None, *,
+                 decompose_failure: str | None = None):
         self.ep = ep
+        self.decompose_failure = decompose_failure  # why torch could not decompose ep, if it could not
         self.params = params
         self.dim_names = dim_names
         self.syms: dict[str, Dim] = {}
@@ -223,7 +248,10 @@ class Importer(BlockBuilder):
         missing = unsupported(gm)
         if missing:
             lines = "\n".join(f"  {m}" for m in missing)
-            raise TorchImportError(f"{len(missing)} op(s) of the program have no Nexus import rule:\n{lines}")
+            why = "" if self.decompose_failure is None else (
+                f"\n(torch could not decompose the program to Core ATen, so it is imported as exported: "
+                f"{self.decompose_failure})")
+            raise TorchImportError(f"{len(missing)} op(s) of the program have no Nexus import rule:\n{lines}{why}")
         places = _placeholders(gm)
         user: list[tuple[Any, Any]] = []
         state: list[tuple[Any, Any]] = []

@@ -43,7 +43,7 @@ from typing import Any
 import sympy
 
 from nexus.frontend.torch.data import TorchImportError
-from nexus.frontend.torch.importer import TorchProgram, import_exported
+from nexus.frontend.torch.importer import TorchProgram, decompositions, import_exported
 from nexus.ir.limits import json_nesting_excess
 
 MAX_BYTES = 16 << 30
@@ -126,7 +126,7 @@ def from_pt2(path: str | os.PathLike[str], *, params: str = "constants", max_byt
     # torch.export.load checks little of the program's structure; what it accepts but cannot
     # run (a module call graph out of order, say) fails here, inside torch: a refusal too
     try:
-        ep = ep.run_decompositions()
+        ep = decompositions(ep)
     except Exception as e:  # noqa: BLE001
         raise TorchImportError(f"{p}: torch cannot run the program in it: {type(e).__name__}: {e}") from None
     name = os.path.splitext(os.path.basename(p))[0]

@@ -10,6 +10,8 @@ The rules live in the modules of this package, one per section: ``pointwise``
 (pointwise ops and tensor creation), ``reductions`` (reductions, sorting, SymInt
 arithmetic, ``cond`` and ``while_loop``), ``shapes`` (shapes and indexing) and ``nn``
 (linear algebra, the nn ops, data-dependent sizes); the registry loads them on first use.
+A rule registered with ``@whole`` converts its op whole: the importer has torch's
+decompositions leave that op as it is (scaled dot-product attention).
 """
 
 from __future__ import annotations
@@ -45,6 +47,20 @@ IGNORED = ("aten._assert_tensor_metadata", "aten.sym_constrain_range_for_size", 
 
 
 rules = RULES.converts
+_WHOLE: set[str] = set()
+
+
+def whole(*ops: str) -> Callable[[Rule], Rule]:
+    """``@rules(*ops)`` for ops (full overload names) that torch's decomposition is to leave
+    as they are, for this rule to convert whole (:func:`whole_ops`)."""
+    _WHOLE.update(ops)
+    return rules(*ops)
+
+
+def whole_ops() -> frozenset[str]:
+    """The ops the importer converts whole: the decompositions it runs leave them be."""
+    RULES.table  # noqa: B018  (loads the sections, which register them)
+    return frozenset(_WHOLE)
 
 
 def rule_for(target: Any) -> Rule | None:

@@ -203,9 +203,10 @@ def _to_copy(imp: Importer, x: Node, *args: Any, **kw: Any) -> Node:
 @rules("aten.clone", "aten.alias", "aten.lift_fresh_copy", "aten.detach", "aten.contiguous", "aten.dropout",
        "aten.native_dropout")
 def _identity(imp: Importer, x: Node, *args: Any, **kw: Any) -> Any:
-    if "native_dropout" in str(imp.fx.target):
-        if len(args) > 1 and args[1]:
-            raise TorchImportError("dropout in training mode is not supported (export in eval mode)")
+    name = str(imp.fx.target)
+    if "dropout" in name and len(args) > 1 and args[1]:  # (p, train): an un-decomposed program's too
+        raise TorchImportError("dropout in training mode is not supported (export in eval mode)")
+    if "native_dropout" in name:
         return [imp.emit("Identity", [x]), None]
     return imp.emit("Identity", [x])
 

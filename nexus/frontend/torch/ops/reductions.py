@@ -49,6 +49,36 @@ rules("aten.amin")(_reduce("ReduceMin"))
 rules("aten.prod.dim_int", "aten.prod.default")(_reduce("ReduceProd"))
 
 
+@rules("aten.linalg_vector_norm")
+def _vector_norm(imp: Importer, x: Node, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
+                 dtype: Any = None) -> Node:
+    """torch.linalg.vector_norm: (sum |x|^ord)^(1/ord) over ``dim`` (all dims when None or
+    empty), max |x| for inf, min |x| for -inf, the count of nonzeros for 0; ``dtype``
+    casts x first."""
+    r = rank(x)
+    axes = tuple(range(r)) if dim is None or (isinstance(dim, (list, tuple)) and not dim) else \
+        tuple(axis(d, r) for d in int_list(dim))
+    attrs = {"axes": axes, "keepdims": bool(keepdim)}
+    out = out_dtype(imp)
+    x = cast(imp, x, out)
+    p = imp.value_of(ord)
+    if p is None:
+        raise TorchImportError("vector_norm needs a constant ord")
+    p = float(p)
+    if p == 0:
+        nonzero = cast(imp, imp.emit("NotEqual", [x, as_tensor(imp, 0, out)], name=""), out)
+        return imp.emit("ReduceSum", [nonzero], attrs)
+    if p == 2:  # the common case (weight norm): no Abs, no Pow
+        return imp.emit("Sqrt", [imp.emit("ReduceSum", [imp.emit("Mul", [x, x], name="")], attrs, name="")])
+    a = imp.emit("Abs", [x], name="")
+    if p in (float("inf"), float("-inf")):
+        return imp.emit("ReduceMax" if p > 0 else "ReduceMin", [a], attrs)
+    if p == 1:
+        return imp.emit("ReduceSum", [a], attrs)
+    total = imp.emit("ReduceSum", [imp.emit("Pow", [a, as_tensor(imp, p, out)], name="")], attrs, name="")
+    return imp.emit("Pow", [total, as_tensor(imp, 1.0 / p, out)])
+
+
 @rules("aten.any", "aten.all")
 def _any(imp: Importer, x: Node, dim: Any = None, keepdim: bool = False) -> Node:
     r = rank(x)

@@ -83,7 +83,9 @@ def _flatten(imp: Importer, x: Node, start_dim: int = 0, end_dim: int = -1) -> N
 @rules("aten.cat")
 def _cat(imp: Importer, tensors: Sequence[Node], dim: int = 0) -> Node:
     dt = out_dtype(imp)
-    parts = [cast(imp, t, dt) for t in tensors]
+    # torch skips 1-D empty tensors whatever the others' rank (an empty KV cache's first update)
+    kept = [t for t in tensors if tensor_type(t).shape != (0,)] or list(tensors[:1])
+    parts = [cast(imp, t, dt) for t in kept]
     return imp.emit("Concat", parts, {"axis": axis(dim, rank(parts[0]))})
 
 
