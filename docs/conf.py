@@ -72,6 +72,7 @@ PICTURES = [
     ("skip5_loop.svg", "seed:skip5_loop"),
     ("first_example.svg", "seed:first_example"),
     ("ordering.svg", os.path.join(DOCS, "_graphs", "ordering.nx")),
+    ("data_parallel.svg", os.path.join(DOCS, "_graphs", "data_parallel.nx")),
 ]
 
 

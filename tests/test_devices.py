@@ -305,12 +305,27 @@ def test_collectives_of_one_rank_return_their_input() -> None:
         np.testing.assert_array_equal(out, x)
 
 
-def test_send_without_ranks_is_one_clear_error() -> None:
-    with nx.function("lonely", x=("f32", (2,))) as f:
-        (x,) = f.args
-        f.returns(nx.send(x, peer=1))
-    with pytest.raises(NexusRuntimeError, match=r"Send.*needs several ranks.*torchrun"):
-        f.graph(np.zeros(2, np.float32))
+def test_recv_without_a_send_is_one_clear_error() -> None:
+    """A world of one rank runs every machine: a Send reaches the Recv of its tag in this
+    process, and a Recv nothing was sent to says how to run on several ranks."""
+    with nx.function("lonely") as f:
+        f.returns(nx.recv(peer=1, tag=4, dtype="f32", shape=[2]))
+    with pytest.raises(NexusRuntimeError, match=r"Recv .*: Recv tag 4: .*needs several ranks.*tag 4.*torchrun"):
+        f.graph()
+    g = nx.parse("""graph @loopback {
+^entry:
+  %0 = Start : (f32[2],)
+  %x = Proj %0 {num = 0} : f32[2]
+  %sent = Send %x {peer = 1, tag = 5} : bool
+  %got = Recv {peer = 0, tag = 5, dtype = "f32", shape = [2]} deps(%sent) : f32[2]
+  %r = Return %sent, %got : X
+^exit(%r):
+  End : X
+}""")
+    x = np.array([1.0, -2.0], np.float32)
+    token, got = g(x)
+    assert bool(token) and got is not x
+    np.testing.assert_array_equal(got, x)
 
 
 def test_comm_type_rules() -> None:

@@ -9,10 +9,10 @@ Broadcast, ReduceScatter) are graph ops.  See docs/devices.md.  torch is importe
 by this package's modules, never by ``import nexus``.
 """
 
-from nexus.distributed.data_parallel import data_parallel_grads, sgd_step
+from nexus.distributed.data_parallel import data_parallel_grads, replicate, sgd_step
 from nexus.distributed.launch import RankResult, spawn
 from nexus.distributed.partition import partition, place_for_ranks
 from nexus.distributed.runtime import DistributedGraph, init, rank, run_graph, shutdown, world_size
 
 __all__ = ["DistributedGraph", "RankResult", "data_parallel_grads", "init", "partition", "place_for_ranks", "rank",
-           "run_graph", "sgd_step", "shutdown", "spawn", "world_size"]
+           "replicate", "run_graph", "sgd_step", "shutdown", "spawn", "world_size"]

@@ -5,8 +5,11 @@ them in other processes).
 * :func:`preprocess_then_cnn`: CPU preprocessing (cast, resize, normalise) and a small
   CNN on a second device (``/TORCH:0`` here, ``/GPU:0`` where CUDA is), Memcpy between;
 * :func:`mlp_loss` and :func:`data_parallel_worker`: data-parallel SGD, AllReduce of
-  the gradients in the graph;
+  the gradients in the graph; :func:`data_parallel_graph` and :func:`one_graph_worker`:
+  the same as one graph of four replicas (2 machines x 2 devices), as the seed draws it;
 * :func:`pipeline_graph` and :func:`pipeline_worker`: two machines, Send/Recv in a loop;
+  :func:`relay_graph` and :func:`relay_worker`: a value read three times on the other
+  machine, sent once per iteration;
 * :func:`dying_worker`, :func:`silent_worker`, :func:`mismatch_worker`: failures.
 """
 
@@ -20,7 +23,7 @@ import numpy as np
 
 import nexus as nx
 from nexus.distributed import runtime
-from nexus.distributed.data_parallel import sgd_step
+from nexus.distributed.data_parallel import replicate, sgd_step
 from nexus.ir.graph import Graph
 
 
@@ -104,6 +107,47 @@ def data_parallel_worker(rank: int, params: list[np.ndarray], x: np.ndarray, y: 
     return float(loss), p, where
 
 
+# --- example 2 as the seed draws it: one graph, 2 machines x 2 devices ----------------------
+SEED_PLACEMENTS = (("host0", "/CPU:0"), ("host0", "/TORCH:0"), ("host1", "/CPU:0"), ("host1", "/TORCH:0"))
+"""(machine, device) of the four replicas (the seed's /GPU:0 and /GPU:1 of each host; here
+NumPy and the torch device, which every machine has)."""
+
+
+def linear_loss(n: int, features: int = 3) -> Graph:
+    """``mean((x w - y)^2)`` on a batch of ``n``; arguments w, x, y (the picture's model)."""
+    with nx.function("linear_loss", w=("f32", (features, 1)), x=("f32", (n, features)), y=("f32", (n, 1))) as f:
+        w, x, y = f.args
+        d = nx.sub(nx.matmul(x, w), y)
+        f.returns(nx.reduce_mean(nx.mul(d, d)))
+    return f.graph
+
+
+def data_parallel_graph(n: int, lr: float, placements: tuple[tuple[str, str], ...] = SEED_PLACEMENTS,
+                        loss: Graph | None = None) -> Graph:
+    """One SGD step of ``loss`` (default :func:`mlp_loss`; its last two arguments are the
+    batch x, y, the others the parameters) as one graph: a replica per placement, each on
+    its ``n`` rows of the batch (x and y hold every replica's rows), its gradients
+    averaged by AllReduce; returns (loss, *parameters)."""
+    loss = loss if loss is not None else mlp_loss(n)
+    nparams = len(loss.args) - 2
+    g = replicate(sgd_step(loss, nparams, lr), placements, shard=(nparams, nparams + 1))
+    g.name = "data_parallel"
+    return g
+
+
+def one_graph_worker(rank: int, params: list[np.ndarray], x: np.ndarray, y: np.ndarray, steps: int,
+                     lr: float) -> tuple[float, list[np.ndarray], str]:
+    """Train with :func:`data_parallel_graph`, the same graph on every rank (each runs its
+    replica); returns the last loss, the parameters and this rank's site."""
+    world = runtime.world_size()
+    step = runtime.DistributedGraph(data_parallel_graph(x.shape[0] // world, lr))
+    p = list(params)
+    loss = np.nan
+    for _ in range(steps):
+        loss, *p = step(*p, x, y)
+    return float(loss), p, step.machines[rank]
+
+
 # --- a pipeline over two machines -----------------------------------------------------------
 def pipeline_graph(steps: int, width: int) -> Graph:
     """For t < steps: stage0 computes ``h = tanh(xs[t] @ w1)``, stage1 accumulates
@@ -129,11 +173,75 @@ def pipeline_worker(rank: int, xs: np.ndarray, w1: np.ndarray, w2: np.ndarray) -
     return dg(xs, w1, w2), nx.print_graph(dg.graph)
 
 
+# --- a relay: one value read three times on the other machine ------------------------------
+def relay_graph(steps: int, width: int) -> Graph:
+    """For t < steps: stage0 computes ``h = tanh(xs[t] @ w1)``; stage1 reads h three times,
+    in the loop body (``total += sum(h)``) and in each arm of a branch on t's parity
+    (``acc += h @ w2`` or ``acc -= h @ w2``, on its /TORCH:0 device, where the argument
+    w2, loop-invariant, is copied).  Placed, h crosses once per iteration and w2 once per
+    call.  Returns (acc, total)."""
+    with nx.function("relay", xs=("f32", (steps, width)), w1=("f32", (width, width)),
+                     w2=("f32", (width, width))) as f:
+        xs, w1, w2 = f.args
+        acc = nx.constant(np.zeros(width, np.float32), name="acc0")
+        total = nx.constant(np.float32(0.0), name="total0")
+        t = nx.constant(0, dtype="i64", name="t0")
+        with nx.while_loop(lambda: nx.less(t, steps)):
+            with nx.machine("stage0"):
+                h = nx.tanh(nx.matmul(nx.gather(xs, t), w1), name="h")
+            with nx.machine("stage1"):
+                total = nx.add(total, nx.reduce_sum(h), name="total")
+            with nx.if_cond(nx.equal(nx.mod(t, 2), 0)):
+                with nx.then(), nx.device("/TORCH:0", machine="stage1"):
+                    acc = nx.add(acc, nx.matmul(h, w2), name="even")
+                with nx.else_(), nx.device("/TORCH:0", machine="stage1"):
+                    acc = nx.sub(acc, nx.matmul(h, w2), name="odd")
+            t = nx.add(t, 1)
+        f.returns(acc, total)
+    return f.graph
+
+
+def relay_oracle(xs: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> tuple[np.ndarray, np.float32]:
+    """The relay in NumPy."""
+    acc, total = np.zeros(xs.shape[1], np.float32), np.float32(0.0)
+    for t in range(xs.shape[0]):
+        h = np.tanh(xs[t] @ w1)
+        total = total + h.sum()
+        acc = acc + h @ w2 if t % 2 == 0 else acc - h @ w2
+    return acc, total
+
+
+def relay_worker(rank: int, xs: np.ndarray, w1: np.ndarray, w2: np.ndarray,
+                 placed_first: bool = False) -> tuple[Any, int, int]:
+    """Run the relay on 2 ranks (``placed_first``: a graph placed by
+    ``nx.place(g, machines=True)`` beforehand, as a single process runs it); returns
+    (acc, total), and how many Send and Recv messages this rank's communicator carried
+    (collectives not counted)."""
+    comm = runtime.current()
+    counts = {"send": 0, "recv": 0}
+    send, recv = comm.send, comm.recv
+
+    def counted_send(*a: Any) -> None:
+        counts["send"] += 1
+        send(*a)
+
+    def counted_recv(*a: Any) -> Any:
+        counts["recv"] += 1
+        return recv(*a)
+
+    comm.send, comm.recv = counted_send, counted_recv  # type: ignore[method-assign,assignment]
+    g = relay_graph(*xs.shape)
+    if placed_first:
+        nx.place(g, machines=True)
+    out = runtime.DistributedGraph(g, machines=("stage0", "stage1"))(xs, w1, w2)
+    return out, counts["send"], counts["recv"]
+
+
 # --- failures -------------------------------------------------------------------------------
 def _allreduce_graph(shape: tuple[int, ...]) -> Graph:
     with nx.function("sync", x=("f32", shape)) as f:
         (x,) = f.args
-        f.returns(nx.all_reduce(x, op="sum"))
+        f.returns(nx.all_reduce(x, op="sum", name="total"))
     return f.graph
 
 

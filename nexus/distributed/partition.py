@@ -36,7 +36,8 @@ def partition(placed: Graph, rank: int, machines: list[str]) -> Graph:
     mine = machines[rank] if rank < len(machines) else None
     if machines and mine is None:
         raise ValueError(f"rank {rank} has no machine: the graph names {len(machines)} machine(s) "
-                         f"({', '.join(machines)}); start as many ranks")
+                         f"({', '.join(machines)}); start as many ranks, or give every rank the same graph "
+                         "with a replica per rank (nexus.distributed.replicate: data parallelism)")
 
     where = machines_of(g, tuple(machines))
 

@@ -9,8 +9,11 @@ input back.
 
 The kernels here are the reference semantics of one process: they call the
 :class:`Communicator` installed with :func:`set_communicator`.  The default one is a
-world of a single rank (a collective of one rank returns its input; Send and Recv have
-no peer and fail with an error that says how to run on several).  ``nexus.distributed``
+world of a single rank, which runs every machine of a graph: a collective of one rank
+returns its input, and a Send is delivered to the Recv of the same tag in this process
+(so a graph placed with ``nx.place(g, machines=True)`` runs here with its transfers as
+copies); a Recv that nothing was sent to fails with an error that says how to run on
+several ranks.  ``nexus.distributed``
 installs one that runs on ``torch.distributed``; the layers below never import it.
 All of them are impure: passes never fold, merge, hoist or drop them, so every rank runs
 the same collectives in the same order.
@@ -24,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from nexus.ir.opdef import Attr, OpTypeError
-from nexus.ir.types import TensorType, Type
+from nexus.ir.types import DTYPES, TensorType, Type
 from nexus.ops._rules import NUMERIC, check_dtype, define, fresh_shape, normalize_axis, tensor
 
 FAMILY = "comm"
@@ -43,6 +46,9 @@ class Communicator:
     rank = 0
     world_size = 1
 
+    def __init__(self) -> None:
+        self.mailbox: dict[int, list[Any]] = {}  # tag -> messages sent in this process, not yet received
+
     def group_ranks(self, group: str) -> list[int]:
         """The ranks of ``group`` (``""``: all), checked against the world."""
         if not group:
@@ -57,12 +63,19 @@ class Communicator:
         return ranks
 
     def send(self, x: Any, peer: int, tag: int, label: str) -> None:
-        raise CommError(f"{label}: Send to rank {peer} needs several ranks; run the graph with "
-                        "nexus.distributed (torchrun --nproc-per-node N -m nexus.distributed.run ...)")
+        # Every machine is this process: the Recv of this tag, later in the same graph, takes it.
+        self.mailbox.setdefault(tag, []).append(np.array(x, copy=True))
 
     def recv(self, peer: int, tag: int, dtype: str, label: str) -> Any:
-        raise CommError(f"{label}: Recv from rank {peer} needs several ranks; run the graph with "
-                        "nexus.distributed (torchrun --nproc-per-node N -m nexus.distributed.run ...)")
+        box = self.mailbox.get(tag)
+        if not box:
+            raise CommError(f"{label}: Recv from rank {peer} needs several ranks (nothing was sent with tag {tag} "
+                            "in this process); run the graph with nexus.distributed "
+                            "(torchrun --nproc-per-node N -m nexus.distributed.run ...)")
+        x = box.pop(0)
+        if x.dtype != DTYPES[dtype]:
+            raise CommError(f"{label}: expected {dtype}, the Send of tag {tag} sent {x.dtype}")
+        return x if x.ndim else x[()]
 
     def all_reduce(self, x: Any, op: str, group: str, label: str) -> Any:
         self.group_ranks(group)
