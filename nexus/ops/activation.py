@@ -32,7 +32,10 @@ def _gelu(x: Any, approximate: str = "none") -> Any:
         c = w.dtype.type(math.sqrt(2 / math.pi))
         out = 0.5 * w * (1 + np.tanh(c * (w + w.dtype.type(0.044715) * w * w * w)))
     elif approximate == "none":
-        out = 0.5 * w * (1 + erf(w / w.dtype.type(math.sqrt(2))))
+        out = np.asarray(erf(w / w.dtype.type(math.sqrt(2))))  # a new array: the rest in place
+        out += 1
+        out *= w
+        out *= w.dtype.type(0.5)
     else:
         raise ValueError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return like(out, x)
@@ -105,8 +108,10 @@ def _softmax(x: Any, axis: int = -1) -> Any:
     w = _wide(x)
     if w.size == 0:
         return np.asarray(x).copy()
-    e = np.exp(w - np.max(w, axis=axis, keepdims=True))
-    return like(e / np.sum(e, axis=axis, keepdims=True), x)
+    e = w - np.max(w, axis=axis, keepdims=True)
+    np.exp(e, out=e)  # e is this kernel's own array: in place from here
+    e /= np.sum(e, axis=axis, keepdims=True)
+    return like(e, x)
 
 
 _AXIS = {"axis": Attr("int", -1, "the axis normalised over")}

@@ -1,0 +1,217 @@
+"""The Conv kernel (nexus.ops.nn) on every kind of grouping it has a path for: dense
+(one GEMM over an im2col), grouped (one matmul batched over the groups), depthwise (one
+input channel per group, with and without a channel multiplier; shifted multiply-adds)
+and 1x1, across strides, dilations, symmetric and asymmetric pads, bias, 1-D to 3-D and
+the float dtypes.  Oracles: a plain loop over every output element in float64, written
+here, and PyTorch's conv1d/2d/3d."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nexus as nx
+from nexus.ir.graph import Graph
+from nexus.ir.opdef import get_op
+from nexus.ir.types import TensorType
+from nexus.testing.extras import require
+
+CONV = get_op("Conv").kernel
+
+
+def naive_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides: tuple[int, ...],
+               pads: tuple[int, ...], dil: tuple[int, ...], group: int) -> np.ndarray:
+    """ONNX Conv by its definition: for each output element, the sum over its group's input
+    channels and the kernel positions that fall inside the (unpadded) input."""
+    n = x.ndim - 2
+    nb, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    ks = w.shape[2:]
+    mg = m // group
+    out_sp = [(x.shape[2 + i] + pads[i] + pads[i + n] - dil[i] * (ks[i] - 1) - 1) // strides[i] + 1 for i in range(n)]
+    out = np.zeros((nb, m, *out_sp), np.float64)
+    for bi, oc in itertools.product(range(nb), range(m)):
+        g = oc // mg
+        for pos in itertools.product(*(range(o) for o in out_sp)):
+            acc = 0.0 if b is None else float(b[oc])
+            for ic, kpos in itertools.product(range(cg), itertools.product(*(range(k) for k in ks))):
+                src = [pos[i] * strides[i] - pads[i] + kpos[i] * dil[i] for i in range(n)]
+                if all(0 <= s < x.shape[2 + i] for i, s in enumerate(src)):
+                    acc += float(x[(bi, g * cg + ic, *src)]) * float(w[(oc, ic, *kpos)])
+            out[(bi, oc, *pos)] = acc
+    return out
+
+
+# (channels in, channels out, group): dense, grouped, depthwise, depthwise x2 multiplier,
+# grouped with one output channel per group
+GROUPINGS = [(4, 6, 1), (4, 6, 2), (6, 6, 3), (4, 4, 4), (3, 6, 3), (4, 2, 2)]
+GEOMETRIES = [  # (kernel, stride, dilation, pads as begin, end per dim)
+    (3, 1, 1, (1, 1)), (3, 2, 1, (1, 1)), (3, 1, 2, (2, 2)), (2, 2, 1, (0, 1)), (1, 1, 1, (0, 0)),
+    (1, 2, 1, (0, 0)), (3, 2, 2, (0, 2)), (1, 1, 1, (1, 0)),
+]
+
+
+def _case(cin: int, cout: int, group: int, k: int, n: int, rng: np.random.Generator, size: int = 6,
+          batch: int = 2, dtype: Any = np.float64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x = rng.standard_normal((batch, cin) + (size,) * n).astype(dtype)
+    w = rng.standard_normal((cout, cin // group) + (k,) * n).astype(dtype)
+    b = rng.standard_normal(cout).astype(dtype)
+    return x, w, b
+
+
+def _pads(per_dim: tuple[int, int], n: int) -> tuple[int, ...]:
+    return (per_dim[0],) * n + (per_dim[1],) * n
+
+
+@pytest.mark.parametrize("cin,cout,group", GROUPINGS)
+@pytest.mark.parametrize("k,stride,dil,pad", GEOMETRIES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv2d_float64_matches_the_loop(cin: int, cout: int, group: int, k: int, stride: int, dil: int,
+                                         pad: tuple[int, int], bias: bool) -> None:
+    rng = np.random.default_rng(cin * 100 + cout * 10 + group + k + stride * 7 + dil * 13)
+    x, w, b = _case(cin, cout, group, k, 2, rng)
+    pads = _pads(pad, 2)
+    got = CONV(x, w, b if bias else None, strides=(stride,) * 2, pads=pads, dilations=(dil,) * 2, group=group)
+    want = naive_conv(x, w, b if bias else None, (stride,) * 2, pads, (dil,) * 2, group)
+    assert got.dtype == np.float64 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+@pytest.mark.parametrize("cin,cout,group", [(4, 6, 1), (4, 6, 2), (4, 4, 4), (2, 4, 2)])
+def test_conv1d_and_3d_float64_match_the_loop(n: int, cin: int, cout: int, group: int) -> None:
+    rng = np.random.default_rng(n * 10 + group)
+    x, w, b = _case(cin, cout, group, 3, n, rng, size=5 if n == 3 else 9, batch=1)
+    for strides, pads, dil in [((1,) * n, (1,) * 2 * n, (1,) * n),
+                               (tuple(range(1, n + 1)), tuple(range(2 * n)), (2,) + (1,) * (n - 1))]:
+        got = CONV(x, w, b, strides=strides, pads=pads, dilations=dil, group=group)
+        np.testing.assert_allclose(got, naive_conv(x, w, b, strides, pads, dil, group), rtol=1e-12, atol=1e-12)
+
+
+def _torch_conv(torch: Any, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides: tuple[int, ...],
+                pads: tuple[int, ...], dil: tuple[int, ...], group: int) -> np.ndarray:
+    n = x.ndim - 2
+    xt = torch.from_numpy(x)
+    # torch pads symmetrically: the asymmetric ONNX pads by F.pad first (last dim first).
+    xt = torch.nn.functional.pad(xt, [p for i in reversed(range(n)) for p in (pads[i], pads[i + n])])
+    fn = (torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[n - 1]
+    bt = None if b is None else torch.from_numpy(b)
+    return fn(xt, torch.from_numpy(w), bt, stride=strides, dilation=dil, groups=group).numpy()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("cin,cout,group", GROUPINGS)
+@pytest.mark.parametrize("k,stride,dil,pad", GEOMETRIES)
+def test_conv_float32_matches_pytorch(n: int, cin: int, cout: int, group: int, k: int, stride: int, dil: int,
+                                      pad: tuple[int, int]) -> None:
+    torch = require("torch", "torch")
+    rng = np.random.default_rng(n + cin + cout + group + k + stride + dil)
+    x, w, b = _case(cin, cout, group, k, n, rng, size={1: 11, 2: 8, 3: 6}[n], dtype=np.float32)
+    strides, dil_n, pads = (stride,) * n, (dil,) * n, _pads(pad, n)
+    got = CONV(x, w, b, strides=strides, pads=pads, dilations=dil_n, group=group)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, _torch_conv(torch, x, w, b, strides, pads, dil_n, group), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,w_shape,group,stride", [
+    ((2, 32, 20, 20), (32, 1, 3, 3), 32, 1),     # depthwise, MobileNet-like
+    ((1, 24, 17, 17), (24, 1, 5, 5), 24, 2),     # depthwise 5x5 stride 2, odd size
+    ((2, 64, 12, 12), (64, 2, 3, 3), 32, 1),     # ResNeXt-like grouped
+    ((3, 16, 15, 15), (40, 16, 1, 1), 1, 1),     # pointwise
+    ((1, 3, 33, 33), (8, 3, 7, 7), 1, 2),        # a stem
+])
+def test_conv_model_sizes_match_pytorch(shape: tuple[int, ...], w_shape: tuple[int, ...], group: int,
+                                        stride: int) -> None:
+    torch = require("torch", "torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    p = w_shape[2] // 2
+    got = CONV(x, w, b, strides=(stride,) * 2, pads=(p,) * 4, group=group)
+    want = _torch_conv(torch, x, w, b, (stride,) * 2, (p,) * 4, (1, 1), group)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cin,cout,group", GROUPINGS)
+def test_float16_is_computed_in_float32(cin: int, cout: int, group: int) -> None:
+    rng = np.random.default_rng(group)
+    x, w, b = _case(cin, cout, group, 3, 2, rng, dtype=np.float16)
+    got = CONV(x, w, b, pads=(1, 1, 1, 1), strides=(2, 1), group=group)
+    want = naive_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), (2, 1), (1, 1, 1, 1),
+                      (1, 1), group)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=2e-2)
+
+
+def test_windows_larger_than_the_input_give_an_empty_output() -> None:
+    """A kernel span beyond the padded input: no output positions (as the type rule says),
+    not an error from the window view."""
+    x = np.ones((1, 2, 3, 3), np.float32)
+    w = np.ones((4, 2, 5, 5), np.float32)
+    out = CONV(x, w, np.ones(4, np.float32))
+    assert out.shape == (1, 4, 0, 0) and out.dtype == np.float32
+    assert CONV(np.ones((0, 2, 6, 6)), np.ones((2, 1, 3, 3)), group=2).shape == (0, 2, 4, 4)
+
+
+def test_inputs_are_not_written() -> None:
+    """The kernel works in place only on arrays it made: x, w and b are unchanged, also
+    without padding (where the input itself is the im2col source)."""
+    rng = np.random.default_rng(1)
+    for group, w_shape in [(1, (4, 4, 1, 1)), (4, (4, 1, 3, 3)), (2, (4, 2, 3, 3))]:
+        x = rng.standard_normal((1, 4, 5, 5))
+        w = rng.standard_normal(w_shape)
+        b = rng.standard_normal(4)
+        copies = [a.copy() for a in (x, w, b)]
+        CONV(x, w, b, group=group)
+        for a, c in zip((x, w, b), copies):
+            np.testing.assert_array_equal(a, c)
+
+
+def test_python_backend_runs_a_depthwise_block() -> None:
+    """Through the python backend: a depthwise conv and a pointwise conv in one graph,
+    against the loop oracle."""
+    rng = np.random.default_rng(2)
+    g = Graph("dw", [TensorType("f64", (1, 3, 6, 6))], ["x"])
+    blk = g.start_block
+    wd = rng.standard_normal((3, 1, 3, 3))
+    wp = rng.standard_normal((5, 3, 1, 1))
+    c1 = g.add("Constant", [], blk, {"value": wd})
+    c2 = g.add("Constant", [], blk, {"value": wp})
+    h = g.add("Conv", [g.args[0], c1], blk, {"group": 3, "pads": (1, 1, 1, 1), "strides": (2, 2)})
+    y = g.add("Conv", [h, c2], blk)
+    g.end_block.append_input(g.add("Return", [y], blk))
+    nx.verify(g)
+    x = rng.standard_normal((1, 3, 6, 6))
+    want = naive_conv(naive_conv(x, wd, None, (2, 2), (1, 1, 1, 1), (1, 1), 3), wp, None, (1, 1), (0,) * 4,
+                      (1, 1), 1)
+    np.testing.assert_allclose(nx.compile(g, backend="python")(x), want, rtol=1e-12, atol=1e-12)
+
+
+CONVT = get_op("ConvTranspose").kernel
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("cin,cout_per_group,group", [(4, 3, 1), (4, 3, 2), (4, 1, 4), (6, 2, 3)])
+@pytest.mark.parametrize("k,stride,dil,pad,opad", [(3, 1, 1, 1, 0), (3, 2, 1, 1, 1), (2, 2, 1, 0, 0),
+                                                    (3, 2, 2, 2, 1), (1, 1, 1, 0, 0)])
+def test_conv_transpose_matches_pytorch(n: int, cin: int, cout_per_group: int, group: int, k: int, stride: int,
+                                        dil: int, pad: int, opad: int) -> None:
+    """ConvTranspose (one matmul batched over the groups, then the kernel positions'
+    scatter-adds) against torch's conv_transpose, bias and output_padding included."""
+    torch = require("torch", "torch")
+    rng = np.random.default_rng(n + cin + group + k + stride + dil)
+    x = rng.standard_normal((2, cin) + (5,) * n).astype(np.float32)
+    w = rng.standard_normal((cin, cout_per_group) + (k,) * n).astype(np.float32)
+    b = rng.standard_normal(cout_per_group * group).astype(np.float32)
+    got = CONVT(x, w, b, strides=(stride,) * n, pads=(pad,) * 2 * n, dilations=(dil,) * n, group=group,
+                output_padding=(opad,) * n)
+    fn = (torch.nn.functional.conv_transpose1d, torch.nn.functional.conv_transpose2d,
+          torch.nn.functional.conv_transpose3d)[n - 1]
+    want = fn(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), stride=stride, padding=pad,
+              output_padding=opad, groups=group, dilation=dil).numpy()
+    assert got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
