@@ -248,8 +248,17 @@ def test_cat_skips_empty_1d_tensors_as_torch_does() -> None:
 
 
 # --- transformers models ---------------------------------------------------------------------
+def _transformers() -> Any:
+    """transformers, imported as the model suite does: beside a CPU-only torch, the torchvision
+    it imports needs a step first (bench/model_zoo.py)."""
+    require("transformers", "models")
+    from bench.model_zoo import transformers
+
+    return transformers()
+
+
 def _gpt2() -> tuple[Any, Any, Any]:
-    transformers = pytest.importorskip("transformers", reason="transformers not installed")
+    transformers = _transformers()
     cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=64,
                                   bos_token_id=0, eos_token_id=0)
     model = transformers.GPT2Model(cfg).eval()
@@ -267,7 +276,7 @@ def _gpt2() -> tuple[Any, Any, Any]:
 
 
 def _wav2vec2() -> tuple[Any, Any, Any]:
-    transformers = pytest.importorskip("transformers", reason="transformers not installed")
+    transformers = _transformers()
     cfg = transformers.Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                       intermediate_size=64, conv_dim=(16, 16), conv_stride=(5, 2),
                                       conv_kernel=(10, 3), num_conv_pos_embeddings=16,

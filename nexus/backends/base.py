@@ -193,7 +193,7 @@ def register_lowering(backend: str, *ops: str) -> Callable[[Rule], Rule]:
 def get_backend(name: str) -> Backend:
     backend = BACKENDS.get(name)
     if backend is None and name in BACKEND_MODULES:
-        with needing(f"the {name} backend"):
+        with needing(f"compiling with the {name} backend"):
             importlib.import_module(BACKEND_MODULES[name])
         backend = BACKENDS.get(name)
     if backend is None:
