@@ -18,6 +18,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "torch": "torch", "array_api_compat": "torch",
     "tensorboard": "tf",
     "graphviz": "viz",
+    "torchvision": "models", "transformers": "models", "matplotlib": "models",
 }
 """Top-level module -> the extra (``[project.optional-dependencies]``) that installs it."""
 

@@ -19,7 +19,7 @@ region, so one call can stand for all of them.  Each node that ONNX can run gets
 the greatest epoch among its inputs, plus one for an input that cannot run there; nodes
 of one epoch form one region (a path out of a region and back in would pass an outside
 node and so raise the epoch).  A region becomes a session only where the cost model of
-:func:`_worth` says a session call (about 25 us) costs less than the python backend's
+:func:`_worth` says a session call (about 20 us) costs less than the python backend's
 own nodes.  ``exe.partitions`` says, for each region, where it runs and why.
 """
 
@@ -45,8 +45,8 @@ from nexus.ir.types import TensorType, TupleType, Type
 
 BACKEND = "onnxruntime"
 # The cost model of the regions (see _worth), in nanoseconds, measured on a 2-core x86 machine.
-SESSION_CALL_NS = 25_000.0  # one InferenceSession.run of a small region, feeds and fetches included
-PYTHON_NODE_NS = 3_000.0  # the python backend's own cost of one node (dispatch, NumPy call)
+SESSION_CALL_NS = 20_000.0  # one call of a small region's session, argument checks included (~17 us)
+PYTHON_NODE_NS = 2_000.0  # the python backend's own cost of one node, dispatch and NumPy call
 SLOW_FACTOR = 4.0  # the python backend's convolutions and pools against ONNX Runtime's
 SLOW_OPS = frozenset({"Conv", "ConvTranspose", "MaxPool", "AveragePool"})
 _ORT = ort.capi.onnxruntime_pybind11_state
@@ -74,6 +74,8 @@ class Settings:
         so.inter_op_num_threads = 1
         so.graph_optimization_level = _LEVELS[self.optimization]
         so.log_severity_level = 3  # errors only: ONNX Runtime warns about every unused initializer
+        # Its threads would spin after each run, taking a core from the python backend's work between calls.
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return so
 
 
