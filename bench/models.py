@@ -162,10 +162,10 @@ def run_model(m: Model, batches: list[int], backends: list[str], repeats: int) -
     exes: dict[str, Any] = {}
     for b in backends:
         opts: dict[str, Any] = {"python": {"parallel": False}, "onnxruntime": {"threads": 1},
-                                "auto": {"threads": 1}}.get(b, {})
+                                "auto": {"threads": 1, "parallel": False}}.get(b, {})
         exes[f"nexus-{b}"] = step(m.name, f"compile on {b}",
                                   lambda b=b, o=opts: nx.compile(imp.from_torch, backend=b, **o))
-    exes["nexus-auto (from_onnx)"] = nx.compile(imp.from_onnx, backend="auto", threads=1)
+    exes["nexus-auto (from_onnx)"] = nx.compile(imp.from_onnx, backend="auto", threads=1, parallel=False)
     exes["nexus-python (from_onnx)"] = nx.compile(imp.from_onnx, backend="python", parallel=False)
     for batch in batches:
         args = m.inputs(batch)

@@ -53,8 +53,18 @@ def test_a_scalar_loop_becomes_native_code() -> None:
     assert [p.engine for p in _exe(f).partitions if p.engine != "python"] == ["llvm"]
 
 
-def test_a_loop_with_a_matrix_product_stays_off_llvm() -> None:
+def test_a_loop_with_a_matrix_product_runs_whole_on_onnxruntime() -> None:
+    """A loop of dense ops is ONNX Runtime's Loop at its own kernels' speed: one session."""
+    require("onnxruntime", "onnx")
     f = nx.compile(nx.script(relay), backend="auto")
+    for n in (0, 1, 4):
+        np.testing.assert_allclose(f(X, W, n), relay(X, W, n), rtol=1e-5, atol=1e-6)
+    (whole,) = _exe(f).partitions
+    assert whole.engine == "onnxruntime" and "%? = MatMul" in whole.nodes
+
+
+def test_a_loop_with_a_matrix_product_stays_off_llvm() -> None:
+    f = nx.compile(nx.script(relay), backend="auto", dense="python")
     np.testing.assert_allclose(f(X, W, 4), relay(X, W, 4), rtol=1e-5, atol=1e-6)
     assert "llvm" not in [p.engine for p in _exe(f).partitions]
 

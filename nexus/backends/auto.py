@@ -3,14 +3,15 @@
 Each engine gets what it does best, and ``exe.partitions`` says which node runs where and
 why:
 
-- a graph without loops that ``nx.to_onnx`` exports runs whole as one ONNX Runtime
-  session (its fused kernels, one call);
+- a loop without dense ops (no MatMul, Conv...: scalar and elementwise work, which ONNX
+  Runtime's ``Loop`` and the python backend both run op by op) becomes a native kernel of
+  the llvm backend;
+- a graph with no such loop that ``nx.to_onnx`` exports runs whole as one ONNX Runtime
+  session: its fused kernels, and its ``Loop`` bodies of dense ops at ORT's own speed;
 - otherwise the python backend runs the blocks, the Phis and branches (control flow and
-  data-dependent glue), and hands out two kinds of region:
-  - a loop without dense ops (no MatMul, Conv...: scalar and elementwise work, where
-    interpreting costs most) to the llvm backend as a native kernel;
-  - each block's dense dataflow worth a session call to ONNX Runtime
-    (:func:`nexus.backends.onnx.runtime.outline_regions`).
+  data-dependent glue, the calls of the native kernels), and hands each block's dense
+  dataflow worth a session call to ONNX Runtime
+  (:func:`nexus.backends.onnx.runtime.outline_regions`).
 
 The options override the choices: ``dense="python"`` keeps dense regions on the python
 backend, ``loops="python"`` keeps loops interpreted.  An engine whose extra is missing is
@@ -28,7 +29,6 @@ from nexus.backends.python.interpreter import compile_python
 from nexus.ir.cfg import role
 from nexus.ir.extras import MissingExtra
 from nexus.ir.graph import Graph
-from nexus.passes.loops import loop_forest
 
 BACKEND = "auto"
 _MODULE = {"onnxruntime": "onnxruntime", "llvm": "llvmlite"}
@@ -59,34 +59,35 @@ class Mixed(Executable):
     backend = BACKEND
 
     def __init__(self, g: Graph, dense: str | None = None, loops: str | None = None, threads: int = 0,
-                 max_iterations: int | None = None):
+                 max_iterations: int | None = None, parallel: bool | None = None):
         t0 = time.perf_counter()
         self.graph = g
         dense, dense_why = _engine(dense, "onnxruntime", "dense")
         loops, loops_why = _engine(loops, "llvm", "loops")
         self.partitions: list[Partition] = []
         self.whole: Executable | None = None
-        if dense == "onnxruntime" and _acyclic(g):
+        self.host, _ = g.clone()
+        kernels = []
+        if loops == "llvm":
+            from nexus.backends.llvm.partition import outline_loops
+
+            kernels = outline_loops(self.host, max_iterations, accept=_scalar_loop)
+            self.partitions += [Partition("llvm", _data(k.graph), "a loop without dense ops") for k in kernels]
+        else:
+            self.partitions.append(Partition("python", [], f"loops interpreted: llvm {loops_why}"))
+        if dense == "onnxruntime" and not kernels:
             self.whole = self._whole(g, threads)
         if self.whole is not None:
             self._run: Executable = self.whole
             self.host = g
         else:
-            self.host, _ = g.clone()
-            if loops == "llvm":
-                from nexus.backends.llvm.partition import outline_loops
-
-                for k in outline_loops(self.host, max_iterations, accept=_scalar_loop):
-                    self.partitions.append(Partition("llvm", _data(k.graph), "a loop without dense ops"))
-            else:
-                self.partitions.append(Partition("python", [], f"loops interpreted: llvm {loops_why}"))
             if dense == "onnxruntime":
                 from nexus.backends.onnx.runtime import Settings, outline_regions
 
                 self.partitions += outline_regions(self.host, Settings(threads))[1]
             else:
                 self.partitions.append(Partition("python", [], f"dense regions interpreted: onnxruntime {dense_why}"))
-            self._run = compile_python(self.host, max_iterations)
+            self._run = compile_python(self.host, max_iterations, parallel)
         self.compile_time = time.perf_counter() - t0
 
     def _whole(self, g: Graph, threads: int) -> Executable | None:
@@ -98,7 +99,7 @@ class Mixed(Executable):
         except (ExportError, NotImplementedError, *_REFUSALS) as e:
             self.partitions.append(Partition("python", [], f"not one session: {type(e).__name__}"))
             return None
-        self.partitions.append(Partition("onnxruntime", _data(g), "no loops, and the whole graph exports"))
+        self.partitions.append(Partition("onnxruntime", _data(g), "no loop for llvm, and the whole graph exports"))
         return exe
 
     def __call__(self, *args: Any) -> Any:
@@ -112,21 +113,14 @@ def _data(g: Graph) -> list[str]:
     return [f"%{n.name or '?'} = {n.op.name}" for n in g.nodes() if role(n) == "data"]
 
 
-def _acyclic(g: Graph) -> bool:
-    try:
-        forest = loop_forest(g)
-    except Exception:  # noqa: BLE001  (treated as having loops: the python backend runs them)
-        return False
-    return not forest.loops and forest.reducible
-
-
 def compile_auto(g: Graph, dense: str | None = None, loops: str | None = None, threads: int = 0,
-                 max_iterations: int | None = None) -> Executable:
+                 max_iterations: int | None = None, parallel: bool | None = None) -> Executable:
     """``g`` split across engines (see the module docstring); ``dense``/``loops`` override
     the engine of dense regions (``"onnxruntime"``/``"python"``) and of loops
-    (``"llvm"``/``"python"``); ``threads``: ONNX Runtime's intra-op threads (0: its own)."""
-    return Mixed(g, dense, loops, threads, max_iterations)
+    (``"llvm"``/``"python"``); ``threads``: ONNX Runtime's intra-op threads (0: its own);
+    ``parallel``: the python backend's option, for the part that it runs."""
+    return Mixed(g, dense, loops, threads, max_iterations, parallel)
 
 
-register_backend(BACKEND, compile_auto, options=("dense", "loops", "threads", "max_iterations"),
+register_backend(BACKEND, compile_auto, options=("dense", "loops", "threads", "max_iterations", "parallel"),
                  doc="each region on the engine that runs it best: ONNX Runtime, LLVM, or the python backend")
