@@ -112,6 +112,16 @@ def _leaky(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("LeakyRelu", [x], alpha=n.attrs["alpha"])[0]
 
 
+@register_lowering("onnx", "HardSigmoid")
+def _hard_sigmoid(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("HardSigmoid", [x], alpha=n.attrs["alpha"], beta=n.attrs["beta"])[0]
+
+
+@register_lowering("onnx", "HardSwish")
+def _hard_swish(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("HardSwish", [x])[0]
+
+
 @register_lowering("onnx", "Gelu")
 def _gelu(ex: Exporter, n: Node, x: str) -> str:
     dt = n.type.dtype  # type: ignore[attr-defined]
@@ -235,7 +245,30 @@ def _resize(ex: Exporter, n: Node, x: str, sizes: str) -> str:
 
 @register_lowering("onnx", "Reshape")
 def _reshape(ex: Exporter, n: Node, x: str, s: str) -> str:
+    spec = _static_reshape(n)
+    if spec is not None:  # a constant shape: no shape arithmetic at run time, and ORT can fuse around it
+        return ex.add("Reshape", [x, ex.const(np.array(spec, np.int64))])[0]
     return ex.add("Reshape", [x, s], allowzero=1)[0]  # Nexus: a 0 is a 0
+
+
+def _static_reshape(n: Node) -> list[int] | None:
+    """``n``'s target shape as ONNX's Reshape spells it without run-time values, or None: each
+    symbolic dim is 0 (copy the input's dim) where the input, of the same rank, has that dim at the same place,
+    else -1 (inferred), which one dim at most may be; a literal 0 would need ``allowzero``."""
+    src, out = n.inputs[0].type, n.type
+    if not (isinstance(src, TensorType) and isinstance(out, TensorType)) or src.shape is None or out.shape is None:
+        return None
+    spec: list[int] = []
+    for i, d in enumerate(out.shape):
+        if isinstance(d, int):
+            spec.append(d)
+        elif len(src.shape) == len(out.shape) and src.shape[i] == d:
+            spec.append(0)
+        else:
+            spec.append(-1)
+    if 0 in [d for d in out.shape if isinstance(d, int)] or spec.count(-1) > 1:
+        return None
+    return spec
 
 
 @register_lowering("onnx", "Transpose")

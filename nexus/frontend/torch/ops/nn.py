@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 
 # --- linear algebra and nn -------------------------------------------------------------------
-@rules("aten.mm", "aten.bmm", "aten.matmul")
+@rules("aten.mm", "aten.bmm")
+@whole("aten.matmul.default")  # torch's decomposition expands a shared weight to every batch for a bmm
 def _mm(imp: Importer, a: Node, b: Node) -> Node:
     return imp.emit("MatMul", [a, b])
 
