@@ -67,6 +67,7 @@ CASES: dict[str, list[Case]] = {
     "Gather": [([f(4, 3), i64([0, 2, 2])], {}), ([f(4, 3), i64(1)], {"axis": 1})],
     "Gelu": [([f(4)], {}), ([f(4)], {"approximate": "tanh"})],
     "Softplus": [([f(4)], {})], "LeakyRelu": [([away(5)], {"alpha": 0.2})],
+    "HardSigmoid": [([f(8) * 3], {}), ([f(8) * 4], {"alpha": 1 / 6, "beta": 0.5})], "HardSwish": [([f(8) * 3], {})],
     "PRelu": [([away(2, 3), f(3)], {})],
     "Softmax": [([f(2, 3)], {}), ([f(2, 3)], {"axis": 0})], "LogSoftmax": [([f(2, 3)], {"axis": 1})],
     "Slice": [([f(4, 5), i64([1]), i64([3])], {}),

@@ -304,3 +304,30 @@ def test_transformers_models_match_torch(name: str) -> None:
         [(torch.randn(3, 2000),), (torch.randn(1, 1600),)]
     for a in inputs:
         _agree(g, model, a, rtol=1e-4, atol=1e-5)
+
+
+# --- ops kept whole for the runtimes that fuse them ------------------------------------------
+def test_hard_activations_and_matmul_stay_whole_and_agree_on_every_backend() -> None:
+    """hardswish and hardsigmoid arrive as one op each (ONNX Runtime fuses them into the
+    convolution before them); ``matmul`` of a 3-D by a shared 2-D weight stays one MatMul
+    (torch's decomposition expands the weight to every batch for a bmm)."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(6, 5))
+
+        def forward(self, x: Any) -> Any:
+            y = torch.matmul(nn.functional.hardswish(x * 4).permute(1, 0, 2), self.w)
+            return nn.functional.hardsigmoid(y)
+
+    m = M().eval()
+    x = torch.randn(3, 4, 6)
+    g = _import(m, (x,))
+    assert {"HardSwish", "HardSigmoid"} <= _ops(g) and not {"Expand", "Maximum"} & _ops(g)
+    _agree(g, m, (x,))
+    for backend in ("xla", "onnxruntime"):
+        require({"xla": "jax", "onnxruntime": "onnxruntime"}[backend], {"xla": "xla", "onnxruntime": "onnx"}[backend])
+        _agree(nx.compile(g, backend=backend), m, (x,))
+    onnx_ops = {n.op_type for n in nx.to_onnx(g).graph.node}
+    assert {"HardSwish", "HardSigmoid", "MatMul"} <= onnx_ops

@@ -65,6 +65,24 @@ def _leaky(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[An
     return [e.op("Mul", g, e.op("Add", m, e.op("Mul", alpha, e.op("Sub", one(e, x), m))))]
 
 
+@defvjp("HardSigmoid")
+def _hard_sigmoid(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
+    x, dt = ins[0], e.type_of(ins[0]).dtype
+    alpha = n.attrs.get("alpha", 0.2)
+    u = e.op("Add", e.op("Mul", _c(e, alpha, x), x), _c(e, n.attrs.get("beta", 0.5), x))
+    inside = e.op("Mul", mask(e, "Greater", u, zero(e, x), dt), mask(e, "Less", u, one(e, x), dt))
+    return [e.op("Mul", g, e.op("Mul", inside, _c(e, alpha, x)))]
+
+
+@defvjp("HardSwish")
+def _hard_swish(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
+    x, dt = ins[0], e.type_of(ins[0]).dtype  # torch's hardswish_backward: 0, x / 3 + 1/2, 1
+    above = mask(e, "Greater", x, _c(e, 3.0, x), dt)
+    inside = e.op("Mul", mask(e, "GreaterEqual", x, _c(e, -3.0, x), dt), e.op("Sub", one(e, x), above))
+    ramp = e.op("Add", e.op("Mul", x, _c(e, 1 / 3, x)), _c(e, 0.5, x))
+    return [e.op("Mul", g, e.op("Add", e.op("Mul", inside, ramp), above))]
+
+
 @defvjp("PRelu")
 def _prelu(e: Emitter, n: Node, ins: Ins, out: Any, g: Any, wants: W) -> list[Any]:
     x, slope = ins

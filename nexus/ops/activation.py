@@ -1,4 +1,4 @@
-"""Activations: Gelu, Softplus, LeakyRelu, PRelu, Softmax, LogSoftmax.
+"""Activations: Gelu, Softplus, LeakyRelu, PRelu, Softmax, LogSoftmax, HardSigmoid, HardSwish.
 
 Float-only; each kernel returns the dtype it was given (f16 is computed in f32 and
 rounded back, as PyTorch does on CPU)."""
@@ -120,3 +120,31 @@ define("Softmax", FAMILY, ("x",), _softmax_rule, _softmax, attrs=_AXIS, differen
 define("LogSoftmax", FAMILY, ("x",), _softmax_rule, _log_softmax, attrs=_AXIS, differentiable=True,
        promotion="float",
        doc="x - log(sum(exp(x))) along `axis` (max-shifted for stability).")
+
+
+# The hard activations of mobile CNNs, kept whole so that a runtime can fuse them into the
+# convolution before them (ONNX Runtime does): decomposed, they were five passes over memory.
+def _hard_sigmoid(x: Any, alpha: float = 0.2, beta: float = 0.5) -> Any:
+    w = _wide(x)
+    out = np.asarray(w * w.dtype.type(alpha))  # a new array (0-d for a scalar): the rest in place
+    out += w.dtype.type(beta)
+    np.clip(out, 0, 1, out=out)
+    return like(out, x)
+
+
+define("HardSigmoid", FAMILY, ("x",), unary_rule(FLOATS), _hard_sigmoid, differentiable=True, promotion="float",
+       attrs={"alpha": Attr("float", 0.2, "slope"), "beta": Attr("float", 0.5, "offset")},
+       doc="max(0, min(1, alpha * x + beta)) (ONNX's defaults; torch's hardsigmoid is alpha = 1/6).")
+
+
+def _hard_swish(x: Any) -> Any:
+    w = _wide(x)
+    out = np.asarray(w + w.dtype.type(3))
+    np.clip(out, 0, 6, out=out)
+    out *= w
+    out /= w.dtype.type(6)
+    return like(out, x)
+
+
+define("HardSwish", FAMILY, ("x",), unary_rule(FLOATS), _hard_swish, differentiable=True, promotion="float",
+       doc="x * relu6(x + 3) / 6, as torch computes it (ONNX's HardSwish).")

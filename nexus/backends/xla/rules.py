@@ -212,6 +212,18 @@ def _gelu(tr: Trace, node: Node, x: Any) -> Any:
     return jax.nn.gelu(x, approximate=node.attrs["approximate"] == "tanh").astype(out_dtype(node))
 
 
+@register_lowering(BACKEND, "HardSigmoid")
+def _hard_sigmoid(tr: Trace, node: Node, x: Any) -> Any:
+    dt = out_dtype(node).type
+    return jnp.clip(x * dt(node.attrs["alpha"]) + dt(node.attrs["beta"]), 0, 1).astype(out_dtype(node))
+
+
+@register_lowering(BACKEND, "HardSwish")
+def _hard_swish(tr: Trace, node: Node, x: Any) -> Any:
+    dt = out_dtype(node).type
+    return (x * jnp.clip(x + dt(3), 0, 6) / dt(6)).astype(out_dtype(node))
+
+
 @register_lowering(BACKEND, "LeakyRelu")
 def _leaky_relu(tr: Trace, node: Node, x: Any) -> Any:
     return jnp.where(x >= 0, x, x * out_dtype(node).type(node.attrs["alpha"]))

@@ -91,20 +91,15 @@ def _gelu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     return [imp.emit("Gelu", [_req(ins[0], "X")], {"approximate": attrs.get("approximate", "none")})]
 
 
-def _hard_sigmoid(imp: Importer, x: Node, alpha: float, beta: float) -> Node:
-    y = imp.emit("Add", [imp.emit("Mul", [x, _like(imp, alpha, x)]), _like(imp, beta, x)])
-    return imp.emit("Clip", [y, _like(imp, 0, x), _like(imp, 1, x)])
-
-
 @converts("HardSigmoid")
 def _hsig(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    return [_hard_sigmoid(imp, _req(ins[0], "X"), attrs.get("alpha", 0.2), attrs.get("beta", 0.5))]
+    return [imp.emit("HardSigmoid", [_req(ins[0], "X")],
+                     {"alpha": float(attrs.get("alpha", 0.2)), "beta": float(attrs.get("beta", 0.5))})]
 
 
 @converts("HardSwish")
 def _hswish(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    x = _req(ins[0], "X")
-    return [imp.emit("Mul", [x, _hard_sigmoid(imp, x, 1 / 6, 0.5)])]
+    return [imp.emit("HardSwish", [_req(ins[0], "X")])]
 
 
 @converts("Elu", "Selu", "Celu")

@@ -19,6 +19,7 @@ from nexus.frontend.torch.ops import (
     rules,
     shape_vec,
     tensor_type,
+    whole,
 )
 from nexus.ir.node import Node
 from nexus.ir.types import FLOAT_DTYPES
@@ -180,6 +181,16 @@ def _leaky_relu(imp: Importer, x: Node, negative_slope: float = 0.01) -> Node:
 @rules("aten.gelu")
 def _gelu(imp: Importer, x: Node, approximate: str = "none") -> Node:
     return imp.emit("Gelu", [x], {"approximate": approximate})
+
+
+@whole("aten.hardsigmoid.default")  # whole, for a runtime to fuse into the convolution before it
+def _hardsigmoid(imp: Importer, x: Node) -> Node:
+    return imp.emit("HardSigmoid", [x], {"alpha": 1 / 6, "beta": 0.5})
+
+
+@whole("aten.hardswish.default")
+def _hardswish(imp: Importer, x: Node) -> Node:
+    return imp.emit("HardSwish", [x])
 
 
 @rules("aten.silu")
