@@ -46,8 +46,8 @@ def naive_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides: tupl
 
 
 # (channels in, channels out, group): dense, grouped, depthwise, depthwise x2 multiplier,
-# grouped with one output channel per group
-GROUPINGS = [(4, 6, 1), (4, 6, 2), (6, 6, 3), (4, 4, 4), (3, 6, 3), (4, 2, 2)]
+# grouped with one output channel per group, depthwise wide enough to go channels-last
+GROUPINGS = [(4, 6, 1), (4, 6, 2), (6, 6, 3), (4, 4, 4), (3, 6, 3), (4, 2, 2), (32, 32, 32)]
 GEOMETRIES = [  # (kernel, stride, dilation, pads as begin, end per dim)
     (3, 1, 1, (1, 1)), (3, 2, 1, (1, 1)), (3, 1, 2, (2, 2)), (2, 2, 1, (0, 1)), (1, 1, 1, (0, 0)),
     (1, 2, 1, (0, 0)), (3, 2, 2, (0, 2)), (1, 1, 1, (1, 0)),
@@ -81,7 +81,7 @@ def test_conv2d_float64_matches_the_loop(cin: int, cout: int, group: int, k: int
 
 
 @pytest.mark.parametrize("n", [1, 3])
-@pytest.mark.parametrize("cin,cout,group", [(4, 6, 1), (4, 6, 2), (4, 4, 4), (2, 4, 2)])
+@pytest.mark.parametrize("cin,cout,group", [(4, 6, 1), (4, 6, 2), (4, 4, 4), (2, 4, 2), (32, 32, 32)])
 def test_conv1d_and_3d_float64_match_the_loop(n: int, cin: int, cout: int, group: int) -> None:
     rng = np.random.default_rng(n * 10 + group)
     x, w, b = _case(cin, cout, group, 3, n, rng, size=5 if n == 3 else 9, batch=1)

@@ -187,11 +187,15 @@ def _conv_depthwise(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[in
     With unit strides the spatial dims are flattened, so that each shift is one contiguous
     run per channel (NumPy's inner loop then spans the whole image, not one row: 3-5x
     faster on 14x14 to 56x56 images); the output is computed on the padded grid and its
-    valid corner cut out at the end."""
+    valid corner cut out at the end.  With many channels (and one filter per channel) the
+    channels go last instead, so NumPy's inner loop runs over them at any stride: 2-6x
+    faster on MobileNet's 72- to 576-channel layers, slower on its 16-channel one."""
     nb, c = xp.shape[:2]
     n = len(out_sp)
     mult = wa.shape[0] // c
     ks = wa.shape[2:]
+    if mult == 1 and c >= 32:
+        return _conv_depthwise_last(xp, wa, dtype, out_sp, strides, dil)
     taps = wa.reshape(c, mult, math.prod(ks), 1)
     if any(s != 1 for s in strides):
         out = np.empty((nb, c, mult, *out_sp), dtype)
@@ -217,6 +221,24 @@ def _conv_depthwise(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[in
             acc += tmp
     valid = grid.reshape(nb, c * mult, *sp)[(slice(None), slice(None)) + tuple(slice(0, o) for o in out_sp)]
     return np.ascontiguousarray(valid)
+
+
+def _conv_depthwise_last(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[int, ...],
+                         strides: Sequence[int], dil: Sequence[int]) -> np.ndarray:
+    """Depthwise Conv with one filter per channel, computed channels-last: per kernel
+    position, the shifted [N, *out, C] view times that tap of every filter ([C])."""
+    nb, c = xp.shape[:2]
+    last = np.ascontiguousarray(np.moveaxis(xp, 1, -1))  # [N, *padded, C]
+    taps = wa.reshape(c, -1).T.astype(dtype)  # [K, C]
+    out = np.empty((nb, *out_sp, c), dtype)
+    tmp = np.empty_like(out)
+    for i, kpos in enumerate(np.ndindex(*wa.shape[2:])):
+        view = last[(slice(None),) + tuple(
+            slice(k * d, k * d + s * (o - 1) + 1, s) for k, d, s, o in zip(kpos, dil, strides, out_sp))]
+        np.multiply(view, taps[i], out=out if i == 0 else tmp)
+        if i:
+            out += tmp
+    return np.ascontiguousarray(np.moveaxis(out, -1, 1))
 
 
 define("Conv", FAMILY, ("x", "w", "b"), _conv_rule, _conv, attrs=_CONV_ATTRS, variadic=True, differentiable=True,
