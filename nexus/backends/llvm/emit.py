@@ -25,7 +25,7 @@ import sympy
 from llvmlite import ir
 
 from nexus.backends.base import lowering_table, register_lowering
-from nexus.backends.llvm import ahead
+from nexus.backends.llvm import ahead, nn, rules
 from nexus.backends.llvm.coalesce import coalesce
 from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import (
@@ -43,9 +43,10 @@ from nexus.backends.llvm.dtypes import (
     to_mem,
     to_reg,
 )
+from nexus.backends.llvm.matmul import gemm_may_fail, matmul_may_fail
 from nexus.backends.llvm.poll import Poll, leave, polls
-from nexus.backends.llvm.rules import BACKEND, ELEMENTWISE
-from nexus.backends.llvm.tensors import Tensor, broadcast_index, dim_value, store_all
+from nexus.backends.llvm.rules import BACKEND
+from nexus.backends.llvm.tensors import Tensor, broadcast_index, dim_value, polynomial_dim, store_all
 from nexus.ir.analysis import node_order, reverse_postorder
 from nexus.ir.cfg import entries, role
 from nexus.ir.graph import Graph
@@ -53,6 +54,7 @@ from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType, numpy_dtype
 
 RULES = lowering_table(BACKEND)
+ELEMENTWISE = rules.ELEMENTWISE | nn.ELEMENTWISE  # the rules of one element, fused into chains
 # Branch weight of the likely side where the other is a failure (1): LLVM lays the failure
 # blocks out of line and keeps them from shaping the hot code.
 COLD = 1 << 20
@@ -87,6 +89,8 @@ def _dtype(node: Node) -> str:
 # Ops whose llvm rules can fail though the op is not marked may_fail (NumPy raises on an
 # empty axis).
 _FALLIBLE_HERE = frozenset({"ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK"})
+# Ops whose llvm rules check at run time the dims their types do not prove.
+_FALLIBLE_IF = {"Concat": nn.concat_may_fail, "Gemm": gemm_may_fail, "MatMul": matmul_may_fail}
 
 
 def may_fail(g: Graph, seen: set[Graph] | None = None) -> bool:
@@ -96,6 +100,8 @@ def may_fail(g: Graph, seen: set[Graph] | None = None) -> bool:
     for n in g.nodes():
         op = n.op
         if op.may_fail or op.name in _FALLIBLE_HERE:
+            return True
+        if op.name in _FALLIBLE_IF and _FALLIBLE_IF[op.name](n):
             return True
         if op.may_fail_on_int and any(isinstance(v.type, TensorType) and kind(v.type.dtype) in "iu" for v in n.inputs):
             return True
@@ -150,7 +156,7 @@ class ModuleEmitter:
 
     def math(self, name: str, dtype: str, nargs: int) -> ir.Function:
         t = reg_type(dtype)
-        if name in ("tanh", "erf"):  # libm (tanh of f32 is emitted inline, see FunctionEmitter.math)
+        if name in ("tanh", "erf", "log1p"):  # libm (tanh of f32 is emitted inline, see FunctionEmitter.math)
             sym = {"float": name + "f", "double": name}.get(str(t))
             if sym is None:
                 raise Unsupported(f"{name} on {dtype}")
@@ -490,6 +496,8 @@ class FunctionEmitter:
         b = self.b
         for v, out in zip(n.inputs, self.outs):
             val = self.vals[v]
+            if not self.internal and isinstance(val, Tensor) and not all(polynomial_dim(d) for d in val.shape):
+                raise Unsupported(f"a result of shape {val.shape}, which the call cannot size")
             if isinstance(val, Tensor):
                 store_all(b, val, out)
             else:
@@ -538,11 +546,13 @@ def _dim_size(fe: FunctionEmitter, n: Node, ins: list[Any]) -> ir.Value:
 @register_lowering(BACKEND, "Gather")
 def _gather(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     data, i = ins
-    if not isinstance(data, Tensor) or isinstance(i, Tensor):
-        raise Unsupported("Gather with a tensor of indices")
+    if not isinstance(data, Tensor):
+        raise Unsupported("Gather from a scalar")
     b = fe.b
     axis = int(n.attrs.get("axis", 0))
     axis = axis if axis >= 0 else axis + data.rank
+    if isinstance(i, Tensor):
+        return nn.gather_rows(fe, n, data, i, axis)
     dim = data.dims[axis]
     ik = kind(_dtype(n.input(1)))
     if ik == "b":

@@ -1,6 +1,6 @@
-"""MatMul of 1-D and 2-D operands: a BLAS call (SciPy's ``dgemm`` / ``sgemm``) for f32/f64,
-or an i-k-j loop nest (the inner loop over a row of the result, unit stride, which LLVM
-vectorises) for other dtypes, when SciPy is missing, or when :data:`STRATEGY` says so.
+"""MatMul (of stacks of matrices too: one call per matrix) and Gemm: a BLAS call (SciPy's
+``dgemm`` / ``sgemm``) for f32/f64, or an i-k-j loop nest (the inner loop over a row of the
+result, unit stride, which LLVM vectorises) for other dtypes, when SciPy is missing, or when :data:`STRATEGY` says so.
 
 The choice comes from ``python -m bench.matmul_llvm`` (numbers in docs/llvm.md): BLAS is
 faster from 64 x 64 up.  The BLAS routine's address comes from SciPy's
@@ -19,7 +19,7 @@ from llvmlite import ir
 from nexus.backends.base import register_lowering
 from nexus.backends.llvm.dtypes import I8, I32, I64, PTR, Unsupported, constant, kind, mem_type, reg_type
 from nexus.backends.llvm.rules import BACKEND, out_dtype
-from nexus.backends.llvm.tensors import Tensor, loop_nest, store_all
+from nexus.backends.llvm.tensors import Tensor, broadcast_index, linear, loop_nest, store_all
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType
 
@@ -65,12 +65,18 @@ def _materialise(fe: FunctionEmitter, t: Tensor) -> Tensor:
 @register_lowering(BACKEND, "MatMul")
 def _matmul(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     a, bt = ins
-    if not isinstance(a, Tensor) or not isinstance(bt, Tensor) or a.rank > 2 or bt.rank > 2:
-        raise Unsupported("MatMul beyond 1-D and 2-D operands")
+    if not isinstance(a, Tensor) or not isinstance(bt, Tensor):
+        raise Unsupported("MatMul of a scalar")
     dt = out_dtype(n)
     if kind(dt) == "b":
         raise Unsupported("MatMul on bools")
-    a, bt = _materialise(fe, a), _materialise(fe, bt)
+    sym = _blas_symbol(dt) if STRATEGY != "loops" else None
+    if STRATEGY == "blas" and sym is None and kind(dt) == "f":
+        raise Unsupported("MatMul through BLAS needs SciPy")
+    if a.rank > 2 or bt.rank > 2:
+        return _batched(fe, n, a, bt, dt, sym)
+    pa, ta = _operand(fe, a, False, sym is not None)
+    pb, tb = _operand(fe, bt, False, sym is not None)
     m = a.dims[0] if a.rank == 2 else I64(1)
     kk = a.dims[-1]
     nn = bt.dims[1] if bt.rank == 2 else I64(1)
@@ -85,21 +91,70 @@ def _matmul(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         out = fe.alloc(t.shape, dt)
         fe.owner[id(out)] = {n}
         out_dims = fe.dims(t.shape)
-    sym = _blas_symbol(dt) if STRATEGY != "loops" else None
-    if STRATEGY == "blas" and sym is None and kind(dt) == "f":
-        raise Unsupported("MatMul through BLAS needs SciPy")
     if sym is not None:
-        _gemm_call(fe, sym, dt, a.ptr, bt.ptr, out, m, nn, kk)
+        _gemm_call(fe, sym, dt, pa, pb, out, m, nn, kk, ta, tb)
     else:
-        _loops(fe, dt, a.ptr, bt.ptr, out, m, nn, kk)
+        _loops(fe, dt, pa, pb, out, m, nn, kk)
     if scalar:
         return b.load(out, typ=reg_type(dt))
     return Tensor(dt, t.shape, out_dims, ptr=out)
 
 
+def _batched(fe: FunctionEmitter, n: Node, a: Tensor, bt: Tensor, dt: str, sym: str | None) -> Tensor:
+    """``np.matmul`` of stacks of matrices: one gemm (or loop nest) per index of the result's
+    batch dims, each operand's batch dims broadcast against them."""
+    if a.rank < 2 or bt.rank < 2:
+        raise Unsupported("MatMul of a stack of matrices and a vector")
+    t = n.type
+    assert isinstance(t, TensorType) and t.shape is not None
+    a, bt = _materialise(fe, a), _materialise(fe, bt)
+    b = fe.b
+    m, kk, nn = a.dims[-2], a.dims[-1], bt.dims[-1]
+    if bt.shape[-2] != a.shape[-1]:  # the type rule assumed the contraction dims agree
+        fe.fail(b.icmp_unsigned("!=", kk, bt.dims[-2]), n, "ValueError",
+                "matmul: the contraction dims of a and b differ")
+    out = fe.alloc(t.shape, dt)
+    fe.owner[id(out)] = {n}
+    dims = fe.dims(t.shape)
+    lead = t.shape[:-2]
+    et = mem_type(dt)
+
+    def at(v: Tensor, idx: list[ir.Value], size: ir.Value) -> ir.Value:
+        """The first element of ``v``'s matrix at the result's batch index ``idx``."""
+        if v.rank == 2:
+            return v.ptr
+        stack = Tensor(v.dtype, v.shape[:-2], v.dims[:-2])
+        off = b.mul(linear(b, broadcast_index(b, idx, lead, stack), stack.dims), size)
+        return b.gep(v.ptr, [off], inbounds=True, source_etype=et)
+
+    def one(idx: list[ir.Value]) -> None:
+        pa, pb = at(a, idx, b.mul(m, kk)), at(bt, idx, b.mul(kk, nn))
+        pc = b.gep(out, [b.mul(linear(b, idx, dims[:-2]), b.mul(m, nn))], inbounds=True, source_etype=et)
+        if sym is not None:
+            _gemm_call(fe, sym, dt, pa, pb, pc, m, nn, kk)
+        else:
+            _loops(fe, dt, pa, pb, pc, m, nn, kk)
+
+    loop_nest(b, dims[:-2], one, name="batch")
+    return Tensor(dt, t.shape, dims, ptr=out)
+
+
+def matmul_may_fail(n: Node) -> bool:
+    """Whether MatMul ``n``'s rule checks at run time that the contraction dims agree: for
+    stacks of matrices, where the types do not prove it (2-D operands are not checked)."""
+    a, bt = (v.type for v in n.inputs[:2])
+    if not isinstance(a, TensorType) or not isinstance(bt, TensorType) or a.shape is None or bt.shape is None:
+        return False
+    if len(a.shape) < 2 or len(bt.shape) < 2 or (len(a.shape) == 2 and len(bt.shape) == 2):
+        return False
+    return bool(a.shape[-1] != bt.shape[-2])
+
+
 def _gemm_call(fe: FunctionEmitter, sym: str, dt: str, a: Any, bm: Any, c: Any, m: ir.Value, n: ir.Value,
-               k: ir.Value) -> None:
-    """Row-major C[m, n] = A[m, k] B[k, n] as column-major gemm('N', 'N', n, m, k, 1, B, n, A, k, 0, C, n)."""
+               k: ir.Value, trans_a: bool = False, trans_b: bool = False) -> None:
+    """Row-major C[m, n] = op(A) op(B) as column-major gemm(tb, ta, n, m, k, 1, B, ldb, A, lda,
+    0, C, n): a row-major matrix is its transpose in column-major order, so a transposed
+    operand is read with the flag 'T' and the leading dimension of its stored rows."""
     eb, b = fe.eb, fe.b
     ft = reg_type(dt)
 
@@ -111,13 +166,14 @@ def _gemm_call(fe: FunctionEmitter, sym: str, dt: str, a: Any, bm: Any, c: Any, 
     def i32(v: ir.Value) -> ir.Value:
         return ref(b.trunc(v, I32), I32)
 
-    no = ref(I8(ord("N")), I8)
+    def ld(v: ir.Value) -> ir.Value:  # gemm refuses a leading dimension of 0 (nothing is read then)
+        return i32(b.select(b.icmp_unsigned("==", v, I64(0)), I64(1), v))
+
+    ta, tb = (ref(I8(ord("T" if t else "N")), I8) for t in (trans_a, trans_b))
     fn = fe.mod.declare(sym, ir.VoidType(), [PTR] * 13)
     one, zero = ref(ir.Constant(ft, 1.0), ft), ref(ir.Constant(ft, 0.0), ft)
-    # gemm refuses a leading dimension of 0: use 1 where a dim is empty (nothing is read)
-    ld_n = b.select(b.icmp_unsigned("==", n, I64(0)), I64(1), n)
-    ld_k = b.select(b.icmp_unsigned("==", k, I64(0)), I64(1), k)
-    b.call(fn, [no, no, i32(n), i32(m), i32(k), one, bm, i32(ld_n), a, i32(ld_k), zero, c, i32(ld_n)])
+    b.call(fn, [tb, ta, i32(n), i32(m), i32(k), one, bm, ld(k if trans_b else n), a, ld(m if trans_a else k),
+                zero, c, ld(n)])
 
 
 def _loops(fe: FunctionEmitter, dt: str, a: Any, bm: Any, c: Any, m: ir.Value, n: ir.Value, k: ir.Value) -> None:
@@ -149,3 +205,82 @@ def _loops(fe: FunctionEmitter, dt: str, a: Any, bm: Any, c: Any, m: ir.Value, n
         loop_nest(b, [k], over_k, name="k")
 
     loop_nest(b, [m], row, name="i")
+
+
+def _operand(fe: FunctionEmitter, t: Tensor, trans: bool, blas: bool) -> tuple[Any, bool]:
+    """A matrix operand as (contiguous buffer, read it transposed): a lazy transpose of a
+    buffer is that buffer read transposed by BLAS (no copy of a layer's weights per call)."""
+    if blas and t.ptr is None and t.transpose_of is not None:
+        return t.transpose_of.ptr, not trans
+    if trans and not blas:  # the loops read row-major operands: materialise the transpose
+        src = t
+        t = Tensor(t.dtype, t.shape[::-1], t.dims[::-1], elem=lambda idx: src.load(fe.b, idx[::-1]))
+        trans = False
+    return _materialise(fe, t).ptr, trans
+
+
+def gemm_may_fail(n: Node) -> bool:
+    """Whether Gemm ``n``'s rule checks at run time that the contraction dims agree (where
+    the types do not prove it)."""
+    a, bt = (v.type for v in n.inputs[:2])
+    if not isinstance(a, TensorType) or not isinstance(bt, TensorType) or a.shape is None or bt.shape is None \
+            or len(a.shape) != 2 or len(bt.shape) != 2:
+        return False  # no rule: the graph is not compiled whole
+    ka = a.shape[0] if n.attrs.get("transA", False) else a.shape[1]
+    kb = bt.shape[1] if n.attrs.get("transB", False) else bt.shape[0]
+    return bool(ka != kb)
+
+
+@register_lowering(BACKEND, "Gemm")
+def _gemm(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    """``alpha * op(a) @ op(b) + beta * c`` in NumPy's order (the kernel's): the product into
+    a buffer, then the scaling and ``c`` as a lazy elementwise tensor that fuses with the
+    activation after it.  ``c`` is not read when ``beta`` is 0, as the kernel does not."""
+    a, bt = ins[:2]
+    c = ins[2] if len(ins) > 2 else None
+    if not isinstance(a, Tensor) or not isinstance(bt, Tensor) or a.rank != 2 or bt.rank != 2:
+        raise Unsupported("Gemm of operands that are not matrices")
+    dt = out_dtype(n)
+    if kind(dt) == "b" or dt == "f16":
+        raise Unsupported(f"Gemm on {dt}")
+    t = n.type
+    assert isinstance(t, TensorType) and t.shape is not None
+    ta, tb = bool(n.attrs.get("transA", False)), bool(n.attrs.get("transB", False))
+    sym = _blas_symbol(dt) if STRATEGY != "loops" else None
+    if STRATEGY == "blas" and sym is None and kind(dt) == "f":
+        raise Unsupported("Gemm through BLAS needs SciPy")
+    m, kk = (a.dims[1], a.dims[0]) if ta else (a.dims[0], a.dims[1])
+    nn = bt.dims[0] if tb else bt.dims[1]
+    kb = bt.dims[1] if tb else bt.dims[0]
+    b = fe.b
+    if gemm_may_fail(n):  # the type rule assumed the contraction dims agree
+        fe.fail(b.icmp_unsigned("!=", kk, kb), n, "ValueError", "Gemm: the contraction dims of a and b differ")
+    pa, ta = _operand(fe, a, ta, sym is not None)
+    pb, tb = _operand(fe, bt, tb, sym is not None)
+    out = fe.alloc(t.shape, dt)
+    fe.owner[id(out)] = {n}
+    out_dims = fe.dims(t.shape)
+    if sym is not None:
+        _gemm_call(fe, sym, dt, pa, pb, out, m, nn, kk, ta, tb)
+    else:
+        _loops(fe, dt, pa, pb, out, m, nn, kk)
+    shape = t.shape
+    prod = Tensor(dt, shape, out_dims, ptr=out)
+    alpha, beta = float(n.attrs.get("alpha", 1.0)), float(n.attrs.get("beta", 1.0))
+    if c is not None and beta == 0.0:
+        c = None
+    if alpha == 1.0 and c is None:
+        return prod
+    f = kind(dt) == "f"
+    mul, add = (b.fmul, b.fadd) if f else (b.mul, b.add)
+
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        v = prod.load(fe.b, idx)
+        if alpha != 1.0:
+            v = mul(v, constant(dt, alpha))
+        if c is not None:
+            cv = c.load(fe.b, broadcast_index(fe.b, idx, shape, c)) if isinstance(c, Tensor) else c
+            v = add(v, mul(cv, constant(dt, beta)) if beta != 1.0 else cv)
+        return v
+
+    return Tensor(dt, shape, out_dims, elem=elem)

@@ -1,5 +1,5 @@
 """Shape ops as lazy tensors: ``ShapeOf``, ``ConstantOfShape``, ``Reshape``, ``Transpose``,
-``Unsqueeze`` and ``Squeeze``.
+``Unsqueeze``, ``Squeeze``, ``Expand`` and ``Slice``.
 
 None of them computes where it stands.  ``ShapeOf`` is a one-dim tensor whose element ``k``
 is the input's ``k``-th dim (constant indices fold to the dim itself);
@@ -10,18 +10,22 @@ that the element counts agree.  Its dims are the shape input's values, one ``-1`
 as NumPy solves it (the element count over the other dims).  ``Transpose``, ``Unsqueeze``
 and ``Squeeze`` read the input at the permuted index, or at the index without the new axes
 (with 0 at the dropped ones); a dropped axis whose size is not known to be 1 is checked.
+``Expand`` reads the input at the broadcast index, its dims those of NumPy's broadcasting
+of the input's shape with the shape input's values (checked as NumPy checks them).
+``Slice`` with constant bounds reads the input at ``start + i * step``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from llvmlite import ir
 
 from nexus.backends.base import register_lowering
 from nexus.backends.llvm.dtypes import I64, Unsupported, constant, mem_type, to_reg
 from nexus.backends.llvm.rules import BACKEND, convert
-from nexus.backends.llvm.tensors import Tensor, linear
+from nexus.backends.llvm.tensors import Tensor, broadcast_index, linear
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType
 
@@ -141,8 +145,17 @@ def _transpose(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         return x
     perm = n.attrs.get("perm")
     order = [int(p) % x.rank for p in perm] if perm is not None else list(range(x.rank))[::-1]
-    _, shape = _out_type(n)
-    return _view(fe, x, shape, [x.dims[p] for p in order], [order.index(j) for j in range(x.rank)])
+    dtype, shape = _out_type(n)
+    src = n.input(0)
+    if src.op.name == "Constant" and x.ptr is not None:
+        # a layer's weights, transposed once here: BLAS reads row-major [K, N] operands
+        # faster than transposed ones at small batch (a [8, 128] x [128, 1000] gemm: 2x)
+        value = np.transpose(np.asarray(src.attrs["value"]), order)
+        return Tensor(dtype, shape, [x.dims[p] for p in order], ptr=fe.mod.global_array(value, dtype))
+    t = _view(fe, x, shape, [x.dims[p] for p in order], [order.index(j) for j in range(x.rank)])
+    if x.rank == 2 and order == [1, 0] and x.ptr is not None:
+        t.transpose_of = x
+    return t
 
 
 @register_lowering(BACKEND, "Unsqueeze")
@@ -177,3 +190,83 @@ def _squeeze(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     if not kept:
         return x.load(fe.b, [I64(0)] * x.rank)
     return _view(fe, x, shape, [x.dims[k] for k in kept], [kept.index(k) if k in kept else None for k in range(x.rank)])
+
+
+@register_lowering(BACKEND, "Expand")
+def _expand(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    x = ins[0]
+    dtype, shape = _out_type(n)
+    vals = _shape_values(fe, ins[1], n.input(1))
+    if not shape:
+        return x
+    b = fe.b
+    xt = x if isinstance(x, Tensor) else Tensor(dtype, (), [], elem=lambda idx: x)
+    dims = []
+    for j in range(len(shape)):
+        k, i = j - (len(shape) - xt.rank), j - (len(shape) - len(vals))
+        xd = xt.dims[k] if k >= 0 else I64(1)
+        if i < 0:
+            dims.append(xd)
+            continue
+        sd = vals[i]
+        x1, s1 = b.icmp_unsigned("==", xd, I64(1)), b.icmp_signed("==", sd, I64(1))
+        fe.fail(b.or_(b.icmp_signed("<", sd, I64(0)),
+                      b.and_(b.not_(b.or_(x1, s1)), b.icmp_unsigned("!=", xd, sd))), n, "ValueError",
+                "operands could not be broadcast together with the shape input")
+        dims.append(b.select(s1, xd, sd))
+    if not isinstance(x, Tensor):
+        return Tensor(dtype, shape, dims, elem=lambda idx: x)
+    return Tensor(dtype, shape, dims, elem=lambda idx: x.load(fe.b, broadcast_index(fe.b, idx, shape, x)))
+
+
+def _ints(n: Node, k: int) -> list[int] | None:
+    """The values of ``n``'s input ``k`` where it is a Constant, else None."""
+    v = n.input(k)
+    if v.op.name != "Constant":
+        return None
+    return [int(i) for i in np.asarray(v.attrs["value"]).reshape(-1)]
+
+
+@register_lowering(BACKEND, "Slice")
+def _slice(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    """``x[start:end:step]`` along the axes named, with constant starts, ends, axes and
+    steps: the input read at ``start + i * step`` (Python's clamping of the bounds, in
+    registers where a dim is known only at run time)."""
+    x = ins[0]
+    if not isinstance(x, Tensor):
+        raise Unsupported("Slice of a scalar")
+    dtype, shape = _out_type(n)
+    starts, ends = _ints(n, 1), _ints(n, 2)
+    axes = _ints(n, 3) if len(ins) > 3 else list(range(len(starts or ())))
+    steps = _ints(n, 4) if len(ins) > 4 else [1] * len(axes or ())
+    if starts is None or ends is None or axes is None or steps is None:
+        raise Unsupported("Slice with bounds known only at run time")
+    b = fe.b
+    first = [I64(0)] * x.rank
+    stride = [1] * x.rank
+    dims = list(x.dims)
+    for a, start, end, step in zip(axes, starts, ends, steps):
+        a %= x.rank
+        d = x.dims[a]
+        lo, hi = (I64(0), d) if step > 0 else (I64(-1), b.sub(d, I64(1)))
+
+        def clamp(i: int, lo: ir.Value = lo, hi: ir.Value = hi, d: ir.Value = d) -> ir.Value:
+            i = max(min(i, 2**62), -2**62)  # beyond any dim: no overflow when the dim is added
+            v = b.add(I64(i), d) if i < 0 else I64(i)
+            v = b.select(b.icmp_signed("<", v, lo), lo, v)
+            return b.select(b.icmp_signed(">", v, hi), hi, v)
+
+        s, e = clamp(start), clamp(end)
+        span = b.sub(e, s) if step > 0 else b.sub(s, e)
+        size = b.sdiv(b.add(span, I64(abs(step) - 1)), I64(abs(step)))
+        first[a], stride[a] = s, step
+        dims[a] = b.select(b.icmp_signed("<", size, I64(0)), I64(0), size)
+    dims = [I64(d) if isinstance(d, int) else v for d, v in zip(shape, dims)]
+
+    sliced = {a % x.rank for a in axes}
+
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        at = [fe.b.add(first[a], fe.b.mul(i, I64(stride[a]))) if a in sliced else i for a, i in enumerate(idx)]
+        return x.load(fe.b, at)
+
+    return Tensor(dtype, shape, dims, elem=elem)
