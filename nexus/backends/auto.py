@@ -24,7 +24,7 @@ import importlib.util
 import time
 from typing import Any
 
-from nexus.backends.base import Executable, Partition, register_backend
+from nexus.backends.base import Executable, Partition, in_graph, register_backend
 from nexus.backends.python.interpreter import compile_python
 from nexus.ir.cfg import role
 from nexus.ir.extras import MissingExtra
@@ -66,13 +66,13 @@ class Mixed(Executable):
         loops, loops_why = _engine(loops, "llvm", "loops")
         self.partitions: list[Partition] = []
         self.whole: Executable | None = None
-        self.host, _ = g.clone()
+        self.host, copy = g.clone()
         kernels = []
         if loops == "llvm":
             from nexus.backends.llvm.partition import outline_loops
 
             kernels = outline_loops(self.host, max_iterations, accept=_scalar_loop)
-            self.partitions += [Partition("llvm", _data(k.graph), "a loop without dense ops") for k in kernels]
+            self.partitions += [Partition("llvm", [], "a loop without dense ops", members=k.outlined) for k in kernels]
         else:
             self.partitions.append(Partition("python", [], f"loops interpreted: llvm {loops_why}"))
         if dense == "onnxruntime" and not kernels:
@@ -88,6 +88,7 @@ class Mixed(Executable):
             else:
                 self.partitions.append(Partition("python", [], f"dense regions interpreted: onnxruntime {dense_why}"))
             self._run = compile_python(self.host, max_iterations, parallel)
+        self.partitions = in_graph(self.partitions, g, {c: n for n, c in copy.items()})
         self.compile_time = time.perf_counter() - t0
 
     def _whole(self, g: Graph, threads: int) -> Executable | None:
@@ -99,7 +100,8 @@ class Mixed(Executable):
         except (ExportError, NotImplementedError, *_REFUSALS) as e:
             self.partitions.append(Partition("python", [], f"not one session: {type(e).__name__}"))
             return None
-        self.partitions.append(Partition("onnxruntime", _data(g), "no loop for llvm, and the whole graph exports"))
+        self.partitions.append(Partition("onnxruntime", [], "no loop for llvm, and the whole graph exports",
+                                         members=tuple(n for n in g.nodes() if role(n) == "data")))
         return exe
 
     def __call__(self, *args: Any) -> Any:
@@ -107,10 +109,6 @@ class Mixed(Executable):
 
     def source(self) -> str:
         return "".join(f"# {p}\n" for p in self.partitions) + self._run.source()
-
-
-def _data(g: Graph) -> list[str]:
-    return [f"%{n.name or '?'} = {n.op.name}" for n in g.nodes() if role(n) == "data"]
 
 
 def compile_auto(g: Graph, dense: str | None = None, loops: str | None = None, threads: int = 0,

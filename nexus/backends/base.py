@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from nexus.ir.binding import BindingError
@@ -26,6 +26,7 @@ from nexus.ir.extras import needing
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node, node_where
 from nexus.ir.opdef import REGISTRY
+from nexus.ir.printer import value_names
 
 
 class NexusRuntimeError(RuntimeError):
@@ -94,13 +95,30 @@ class Partition:
     """A region of a graph that a mixed executable runs on one engine, and why there."""
 
     engine: str  # a backend's name: "onnxruntime", "llvm", "python"...
-    nodes: list[str]  # the region's nodes, as `%name = Op`
+    nodes: list[str]  # the region's nodes, as `%name = Op` (the text form's names)
     why: str
     block: str = ""
+    # the region's nodes themselves, in the graph that was compiled (`nexus viz --backend`
+    # colours them); empty for a note that names no node
+    members: tuple[Node, ...] = field(default=(), repr=False, compare=False)
 
     def __str__(self) -> str:
         where = f" in ^{self.block}" if self.block else ""
         return f"{self.engine}{where}: {len(self.nodes)} node(s) ({self.why})"
+
+
+def in_graph(parts: list[Partition], g: Graph, copy_of: Mapping[Node, Node] | None = None) -> list[Partition]:
+    """``parts`` made about ``g``: members of a copy of it mapped back (``copy_of``: the copy's
+    node -> ``g``'s) and every node named as ``g``'s text form names it (no ``%?``)."""
+    names = value_names(g)
+    out = []
+    for p in parts:
+        if not p.members:
+            out.append(p)
+            continue
+        members = tuple(m for n in p.members if (m := (copy_of or {}).get(n, n)) in names)
+        out.append(replace(p, nodes=[f"%{names[n]} = {n.op.name}" for n in members], members=members))
+    return out
 
 
 Rule = TypeVar("Rule", bound=Callable[..., Any])

@@ -33,6 +33,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "--run the path one run took, with the times each edge was taken.",
         epilog="examples:\n  nexus viz model.nx -o model.svg\n  nexus viz seed:skip5_loop -o loop.png\n"
                "  nexus viz seed:skip5_loop --html loop.html --run\n"
+               "  nexus viz model.onnx --backend auto --html parts.html\n"
                "  nexus viz model.nx --serve --input x=[1,2]")
     p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("-o", "--output", metavar="OUT",
@@ -48,6 +49,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE",
                    help="an argument value for --run (repeatable; implies --run), as for nexus run")
     p.add_argument("--no-types", action="store_true", help="leave the types out of the node labels")
+    p.add_argument("--backend", metavar="NAME",
+                   help="compile the graph with this backend (auto, onnxruntime) and colour each node by the engine "
+                        "its partition runs on; edges between engines (transfers) are drawn thick")
     p.set_defaults(func=cmd_viz)
     return p
 
@@ -64,8 +68,9 @@ def cmd_viz(args: argparse.Namespace) -> int:
         from nexus.viz import render
 
         out = args.output or _picture_name(args.file)
+        engines = _engines(g, args.backend)
         with _drawing(), writing(out):
-            written = render(g, out, types=types)
+            written = render(g, out, types=types, engines=engines)
         print(f"wrote {written}")
         return 0
     folder = os.path.dirname(args.html or "") or "."
@@ -131,4 +136,22 @@ def _page(g: Any, args: argparse.Namespace, types: bool) -> str:
         if path.error:
             print(f"nexus viz: the run stopped ({path.error}); the page shows the path up to there",
                   file=sys.stderr)
-    return page(g, path, types=types)
+    return page(g, path, types=types, engines=_engines(g, args.backend))
+
+
+def _engines(g: Any, backend: str | None) -> dict[Any, str] | None:
+    """The engine of each node of ``g`` when compiled with ``backend`` (its partitions)."""
+    if backend is None:
+        return None
+    from nexus.backends.base import compile as compile_graph
+    from nexus.ir.extras import needing
+    from nexus.ir.verify import verify
+
+    verify(g)
+    with needing(f"colouring by the {backend} backend's partitions"):
+        exe = compile_graph(g, backend=backend)
+    parts = getattr(exe, "partitions", None)
+    if parts is None:
+        raise VizUsageError(f"--backend {backend}: that backend does not split a graph into partitions "
+                            "(use auto or onnxruntime)")
+    return {n: p.engine for p in parts for n in p.members}

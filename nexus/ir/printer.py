@@ -76,6 +76,12 @@ class Namer:
         return self.names[node]
 
 
+def value_names(g: Graph) -> dict[Node, str]:
+    """Each node of ``g`` by its name in the text form (``%name``): its own made unique, or
+    the number the printer gives an unnamed one."""
+    return _name_graph(g, block_order(g))[0].names
+
+
 def _name_graph(g: Graph, blocks: list[Block]) -> tuple[Namer, Namer]:
     values, labels = Namer(), Namer()
     for b in blocks:

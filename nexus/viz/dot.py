@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,6 +102,21 @@ def device_style(n: Node) -> tuple[str, str]:
     return "\n" + where, f', fillcolor="{fill}"' if fill else ""
 
 
+# With ``engines`` (``nexus viz --backend auto``), each node that a partition of a mixed
+# executable runs is filled by its engine and labelled with it; a data edge between two
+# engines (a transfer at a partition's boundary) is drawn thick, in the colour below.
+ENGINE_FILLS = {"onnxruntime": "#a5d8ff", "llvm": "#eebefa", "xla": "#ffec99", "python": "#ffe8cc"}
+BOUNDARY_EDGE = "#1971c2"
+
+
+def engine_style(n: Node, engines: Mapping[Node, str] | None) -> tuple[str, str]:
+    """(label suffix, extra DOT attributes) for the engine that runs ``n``; ("", "") for none."""
+    engine = engines.get(n) if engines else None
+    if engine is None:
+        return "", ""
+    return f"\n[{engine}]", f', fillcolor="{ENGINE_FILLS.get(engine, ECHO_FILL)}"'
+
+
 @dataclass
 class DrawnEdge:
     """One edge of a drawing.  ``kind``: 'data', 'phi', 'dep', 'exit' (a Cond to its Proj)
@@ -168,13 +184,15 @@ def _echo_label(n: Node, name: str, types: bool) -> str:
     return text
 
 
-def to_dot(g: Graph, *, types: bool = True, echoes: bool = True) -> str:
+def to_dot(g: Graph, *, types: bool = True, echoes: bool = True, engines: Mapping[Node, str] | None = None) -> str:
     """The DOT text of ``g``: one cluster per block, nodes and edges styled by kind.
-    ``echoes=False`` draws each constant once, with edges to all its uses."""
-    return drawing(g, types=types, echoes=echoes).text
+    ``echoes=False`` draws each constant once, with edges to all its uses; ``engines``
+    (node -> engine name, from a mixed executable's partitions) colours nodes by engine."""
+    return drawing(g, types=types, echoes=echoes, engines=engines).text
 
 
-def drawing(g: Graph, *, types: bool = True, echoes: bool = True) -> Drawing:
+def drawing(g: Graph, *, types: bool = True, echoes: bool = True,
+            engines: Mapping[Node, str] | None = None) -> Drawing:
     """The DOT text of ``g`` with the index from its ids to nodes, edges and blocks."""
     blocks = block_order(g)
     values, labels = _name_graph(g, blocks)
@@ -204,6 +222,8 @@ def drawing(g: Graph, *, types: bool = True, echoes: bool = True) -> Drawing:
         for n in members:
             ids[n] = f"n{len(ids)}"
             suffix, style = device_style(n)
+            if engines and n in engines:
+                suffix, style = engine_style(n, engines)
             lines.append(f"    {ids[n]} [id={ids[n]}, label={_q(_label(n, values[n], types) + suffix)}, "
                          f"{_STYLE[node_kind(n)]}{style}];")
         if echoes:
@@ -246,7 +266,10 @@ def drawing(g: Graph, *, types: bool = True, echoes: bool = True) -> Drawing:
                 edge(src, ids[n], attrs, "phi", n, i)
                 continue
             control = node_kind(v) == "control" and v.op.name != "Start"
-            attrs.append(f'color="{CONTROL_EDGE}"' if control else f'color="{DATA_EDGE}"')
+            boundary = engines is not None and not control and v in engines and n in engines \
+                and engines[v] != engines[n]
+            attrs.append(f'color="{CONTROL_EDGE}"' if control else f'color="{BOUNDARY_EDGE}", penwidth=2.4'
+                         if boundary else f'color="{DATA_EDGE}"')
             if types and not control and isinstance(v.type, TensorType) and v.type.shape != ():
                 # Tensor edges carry their shape (symbolic dims included); scalars stay quiet.
                 attrs += [f"label={_q(' ' + shape_str(v.type.shape))}", "fontsize=9"]
@@ -355,7 +378,8 @@ def run_dot(text: str, fmt: str, what: str, out: str | None = None, *, straight:
     return proc.stdout
 
 
-def render(g: Graph, path: str | os.PathLike[str], *, types: bool = True) -> str:
+def render(g: Graph, path: str | os.PathLike[str], *, types: bool = True,
+           engines: Mapping[Node, str] | None = None) -> str:
     """Draw ``g`` to ``path``; the suffix picks the format (.svg, .png, .pdf, or .dot for
     the DOT text).  Returns the path written.  Without Graphviz the DOT text is written
     next to it (suffix .dot) and :class:`GraphvizMissing` is raised; a missing output
@@ -369,7 +393,7 @@ def render(g: Graph, path: str | os.PathLike[str], *, types: bool = True) -> str
     if fmt in ("svg", "png", "pdf") and g.num_nodes() > MAX_DRAWN_NODES:
         raise DrawError(f"graph @{g.name} has {g.num_nodes()} nodes; pictures are limited to {MAX_DRAWN_NODES} "
                         "(Graphviz would take minutes): write a .dot file instead")
-    text = to_dot(g, types=types)
+    text = to_dot(g, types=types, engines=engines)
     if fmt in ("dot", "gv"):
         with open(out, "w", encoding="utf-8") as f:
             f.write(text)

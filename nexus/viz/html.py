@@ -14,6 +14,7 @@ import html
 import json
 import os
 import re
+from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
@@ -52,7 +53,7 @@ def _attr_text(value: Any) -> str:
         return repr(value)
 
 
-def _node_info(n: Node, d: Drawing) -> dict[str, Any]:
+def _node_info(n: Node, d: Drawing, engines: Mapping[Node, str] | None = None) -> dict[str, Any]:
     t = n.type
     info: dict[str, Any] = {
         "op": n.op.name, "name": d.names.get(n, "?"), "kind": node_kind(n),
@@ -68,6 +69,8 @@ def _node_info(n: Node, d: Drawing) -> dict[str, Any]:
     if device is not None:
         machine = n.attrs.get("machine")
         info["device"] = str(device) if machine is None else f"{device} on {machine}"
+    if engines and n in engines:
+        info["engine"] = engines[n]
     if n.loc is not None:
         info["loc"] = str(n.loc)
     if n.deps:
@@ -75,9 +78,10 @@ def _node_info(n: Node, d: Drawing) -> dict[str, Any]:
     return info
 
 
-def index(g: Graph, d: Drawing, path: RunPath | None = None) -> dict[str, Any]:
+def index(g: Graph, d: Drawing, path: RunPath | None = None,
+          engines: Mapping[Node, str] | None = None) -> dict[str, Any]:
     """The JSON index of a drawing: nodes, echoes, blocks, edges (and the run) by SVG id."""
-    nodes = {nid: _node_info(n, d) for n, nid in d.node_ids.items()}
+    nodes = {nid: _node_info(n, d, engines) for n, nid in d.node_ids.items()}
     users: dict[str, list[str]] = {}
     for nid, info in nodes.items():
         for v in info["ins"]:
@@ -155,18 +159,20 @@ def _script_json(data: Any) -> str:
     return json.dumps(data, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
-def page(g: Graph, path: RunPath | None = None, *, types: bool = True, svg: str | None = None) -> str:
-    """The HTML text of the viewer for ``g`` (``path``: a run to highlight).  Needs
-    Graphviz's ``dot`` unless ``svg`` (the layout of :func:`drawing`'s text) is given."""
+def page(g: Graph, path: RunPath | None = None, *, types: bool = True, svg: str | None = None,
+         engines: Mapping[Node, str] | None = None) -> str:
+    """The HTML text of the viewer for ``g`` (``path``: a run to highlight; ``engines``: the
+    engine of each node, which colours it).  Needs Graphviz's ``dot`` unless ``svg`` (the
+    layout of :func:`drawing`'s text) is given."""
     if svg is None and g.num_nodes() > MAX_PAGE_NODES:
         raise DrawError(f"graph @{g.name} has {g.num_nodes()} nodes; the viewer lays out at most {MAX_PAGE_NODES} "
                         "(Graphviz would take too long): view a part of it, or write a .dot file")
-    d = drawing(g, types=types)
+    d = drawing(g, types=types, engines=engines)
     if svg is None:
         svg = run_dot(d.text, "svg", f"graph @{g.name}", straight=len(d.node_ids) > BIG_GRAPH,
                       timeout=PAGE_DOT_TIMEOUT).decode("utf-8")
     parts = {"title": html.escape(f"graph @{g.name}"), "css": _template("viewer.css"), "svg": _svg_body(svg),
-             "data": _script_json(index(g, d, path)), "js": _template("viewer.js")}
+             "data": _script_json(index(g, d, path, engines)), "js": _template("viewer.js")}
     # One pass, so that nothing inserted (a label, the script) is read as a placeholder.
     return re.sub(r"\{\{(\w+)\}\}", lambda m: parts[m.group(1)], _template("page.html"))
 

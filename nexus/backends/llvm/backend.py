@@ -42,6 +42,7 @@ from nexus.backends.llvm.rules import BACKEND
 from nexus.backends.llvm.target import Jitted, assembly, host_machine, little_endian
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
+from nexus.ir.node import Node
 from nexus.ir.types import TensorType, numpy_dtype
 
 ENTRY = "nexus_main"
@@ -80,9 +81,11 @@ def asm(g: Graph, triple: str | None = None) -> str:
 
 class LLVMExecutable(Executable):
     """``g`` as native code; ``compile_time`` is the seconds emitting, optimising and
-    loading took.  ``max_iterations`` bounds the blocks a call enters (None: no bound)."""
+    loading took.  ``max_iterations`` bounds the blocks a call enters (None: no bound).
+    ``outlined``: for a loop outlined from a host graph, the host's nodes it replaced."""
 
     backend = BACKEND
+    outlined: tuple[Node, ...] = ()
 
     def __init__(self, g: Graph, max_iterations: int | None = None, cache_dir: Path | None = None):
         t0 = time.perf_counter()

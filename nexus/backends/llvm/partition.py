@@ -179,6 +179,7 @@ def outline_loops(host: Graph, max_iterations: int | None = None, cache_dir: Pat
             todo = list(lp.children) + todo
             continue
         callee, entry_ctrl, args, outs, _x, exit_block, index = cut
+        exe.outlined = tuple(n for b in lp.blocks for n in b.members)
         _replace(host, lp, callee, entry_ctrl, args, outs, exit_block, index)
         NATIVE_CALLS[callee] = exe
         kernels.append(exe)

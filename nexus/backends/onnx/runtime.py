@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from nexus.backends.base import Executable, MissingLoweringError, NexusRuntimeError, Partition, register_backend
+from nexus.backends.base import (
+    Executable,
+    MissingLoweringError,
+    NexusRuntimeError,
+    Partition,
+    in_graph,
+    register_backend,
+)
 from nexus.backends.onnx.export import RULES, ExportError, to_onnx
 from nexus.backends.python.cost import estimate_ns
 from nexus.backends.python.interpreter import NATIVE_CALLS, compile_python
@@ -225,7 +232,6 @@ def outline_regions(host: Graph, settings: Settings = Settings()) -> tuple[list[
     for block in list(host.blocks):
         for region in regions(block):
             worth, why = _worth(region)
-            names = _names(region)
             if worth:
                 callee, args, outs = _outline(host, region, len(sessions))
                 try:
@@ -236,7 +242,8 @@ def outline_regions(host: Graph, settings: Settings = Settings()) -> tuple[list[
                     _replace(host, region, callee, args, outs)
                     NATIVE_CALLS[callee] = session
                     sessions.append(session)
-            partitions.append(Partition(BACKEND if worth else "python", names, why, block.name or ""))
+            partitions.append(Partition(BACKEND if worth else "python", _names(region), why, block.name or "",
+                                        tuple(region)))
     return sessions, partitions
 
 
@@ -253,8 +260,9 @@ class Split(Executable):
                  reason: str = ""):
         t0 = time.perf_counter()
         self.graph, self.reason = g, reason
-        self.host, _ = g.clone()
-        self.sessions, self.partitions = outline_regions(self.host, settings)
+        self.host, copy = g.clone()
+        self.sessions, parts = outline_regions(self.host, settings)
+        self.partitions = in_graph(parts, g, {c: n for n, c in copy.items()})
         self._run = compile_python(self.host, max_iterations)
         self.compile_time = time.perf_counter() - t0
 
@@ -284,8 +292,8 @@ def compile_onnxruntime(g: Graph, split: bool = False, threads: int = 0, optimiz
         except _REFUSALS as e:
             reason = f"ONNX Runtime does not load the whole graph: {e}"
         else:
-            exe.partitions = [Partition(BACKEND, _names(n for n in g.nodes() if role(n) == "data"),
-                                        "the whole graph exports")]
+            exe.partitions = in_graph([Partition(BACKEND, [], "the whole graph exports", members=tuple(
+                n for n in g.nodes() if role(n) == "data"))], g)
             return exe
     return Split(g, settings, max_iterations, reason)
 

@@ -139,6 +139,7 @@
     row(t, "type", n.type);
     row(t, "shape", n.shape !== undefined ? n.shape : "-");
     row(t, "device", n.device || "(default)");
+    if (n.engine) row(t, "engine", n.engine);
     row(t, "source", n.loc || "(unknown)");
     n.attrs.forEach(function (kv) { row(t, "attr " + kv[0], kv[1]); });
     if (n.ins.length) row(t, "inputs", links(n.ins));
