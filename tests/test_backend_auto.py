@@ -97,3 +97,43 @@ def test_overrides_and_missing_engines(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "llvmlite is not installed" in why and "onnxruntime is not installed" in why
     with pytest.raises(MissingExtra, match="llvm extra"):
         nx.compile(nx.script(collatz), backend="auto", loops="llvm")(3)
+
+
+W_SMALL = (RNG.standard_normal((8, 8)) / 4).astype(np.float32)
+W_BIG = (RNG.standard_normal((8, 1 << 14)) / 4).astype(np.float32)
+
+
+def relay_small(x, n: int):  # noqa: ANN001, ANN201
+    i = 0
+    while i < n:
+        x = np.tanh(x @ W_SMALL) + x
+        i += 1
+    return x
+
+
+def relay_big(x, n: int):  # noqa: ANN001, ANN201
+    i = 0
+    while i < n:
+        x = np.tanh(x @ W_BIG)[:, :8] + x
+        i += 1
+    return x
+
+
+def test_a_loop_of_small_constant_products_runs_whole_as_native_code() -> None:
+    """Matrix-vector work in a loop: one native kernel with BLAS calls, nothing in Python."""
+    require("llvmlite", "llvm")
+    require("onnxruntime", "onnx")
+    f = nx.compile(nx.script(relay_small), backend="auto")
+    for n in (0, 1, 5):
+        np.testing.assert_allclose(f(X, n), relay_small(X, n), rtol=1e-5, atol=1e-6)
+    (whole,) = _exe(f).partitions
+    assert whole.engine == "llvm" and "compile natively" in whole.why
+    assert {m.op.name for m in whole.members} >= {"MatMul", "Tanh", "Less"}
+
+
+def test_a_loop_with_a_big_product_stays_with_onnxruntime() -> None:
+    require("llvmlite", "llvm")
+    require("onnxruntime", "onnx")
+    f = nx.compile(nx.script(relay_big), backend="auto")
+    np.testing.assert_allclose(f(X, 3), relay_big(X, 3), rtol=1e-4, atol=1e-5)
+    assert "llvm" not in [p.engine for p in _exe(f).partitions]

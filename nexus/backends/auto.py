@@ -3,9 +3,12 @@
 Each engine gets what it does best, and ``exe.partitions`` says which node runs where and
 why:
 
-- a loop without dense ops (no MatMul, Conv...: scalar and elementwise work, which ONNX
-  Runtime's ``Loop`` and the python backend both run op by op) becomes a native kernel of
-  the llvm backend;
+- a loop without dense ops (no Conv, and matrix products only with small right operands:
+  scalar, elementwise and matrix-vector work, which ONNX Runtime's ``Loop`` and the python
+  backend both run op by op) becomes a native kernel of the llvm backend, its products
+  BLAS calls;
+- a graph with loops whose every op compiles so (and only such ops) runs whole as native
+  code, with no Python between its loops;
 - a graph with no such loop that ``nx.to_onnx`` exports runs whole as one ONNX Runtime
   session: its fused kernels, and its ``Loop`` bodies of dense ops at ORT's own speed;
 - otherwise the python backend runs the blocks, the Phis and branches (control flow and
@@ -21,10 +24,11 @@ skipped by default (and named in ``exe.partitions``); asked for by name, it is a
 from __future__ import annotations
 
 import importlib.util
+import math
 import time
 from typing import Any
 
-from nexus.backends.base import Executable, Partition, in_graph, register_backend
+from nexus.backends.base import Executable, MissingLoweringError, Partition, in_graph, register_backend
 from nexus.backends.python.interpreter import compile_python
 from nexus.ir.cfg import role
 from nexus.ir.extras import MissingExtra
@@ -32,8 +36,23 @@ from nexus.ir.graph import Graph
 
 BACKEND = "auto"
 _MODULE = {"onnxruntime": "onnxruntime", "llvm": "llvmlite"}
-# Ops that BLAS and ONNX Runtime run faster than a native loop of the llvm backend.
-DENSE_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"})
+# Ops that ONNX Runtime runs faster than a native loop of the llvm backend.
+DENSE_OPS = frozenset({"Conv", "ConvTranspose", "Einsum"})
+# A matrix product in a loop goes native (a BLAS call from the kernel) while its right operand
+# has at most this many elements; ONNX Runtime's own GEMM wins on bigger ones.  Measured on
+# this project's 2-core machine, per call: a 20-step tanh relay with a 256 x 256 weight, llvm
+# 1.42 ms, ONNX Runtime 1.73 ms (8 x 8: 9 us against 100 us); the model suite's RNN cell
+# (64 x 64) 0.15x ONNX Runtime's time; its greedy decoder (a 128 x 1000 output layer at
+# batch 8) 2.5x, the GEMM with few rows being where ONNX Runtime's kernels are faster.
+SMALL_PRODUCT = 1 << 16
+PRODUCTS = frozenset({"MatMul", "Gemm"})
+
+
+def _small(n: Any) -> bool:
+    """A matrix product whose right operand has a static size of at most SMALL_PRODUCT."""
+    t = n.input(1).type
+    shape = getattr(t, "shape", None)
+    return shape is not None and all(isinstance(d, int) for d in shape) and math.prod(shape) <= SMALL_PRODUCT
 
 
 def _engine(asked: str | None, default: str, option: str) -> tuple[str, str]:
@@ -49,8 +68,8 @@ def _engine(asked: str | None, default: str, option: str) -> tuple[str, str]:
     return default, "installed"
 
 
-def _scalar_loop(callee: Graph) -> bool:
-    return not any(n.op.name in DENSE_OPS for n in callee.nodes())
+def _native_loop(callee: Graph) -> bool:
+    return not any(n.op.name in DENSE_OPS or n.op.name in PRODUCTS and not _small(n) for n in callee.nodes())
 
 
 class Mixed(Executable):
@@ -67,15 +86,16 @@ class Mixed(Executable):
         self.partitions: list[Partition] = []
         self.whole: Executable | None = None
         self.host, copy = g.clone()
-        kernels = []
-        if loops == "llvm":
+        kernels: list[Any] = []
+        if loops != "llvm":
+            self.partitions.append(Partition("python", [], f"loops interpreted: llvm {loops_why}"))
+        elif not self._native(g, max_iterations):
             from nexus.backends.llvm.partition import outline_loops
 
-            kernels = outline_loops(self.host, max_iterations, accept=_scalar_loop)
-            self.partitions += [Partition("llvm", [], "a loop without dense ops", members=k.outlined) for k in kernels]
-        else:
-            self.partitions.append(Partition("python", [], f"loops interpreted: llvm {loops_why}"))
-        if dense == "onnxruntime" and not kernels:
+            kernels = outline_loops(self.host, max_iterations, accept=_native_loop)
+            self.partitions += [Partition("llvm", [], "a loop without dense ops (small products: BLAS calls)",
+                                          members=k.outlined) for k in kernels]
+        if self.whole is None and dense == "onnxruntime" and not kernels:
             self.whole = self._whole(g, threads)
         if self.whole is not None:
             self._run: Executable = self.whole
@@ -90,6 +110,25 @@ class Mixed(Executable):
             self._run = compile_python(self.host, max_iterations, parallel)
         self.partitions = in_graph(self.partitions, g, {c: n for n, c in copy.items()})
         self.compile_time = time.perf_counter() - t0
+
+    def _native(self, g: Graph, max_iterations: int | None) -> bool:
+        """Whether ``g``, a graph with loops of which every op has an llvm rule and no op is
+        dense, compiled whole to native code (then ``self.whole`` runs it: no Python between
+        the loops and the code around them)."""
+        from nexus.backends.llvm.backend import LLVMExecutable
+        from nexus.backends.llvm.dtypes import Unsupported
+        from nexus.backends.llvm.partition import unsupported_ops
+        from nexus.passes.loops import loop_forest
+
+        if not loop_forest(g).top_level or not _native_loop(g) or unsupported_ops(g):
+            return False
+        try:
+            self.whole = LLVMExecutable(g, max_iterations)
+        except (Unsupported, MissingLoweringError):
+            return False
+        self.partitions.append(Partition("llvm", [], "loops and all around them compile natively (small products)",
+                                         members=tuple(n for n in g.nodes() if role(n) == "data")))
+        return True
 
     def _whole(self, g: Graph, threads: int) -> Executable | None:
         from nexus.backends.onnx.export import ExportError
