@@ -21,10 +21,12 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   iterations per XLA trip, each after the first kept where the test still holds.
 * **Shapes.** Symbolic dims are specialised per call: the cache is keyed by the concrete
   shapes and dtypes of the arguments, and ``XlaExecutable.compiles`` counts the
-  compilations.  Shape inputs (Reshape's shape, Slice's bounds, ...) must be known while
+  compilations.  Shape inputs (Reshape's shape, Pad's widths, ...) must be known while
   compiling: they are computed at trace time by the NumPy kernels from static values
   (constants, ``ShapeOf``, ``DimSize``).  One computed from run-time data is an error
-  naming the node.
+  naming the node; Slice's bounds are the exception: with run-time bounds (``v[i % 3:]``)
+  the result is a padded window with its true length beside
+  (:mod:`nexus.backends.xla.slicing`).
 * **Data-dependent sizes** (NonMaxSuppression, NonZero, Unique, BooleanMask, TopK with a
   run-time k): *a static bound with padding, plus the true size*
   (:mod:`nexus.backends.xla.dynamic`).  The op's NumPy kernel runs on the host
@@ -33,8 +35,10 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   smaller ``nx.compile(f, backend="xla", dynamic_bound=N)``; the true size (the op's size
   result) is a traced scalar.  Consumers that need it use it: ``ShapeOf``/``DimSize``
   give it, reductions mask the padding, a loop ``while i < k`` runs k times, and a graph
-  result is sliced after the call.  An op whose meaning padding would change (a CumSum,
-  a Reshape of the padded value) is an error naming it.  We chose this over splitting the
+  result is sliced after the call, and elementwise ops, cumulative sums, slices, new axes,
+  transposes and reshapes that keep the padded axis carry it.  An op whose meaning padding
+  would change (an ArgMax or a MatMul over the padded axis, two values padded on different
+  axes) is an error naming it.  We chose this over splitting the
   graph (the dynamic part on the python backend): the whole program, branches and loops
   around the op included, stays one XLA computation, and the LLVM backend's partitioner
   (``nexus.backends.llvm.partition``) is the place for splitting.
@@ -76,7 +80,7 @@ Decisions, and where the backend differs from the NumPy reference semantics:
 """
 
 from nexus.backends.base import register_backend
-from nexus.backends.xla import dynamic, rules, rules_shape  # noqa: F401  (they fill the lowering table)
+from nexus.backends.xla import dynamic, rules, rules_shape, slicing  # noqa: F401  (they fill the lowering table)
 from nexus.backends.xla.executable import XlaExecutable, compile_xla
 from nexus.backends.xla.trace import BACKEND, RULES, XlaLoweringError
 

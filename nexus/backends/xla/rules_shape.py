@@ -1,9 +1,10 @@
 """The xla lowering table, part 2: shapes, indexing, gradient helpers, stacks, and the
 ops that run their NumPy kernel on the host through ``jax.pure_callback``.
 
-Shape inputs (Reshape's ``shape``, Tile's ``repeats``, Slice's bounds...) must be static
-(see :mod:`nexus.backends.xla.trace`): XLA shapes are fixed when compiling.  A shape
-input computed from traced data is a :class:`XlaLoweringError` naming the node.
+Shape inputs (Reshape's ``shape``, Tile's ``repeats``...) must be static (see
+:mod:`nexus.backends.xla.trace`): XLA shapes are fixed when compiling.  A shape input
+computed from traced data is a :class:`XlaLoweringError` naming the node.  (Slice's
+bounds may be traced: :mod:`nexus.backends.xla.slicing`.)
 """
 
 from __future__ import annotations
@@ -180,18 +181,6 @@ def _gather_grad(tr: Trace, node: Node, g: Any, data: Any, idx: Any) -> Any:
     gm = jnp.moveaxis(jnp.reshape(g, shape[:axis] + (idx.shape[0],) + shape[axis + 1:]), axis, 0)
     out = jnp.zeros((shape[axis], *shape[:axis], *shape[axis + 1:]), jnp.result_type(g)).at[idx].add(gm)
     return jnp.moveaxis(out, 0, axis)
-
-
-@register_lowering(BACKEND, "Slice")
-def _slice(tr: Trace, node: Node, data: Any, starts: Any, ends: Any, axes: Any = None, steps: Any = None) -> Any:
-    s = static_ints(node, starts, "the starts")
-    e = static_ints(node, ends, "the ends")
-    ax = range(len(s)) if axes is None else static_ints(node, axes, "the axes")
-    st = None if steps is None else static_ints(node, steps, "the steps")
-    index = [slice(None)] * jnp.ndim(data)
-    for k, a in enumerate(ax):
-        index[a] = slice(s[k], e[k], 1 if st is None else st[k])
-    return jnp.asarray(data)[tuple(index)]
 
 
 @register_lowering(BACKEND, "Range")

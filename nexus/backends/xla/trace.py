@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
@@ -400,6 +400,13 @@ class Trace:
                 return Unread(t)  # a shape no value gives here: the other paths' (see agree)
         raise ValueError(f"no default value of type {t}")
 
+    def unread(self, v: Value) -> Unread | None:
+        """The :class:`Unread` that ``v`` is (a Default whose shape is not known here), or None."""
+        if isinstance(v, Default) and isinstance(v.type, TensorType):
+            d = self.default(v.type)
+            return d if isinstance(d, Unread) else None
+        return None
+
     def as_jax(self, name: Any, v: Any, shape: tuple[int, ...] | None = None) -> Any:
         """``v`` as a JAX value of ``name``'s type, as lax.cond and lax.while_loop need
         (both arms and every iteration must agree on dtypes and shapes).  ``shape``: the
@@ -500,6 +507,12 @@ class Trace:
 
     # --- regions -------------------------------------------------------------------
     def if_(self, r: If, env: dict[Any, Any]) -> None:
+        try:
+            self._if(r, env)
+        except XlaLoweringError as e:
+            _locate(e, _grower(r.then) or _grower(r.orelse))
+
+    def _if(self, r: If, env: dict[Any, Any]) -> None:
         c = self.value(r.cond, env)
         if is_static(c):
             # A condition known while tracing: only the taken arm exists.
@@ -531,6 +544,10 @@ class Trace:
             """Both arms traced abstractly first, to agree on what the types leave open."""
             a = jax.eval_shape(arm(r.then, thens, shapes))[0]
             b = jax.eval_shape(arm(r.orelse, elses, shapes))[0]
+            # A value an arm never reads (it returns early) was traced as zeros with its open
+            # dims as 0: it takes the other arm's shape, and is not padded to it.
+            a = [self.unread(p) or x for p, x in zip(thens, a)]
+            b = [self.unread(p) or y for p, y in zip(elses, b)]
             return [self.agree(m.name, x, y) for m, x, y in zip(r.outputs, a, b)]
 
         if self.open_shape([m.name for m in r.outputs]) or _sizes_from_data(r.then) or _sizes_from_data(r.orelse):
@@ -574,6 +591,12 @@ class Trace:
             env[m.name] = jax.tree_util.tree_map(lambda x, y: _pick(c, x, y), a, b)
 
     def loop(self, r: Loop, env: dict[Any, Any]) -> None:
+        try:
+            self._loop(r, env)
+        except XlaLoweringError as e:
+            _locate(e, _grower(r.body) or (r.test if isinstance(r.test, Node) else None))
+
+    def _loop(self, r: Loop, env: dict[Any, Any]) -> None:
         names = [c.var for c in r.carried]
         raw = [self.value(c.init, env) for c in r.carried]
         init = [self.as_jax(c.var, v) for c, v in zip(r.carried, raw)]
@@ -833,6 +856,14 @@ def _grower(seq: Seq) -> Node | None:
         if found is not None:
             return found
     return None
+
+
+def _locate(e: XlaLoweringError, node: Node | None) -> NoReturn:
+    """Raises ``e`` again, naming ``node`` where it names none: paths of a region that
+    disagree on a value's shape (Trace.agree) are located by the node that grows it."""
+    if e.node is not None or node is None:
+        raise e
+    raise XlaLoweringError(str(e), node) from e
 
 
 def _refuse_growing(r: Loop, name: Any, init: Any, out: Any, joint: tuple[int, ...] | None) -> None:
