@@ -25,3 +25,21 @@ def test_generator_makes_the_promised_constructs() -> None:
                       " >> ", ") & ("):
         assert construct in text, construct
 
+
+
+def test_programs_with_partial_assignments_match_python() -> None:
+    """Issue 30's constructs: variables assigned on some paths (Python's UnboundLocalError
+    where a read meets none), paths returning None, enumerate/zip/reversed loops with
+    negative and run-time steps, a global tuple."""
+    stats: dict[str, int] = {}
+    failures = fuzz(60, seed=30, max_depth=2, runs=3, stop_after=1, partial=True, stats=stats)
+    assert not failures, str(failures[0])
+    assert stats.get("python: UnboundLocalError", 0) >= 5, stats
+
+
+def test_generator_makes_the_partial_constructs() -> None:
+    import random
+
+    text = "".join(Gen(random.Random(s), partial=True).program().split("def f(")[1] for s in range(60))
+    for construct in ("enumerate(", "zip(", "reversed(", "_T[", "start=", ", -"):
+        assert construct in text, construct

@@ -154,6 +154,12 @@ class GradFunction:
 
         return gg, convert
 
+    def run_error(self, e: RuntimeError) -> Exception:
+        """As the differentiated function's language names the failure (a script's
+        UnboundLocalError), or ``e``."""
+        inner = getattr(self.f, "run_error", None)
+        return inner(e) if inner is not None else e
+
 
 def value_and_grad(f: Any, argnums: int | Sequence[int] = 0, mode: str = "graph",
                    max_iterations: int | None = None, checkpoint: int | None = None) -> GradFunction:

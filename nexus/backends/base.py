@@ -227,6 +227,11 @@ class Specializable(Protocol):
         """The graph for ``args``' signature and the conversion of its results."""
         ...
 
+    def run_error(self, e: RuntimeError) -> Exception:
+        """The error the function's own language raises where a run failed with ``e``
+        (a script's UnboundLocalError), or ``e``."""
+        ...
+
 
 class Specialized(Executable):
     """A :class:`Specializable` compiled per argument signature on ``backend``."""
@@ -249,6 +254,11 @@ class Specialized(Executable):
             return convert(exe(*args))
         except BindingError as e:  # named as the caller knows the function
             raise e.called(g.name) from None
+        except RuntimeError as e:  # as the function's language says it (Python: UnboundLocalError...)
+            err = self.fn.run_error(e)
+            if err is e:
+                raise
+            raise err from e
 
     def source(self) -> str:
         if self.graph is None:

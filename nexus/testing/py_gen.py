@@ -13,6 +13,16 @@ assigned and keeps every variable at one type, so each program is valid Python t
 script must accept.  Values stay small (loop-carried ints are wrapped with ``%``, left
 shifts move by at most 4 bits), so int64 never overflows.
 
+With ``partial`` (issue 30; on in the CLI, ``--no-partial`` gives the programs of before)
+variables may be read where they are assigned on some paths only (after one branch, or
+a loop that may run zero times, or a loop's own targets), some paths fall off the end
+(Python returns None), ``for`` loops run over ``enumerate``/``zip``/``reversed`` of
+ranges (negative and run-time steps) and of an array's rows, and a global tuple ``_T``
+gives constants.  Where Python raises UnboundLocalError the script must raise it too,
+naming the variable; where it returns None the script must raise RuntimeError naming
+the end (the python backend: xla cannot raise, so those runs are not compared on other
+backends).
+
 CLI: ``python -m nexus.testing.py_gen --count 20000 [--seed S] [--optimize] [--backend llvm]``
 prints each disagreement (the program, the inputs, both results) and a summary.  With
 ``--backend NAME`` each script is compiled with ``nx.compile(f, backend=NAME)`` and the
@@ -71,19 +81,35 @@ def _steps(n):
 
 @dataclass
 class Env:
-    """Variables definitely assigned here, by name -> type."""
+    """Variables definitely assigned here, by name -> type; ``maybe``: those assigned on
+    some paths only (a read raises UnboundLocalError on the others)."""
 
     vars: dict[str, str]
+    maybe: dict[str, str] = field(default_factory=dict)
 
     def of(self, t: str) -> list[str]:
         return [n for n, ty in self.vars.items() if ty == t]
+
+    def maybe_of(self, t: str) -> list[str]:
+        return [n for n, ty in self.maybe.items() if ty == t and n not in self.vars]
+
+    def join(self, before: Env, paths: list[Env], definite: dict[str, str]) -> None:
+        """After a join of ``paths`` (from ``before``): ``definite`` are assigned on all;
+        the others assigned on some, with one type everywhere, may be read (lists aside)."""
+        seen: dict[str, set[str]] = {}
+        for e in [before, *paths]:
+            for n, t in [*e.vars.items(), *e.maybe.items()]:
+                seen.setdefault(n, set()).add(t)
+        self.vars = dict(definite)
+        self.maybe = {n: next(iter(ts)) for n, ts in seen.items()
+                      if n not in definite and len(ts) == 1 and LIST not in ts}
 
     def targets(self, t: str) -> list[str]:
         # Loop counters (w_*) are never reassigned: the loops stay bounded.
         return [n for n in self.of(t) if not n.startswith("w_")]
 
     def copy(self) -> Env:
-        return Env(dict(self.vars))
+        return Env(dict(self.vars), dict(self.maybe))
 
 
 @dataclass
@@ -96,6 +122,10 @@ class Gen:
     max_depth: int = 3
     # Subscript assignments and the NumPy calls of issue 17 (off: the programs of before).
     numpy: bool = True
+    # Issue 30: variables assigned on some paths only (read where Python may raise
+    # UnboundLocalError), paths falling off the end (None), enumerate/zip/reversed loops
+    # with negative and run-time steps, and a global tuple of constants.
+    partial: bool = False
     counter: int = 0
     lines: list[str] = field(default_factory=list)
 
@@ -108,6 +138,11 @@ class Gen:
         r = self.rng
         names = env.of(INT)
         if d <= 0 or r.random() < 0.3:
+            maybe = env.maybe_of(INT) if self.partial else []
+            if maybe and r.random() < 0.08:
+                return r.choice(maybe)
+            if self.partial and r.random() < 0.05:
+                return r.choice(["_T[0]", "_T[1]", "_T[-2]"])
             if names and r.random() < 0.7:
                 return r.choice(names)
             return str(r.randint(-4, 9))
@@ -172,6 +207,11 @@ class Gen:
         r = self.rng
         names = env.of(FLOAT)
         if d <= 0 or r.random() < 0.3:
+            maybe = env.maybe_of(FLOAT) if self.partial else []
+            if maybe and r.random() < 0.08:
+                return r.choice(maybe)
+            if self.partial and r.random() < 0.03:
+                return "_T[2]"
             if names and r.random() < 0.7:
                 return r.choice(names)
             return r.choice(["0.5", "-1.25", "2.0", "0.0", "3.75", "-0.5"])
@@ -211,6 +251,9 @@ class Gen:
         r = self.rng
         names = env.of(ARR)
         if d <= 0 or r.random() < 0.3 or not names:
+            maybe = env.maybe_of(ARR) if self.partial else []
+            if maybe and r.random() < 0.08:
+                return r.choice(maybe)
             return r.choice(names) if names else "v"
         k = r.randrange(5)
         a = lambda: self.arr_expr(env, d - 1)  # noqa: E731
@@ -427,10 +470,13 @@ class Gen:
             return True
         common = {n: t for n, t in branches[0].vars.items() if all(b.vars.get(n) == t for b in branches)}
         # Variables assigned with a new type on some path must not be read afterwards.
-        env.vars = {n: t for n, t in common.items()}
+        if self.partial:
+            env.join(env.copy(), branches, common)
+        else:
+            env.vars = {n: t for n, t in common.items()}
         return False
 
-    def loop_body(self, env: Env, ind: str, depth: int, loops: int) -> None:
+    def loop_body(self, env: Env, ind: str, depth: int, loops: int) -> Env:
         b = env.copy()
         mark = len(self.lines)
         self.block(b, ind, depth + 1, loops + 1, self.rng.randint(1, 4))
@@ -440,6 +486,21 @@ class Gen:
         for n, t in b.vars.items():
             if n in env.vars and env.vars[n] != t:
                 del env.vars[n]
+        return b
+
+    def after_loop(self, env: Env, inner: Env, body: Env) -> None:
+        """The names the loop may not have assigned (it may run zero times) are dropped, or
+        with ``partial`` kept as maybe assigned (the loop's own targets too)."""
+        before = env.copy()
+        for n in list(env.vars):
+            if n not in inner.vars:
+                del env.vars[n]
+        if self.partial:
+            definite = dict(env.vars)
+            dropped = {n for n in before.vars if n not in definite}  # retyped inside: never read
+            env.join(before, [inner, body], definite)
+            for n in dropped:
+                env.maybe.pop(n, None)
 
     def for_stmt(self, env: Env, ind: str, depth: int, loops: int) -> None:
         r = self.rng
@@ -460,12 +521,56 @@ class Gen:
             self.lines.append(f"{ind}for {var} in range({args}):")
             inner = env.copy()
             inner.vars[var] = INT
-        self.loop_body(inner, ind + "    ", depth, loops)
-        for n in list(env.vars):
-            if n not in inner.vars:
-                del env.vars[n]
+        if self.partial and r.random() < 0.4:
+            self.lines.pop()
+            inner = env.copy()
+            self.lines.append(f"{ind}for {self.sequence_loop(env, inner)}:")
+        body = self.loop_body(inner, ind + "    ", depth, loops)
+        self.after_loop(env, inner, body)
         if r.random() < 0.15:
             self.loop_else(env, ind, loops)
+
+    def int_range(self, env: Env) -> str:
+        """The arguments of a small ``range``: negative and run-time steps too."""
+        r = self.rng
+        lo = r.choice([str(r.randint(-3, 6)), f"{self.int_expr(env, 0)} % 7"])
+        hi = r.choice([str(r.randint(-3, 6)), f"{self.int_expr(env, 0)} % 7 - 2"])
+        step = r.choice(["1", "-1", "2", "-2", "-3", f"({self.int_expr(env, 0)} % 3 + 1)",
+                         f"-({self.int_expr(env, 0)} % 2 + 1)"])
+        return r.choice([f"{lo}", f"{lo}, {hi}", f"{lo}, {hi}, {step}"])
+
+    def sequence_loop(self, env: Env, inner: Env) -> str:
+        """``targets in iterable`` of enumerate/zip/reversed over ranges and rows of ``v``;
+        binds the targets in ``inner``."""
+        r = self.rng
+        rows = self.arrays and not self.f32 and bool(env.of(ARR))
+
+        def seq() -> tuple[str, str]:
+            if rows and r.random() < 0.3:
+                src = r.choice(env.of(ARR))
+                return (f"reversed({src})" if r.random() < 0.4 else src), FLOAT
+            rng_ = f"range({self.int_range(env)})"
+            return (f"reversed({rng_})" if r.random() < 0.4 else rng_), INT
+
+        k = r.randrange(4)
+        a, b = self.fresh("k"), self.fresh("k")
+        if k == 0:
+            it, t = seq()
+            inner.vars[a] = t
+            return f"{a} in {it}"
+        if k == 1:
+            it, t = seq()
+            start = r.choice(["", f", {r.randint(-3, 3)}", f", start={self.int_expr(env, 0)} % 5"])
+            inner.vars[a], inner.vars[b] = INT, t
+            return f"{a}, {b} in enumerate({it}{start})"
+        if k == 2:
+            (i1, t1), (i2, t2) = seq(), seq()
+            inner.vars[a], inner.vars[b] = t1, t2
+            return f"{a}, {b} in zip({i1}, {i2})"
+        c = self.fresh("k")
+        (i1, t1), (i2, t2) = seq(), seq()
+        inner.vars[a], inner.vars[b], inner.vars[c] = INT, t1, t2
+        return f"{a}, ({b}, {c}) in enumerate(zip({i1}, {i2}))"
 
     def loop_else(self, env: Env, ind: str, loops: int) -> None:
         """A loop's ``else:`` assigning an int; wrapped inside an outer loop, where it runs
@@ -486,10 +591,8 @@ class Gen:
         self.lines.append(f"{ind}while {w} < {r.randint(0, 5)}{extra}:")
         inner = env.copy()
         self.lines.append(f"{ind}    {w} = {w} + 1")
-        self.loop_body(inner, ind + "    ", depth, loops)
-        for n in list(env.vars):
-            if n not in inner.vars:
-                del env.vars[n]
+        body = self.loop_body(inner, ind + "    ", depth, loops)
+        self.after_loop(env, inner, body)
         if r.random() < 0.15:
             self.loop_else(env, ind, loops)
 
@@ -510,8 +613,13 @@ class Gen:
         self.lines.append(f"def {name}({', '.join(params)}):")
         left = self.block(env, "    ", 0, 0, self.rng.randint(2, 6))
         if not left:
-            self.lines.append(f"    return {self.ret(env)}")
-        return "import math\nimport numpy as np\n" + HELPERS + "\n\n" + "\n".join(self.lines) + "\n"
+            if self.partial and self.rng.random() < 0.1:  # falls off its end (None) on some paths
+                self.lines.append(f"    if {self.cond(env)}:")
+                self.lines.append(f"        return {self.ret(env)}")
+            else:
+                self.lines.append(f"    return {self.ret(env)}")
+        helpers = HELPERS + ("\n_T = (2, -1, 0.5)\n" if self.partial else "")
+        return "import math\nimport numpy as np\n" + helpers + "\n\n" + "\n".join(self.lines) + "\n"
 
 
 # --- running and comparing ----------------------------------------------------------------------
@@ -594,6 +702,16 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         args = random_inputs(rng, arrays, f32)
         ok_py, want = _outcome(py["f"], tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
         ok_nx, got = _outcome(sf, args)
+        python_error = _python_error_agrees(ok_py, want, ok_nx, got)
+        if python_error is not None:  # Python raised UnboundLocalError or returned None
+            if stats is not None:
+                key = "python: UnboundLocalError" if not ok_py else "python: returned None"
+                stats[key] = stats.get(key, 0) + 1
+            if not python_error:
+                if not ok_nx:
+                    got = "".join(traceback.format_exception(got, limit=4))
+                return Failure(src, args, want, got)
+            continue
         if exe is not None and ok_py:
             ok_be, got_be = _outcome(exe, args)
             if not (ok_be and same(want, got_be) and (not ok_nx or same(got, got_be))):
@@ -616,6 +734,19 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         return Failure(src, args, want, got)
     if stats is not None and exe is not None:
         _count_kinds(exe, stats)
+    return None
+
+
+def _python_error_agrees(ok_py: bool, want: Any, ok_nx: bool, got: Any) -> bool | None:
+    """Where Python raised UnboundLocalError (a read of a variable unassigned on the path
+    taken) or fell off the function's end (None): whether the script raised the same
+    (UnboundLocalError naming the variable; RuntimeError naming the end).  None for the
+    other outcomes.  (These runs are not compared on another backend: xla cannot raise.)"""
+    if not ok_py and isinstance(want, UnboundLocalError):
+        name = str(want).split("'")[1] if "'" in str(want) else ""
+        return not ok_nx and isinstance(got, UnboundLocalError) and f"'{name}'" in str(got)
+    if ok_py and want is None:
+        return not ok_nx and isinstance(got, RuntimeError) and "reached its end without a return" in str(got)
     return None
 
 
@@ -659,7 +790,7 @@ def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Fai
 def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = False,
          stop_after: int | None = None, verbose: bool = False, max_depth: int = 3,
          runs: int = 3, progress: int = 0, backend: str = "python",
-         stats: dict[str, int] | None = None, numpy: bool = True) -> list[Failure]:
+         stats: dict[str, int] | None = None, numpy: bool = True, partial: bool = False) -> list[Failure]:
     """Generate and check ``count`` programs; returns the failures.  ``max_depth``
     bounds the nesting of statements (2 gives programs of about 15 lines)."""
     failures: list[Failure] = []
@@ -671,7 +802,7 @@ def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = Fals
         rng = random.Random(seed * 1_000_003 + k)
         arrays = k % arrays_every == 0
         f32 = arrays and k % 4 == 2
-        src = Gen(rng, arrays=arrays, f32=f32, max_depth=max_depth, numpy=numpy).program()
+        src = Gen(rng, arrays=arrays, f32=f32, max_depth=max_depth, numpy=numpy, partial=partial).program()
         failure = check_program(src, rng, arrays, runs=runs, optimize=optimize, f32=f32, backend=backend,
                                 stats=stats)
         if failure is not None:
@@ -693,12 +824,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="also compile each script on this backend (e.g. xla, llvm) and compare it with both")
     p.add_argument("--arrays-every", type=int, default=2, help="every k-th program has an array argument")
     p.add_argument("--no-numpy", action="store_true", help="no subscript assignments or NumPy calls")
+    p.add_argument("--no-partial", action="store_true",
+                   help="none of issue 30's constructs (variables assigned on some paths, None returns, "
+                        "enumerate/zip/reversed loops, a global tuple): the programs of before")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     stats: dict[str, int] = {}
     failures = fuzz(args.count, args.seed, arrays_every=args.arrays_every, optimize=args.optimize,
                     stop_after=args.stop_after, verbose=True, progress=500, backend=args.backend, stats=stats,
-                    numpy=not args.no_numpy)
+                    numpy=not args.no_numpy, partial=not args.no_partial)
     dt = time.perf_counter() - t0
     print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s (backend {args.backend})")
     for key, n in sorted(stats.items()):

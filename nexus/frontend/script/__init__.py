@@ -94,7 +94,7 @@ from nexus.frontend.script.source import (
     source_from_text,
 )
 from nexus.frontend.script.ssa import LoopTypeRetry
-from nexus.frontend.script.visitor import build_graph
+from nexus.frontend.script.visitor import NO_RETURN, UNBOUND, build_graph
 from nexus.ir.binding import BindingError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node, SourceLoc
@@ -105,6 +105,22 @@ __all__ = ["ScriptError", "ScriptFunction", "Tensor", "script", "script_source"]
 # A build is retried with one more type hint per loop variable or list that needed one; a
 # variable whose type still changes after this many hints of its own does not settle.
 _MAX_RETRIES = 8
+
+
+def _python_error(e: RuntimeError) -> Exception:
+    """The error Python raises where the script's Assert failed: UnboundLocalError for
+    a read of a variable not assigned on the path taken, RuntimeError where the function
+    fell off its end (Python returns None there), else ``e`` itself (a backend's
+    ``NexusRuntimeError`` names the failing node)."""
+    node = getattr(e, "node", None)
+    if not isinstance(node, Node) or node.op.name != "Assert":
+        return e
+    msg = str(node.attrs.get("message", ""))
+    if msg.startswith(UNBOUND):
+        return UnboundLocalError(msg[len(UNBOUND):])
+    if msg.startswith(NO_RETURN):
+        return RuntimeError(msg[len(NO_RETURN):])
+    return e
 
 
 class TensorSpec:
@@ -325,6 +341,16 @@ class ScriptFunction:
             return convert(exe(*args))
         except BindingError as e:  # the call boundary checks dtypes and dims, named or not
             raise e.called(self.fn.__name__) from None
+        except RuntimeError as e:  # a read of an unassigned variable, a path returning None
+            err = self.run_error(e)
+            if err is e:
+                raise
+            raise err from e
+
+    def run_error(self, e: RuntimeError) -> Exception:
+        """The error Python raises where the script's run failed with ``e`` (see
+        :func:`_python_error`); ``nx.compile(script, backend=...)`` asks it too."""
+        return _python_error(e)
 
     def _signature(self, args: tuple[Any, ...], fast_key: Hashable | None) -> tuple[Graph, Any]:
         """The graph and result conversion for ``args``' signature, built on first use."""

@@ -86,7 +86,7 @@ def list_new(low: Lowering, target: ast.Name, literal: ast.List) -> None:
     else:
         empty = np.zeros((0,), np.float64)
     node = low.g.add("Constant", [], low.cur, {"value": empty}, loc=low._loc)
-    low.ssa.set_value(low.var(target.id), low.cur, node)
+    low.bind(target.id, node)
     for item in literal.elts:
         list_append(low, target, low.expr(item), item)
 
@@ -104,7 +104,7 @@ def list_append(low: Lowering, target: ast.Name, value: Val, node: ast.AST) -> N
                          "a list in a script holds values of one dtype and rank (it is their stacked tensor)")
     new = low.emit("Append", [lst, x])
     new.name = target.id
-    low.ssa.set_value(low.var(target.id), low.cur, new)
+    low.bind(target.id, new)
 
 
 def stmt_Assign(low: Lowering, node: ast.Assign) -> None:
@@ -168,7 +168,7 @@ def assign(low: Lowering, target: ast.expr, value: Val) -> None:
         node = low.as_node(value)
         if node.name is None and node.op.name != "Constant":
             node.name = target.id
-        low.ssa.set_value(low.var(target.id), low.cur, node)
+        low.bind(target.id, node)
         low.lists.pop(target.id, None)  # the name holds an array now, not a list
         return
     if isinstance(target, (ast.Tuple, ast.List)):
@@ -205,7 +205,7 @@ def assign_item(low: Lowering, target: ast.Subscript, value: Val) -> None:
         v = low.cast(v, t.dtype)  # NumPy casts the value to the array's dtype
     new = low.emit("SetItem", [x, v, *idx], {"kinds": kinds})
     new.name = name
-    low.ssa.set_value(low.var(name), low.cur, new)
+    low.bind(name, new)
 
 
 def unpack(low: Lowering, value: Val, n: int, target: ast.AST) -> list[Val]:

@@ -24,7 +24,7 @@ from nexus.frontend.script.source import parse_function
 from nexus.frontend.script.ssa import generalize_all
 from nexus.frontend.script.values import Edge, NexusOp, Scope, Static, TupleVal, Val, _dtype
 from nexus.ir.node import Block, Node
-from nexus.ir.opdef import REGISTRY, UNIVERSAL_ATTRS, get_op
+from nexus.ir.opdef import REGISTRY, REQUIRED, UNIVERSAL_ATTRS, get_op
 from nexus.ir.types import DTYPES, TensorType, TupleType, dtype_of, numpy_dtype
 from nexus.ops.state import effect_deps, has_state
 
@@ -94,6 +94,8 @@ def expr_Call(low: Lowering, node: ast.Call) -> Val:
         if module.startswith("nexus"):
             return call_op(low, obj.__name__, node, f"nx.{obj.__name__}")
         return inline(low, obj, node)
+    if isinstance(obj, type) and issubclass(obj, np.generic) or isinstance(obj, np.dtype):
+        return numpy_scalar(low, obj, node)
     name = getattr(obj, "__name__", type(obj).__name__)
     if module.startswith("numpy") or isinstance(obj, np.ufunc):
         raise low.error(node, f"the NumPy function `{name}` is not supported in a script",
@@ -101,6 +103,27 @@ def expr_Call(low: Lowering, node: ast.Call) -> Val:
                          "the script docstring), or compute it outside the script and pass it in")
     raise low.error(node, f"calling `{name}` is not supported in a script",
                      "call nx ops, math/NumPy functions, other @nx.script functions or plain Python helpers")
+
+
+def numpy_scalar(low: Lowering, kind: Any, node: ast.Call) -> Val:
+    """``np.uint32(7)``, ``np.float32(x)``: a number folds to the NumPy scalar (so it keeps
+    NumPy's promotion), a 0-d tensor is cast to that dtype."""
+    scalar = kind.type if isinstance(kind, np.dtype) else kind
+    shown = f"np.{getattr(scalar, '__name__', scalar)}"
+    try:
+        to = dtype_of(np.dtype(scalar))
+    except (TypeError, ValueError):
+        raise low.error(node, f"`{shown}` has no Nexus dtype", "use one of " + ", ".join(DTYPES)) from None
+    if len(node.args) != 1 or node.keywords:
+        raise low.error(node, f"`{shown}(...)` takes one positional argument here, got {len(node.args)}")
+    v = low.expr(node.args[0])
+    if isinstance(v, Static) and (is_number(v.value) or isinstance(v.value, np.generic)):
+        return Static(scalar(v.value))
+    x = low.as_node(v)
+    if not (isinstance(x.type, TensorType) and x.type.shape == ()):
+        raise low.error(node, f"`{shown}(x)` needs a number or a 0-d tensor, got {x.type}",
+                         f"use x.astype({shown}) for arrays")
+    return low.cast(x, to)
 
 
 # --- argument helpers -------------------------------------------------------------------
@@ -165,6 +188,11 @@ def call_op(low: Lowering, name: str, node: ast.Call, shown: str, numpy: bool = 
         attrs["axis"] = 0
     if numpy and op == "Transpose" and "axes" in attrs:
         attrs["perm"] = attrs.pop("axes")
+    missing = any(spec.default is REQUIRED and a not in attrs for a, spec in opdef.attrs.items())
+    if not numpy and (missing or not opdef.arity_ok(len(args))):  # NumPy's signature, nx.roll(a, s, 0)
+        mirrored = numpy_surface.nx_as_numpy(low, name, node)
+        if mirrored is not None:
+            return mirrored
     if not opdef.arity_ok(len(args)):
         raise low.error(node, f"`{shown}` ({op}) takes {opdef.arity_text()} tensor arguments, got {len(args)}")
     unknown = set(attrs) - set(opdef.attrs) - UNIVERSAL_ATTRS

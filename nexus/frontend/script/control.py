@@ -12,12 +12,12 @@ import builtins
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
-from nexus.frontend.script import build, expr
+from nexus.frontend.script import build, expr, iterables
 from nexus.frontend.script.annotations import (
-    is_int,
     is_number,
 )
 from nexus.frontend.script.errors import ScriptError
+from nexus.frontend.script.iterables import range_arg
 from nexus.frontend.script.ssa import MergeTypeError
 from nexus.frontend.script.values import (
     Edge,
@@ -199,6 +199,9 @@ def stmt_While(low: Lowering, node: ast.While) -> None:
 
 def stmt_For(low: Lowering, node: ast.For) -> None:
     it = node.iter
+    if iterables.is_wrapped(low, it):
+        for_sequence(low, node, iterables.sequence(low, it))
+        return
     line = low.scope.parsed.src.file_line(node)
     rows: Node | None = None
     if isinstance(it, ast.Call) and isinstance(low.expr(it.func), Static) \
@@ -253,16 +256,34 @@ def stmt_For(low: Lowering, node: ast.For) -> None:
     close_loop(low, node, header, line, back, exits, loop)
 
 
-def range_arg(low: Lowering, v: Val, node: ast.AST) -> Val:
-    if isinstance(v, Static):
-        if isinstance(v.value, bool) or not isinstance(v.value, int):
-            raise low.error(node, f"range() needs ints, got {type(v.value).__name__}", "convert with int(...)")
-        return v
-    n = low.as_node(v)
-    t = n.type
-    if not (isinstance(t, TensorType) and t.shape == () and (is_int(t.dtype) or t.dtype == "bool")):
-        raise low.error(node, f"range() needs int scalars, got {t}", "convert with int(...)")
-    return n
+def for_sequence(low: Lowering, node: ast.For, seq: iterables.Seq) -> None:
+    """``for target in enumerate/zip/reversed(...)``: a hidden counter over the sequence's
+    positions; the target's value is the sequence's item there."""
+    line = low.scope.parsed.src.file_line(node)
+    n = low.as_node(seq.length(low), "i64")
+    counter = low.var(f"$for{line}_{node.col_offset}")
+    low.ssa.set_value(counter, low.cur, low.const(0, "i64"))
+    header, line = open_loop(low, node, "for", counter)
+    k = low.ssa.get_value(counter, header)
+    assert isinstance(k, Node)
+    true, false = branch(low, low.emit("Less", [k, low.ssa.resolve(n)]))
+    exits: list[Edge] = [(false, f"where the loop at line {line} ends")]
+    low.block = new_block(low, f"body{line}", [true])
+    build.assign(low, node.target, seq.item(low, k))
+    loop = Loop()
+    low.scope.loops.append(loop)
+    low.body(node.body)
+    low.scope.loops.pop()
+    latch_edges: list[Edge] = [(low.block, "the loop body")] if low.block is not None else []
+    latch = merge(low, latch_edges + loop.continues, "latch")
+    back: list[Edge] = []
+    if latch is not None:
+        low.block = latch
+        cur = low.ssa.get_value(counter, latch)
+        assert isinstance(cur, Node)
+        low.ssa.set_value(counter, latch, low.emit("Add", [cur, low.const(1, "i64")], name="next"))
+        back.append((latch, f"repeating the loop at line {line}"))
+    close_loop(low, node, header, line, back, exits, loop)
 
 
 def range_cond(low: Lowering, i: Node, stop: Node, step: Val, step_n: Node) -> Node:

@@ -238,6 +238,11 @@ def npx_identity(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, A
 
 def _dtype_name(v: Any) -> str:
     from nexus.frontend.script.calls import _DTYPE_NAMES  # noqa: PLC0415  (a cycle at import time)
+    if isinstance(v, np.dtype) or isinstance(v, type) and issubclass(v, np.generic):
+        try:  # a dtype object or any NumPy scalar type Nexus has (np.uint32, np.dtype("f4"))
+            return dtype_of(v)
+        except ValueError:
+            return str(v)
     return _DTYPE_NAMES.get(v, v) if _hashable(v) else v
 
 

@@ -44,6 +44,14 @@ def numpy_surface(low: Lowering, fn: Any, node: ast.Call) -> Val | None:
     return _npx(low, name, node, [])
 
 
+def nx_as_numpy(low: Lowering, name: str, node: ast.Call) -> Val | None:
+    """``nx.<name>(...)`` called with NumPy's signature (``nx.roll(a, shift, axis)``) when
+    ``np.<name>`` is on the surface, else None: every nx function mirroring NumPy takes it."""
+    if name not in set(_SURFACE.values()):
+        return None
+    return _npx(low, name, node, [])
+
+
 def _npx(low: Lowering, name: str, node: ast.Call, first: list[Val]) -> Val:
     args = first + [low.expr(a) for a in node.args]
     kw = calls.static_kwargs(low, node)

@@ -9,7 +9,15 @@
 - Paths join types with :func:`generalize`; different dtypes are a
   :class:`MergeTypeError` naming the edges (``edge_desc``) they come from.
 - A variable undefined on some path gets a placeholder operand; ``finish`` reports every
-  placeholder that a live value still uses (Python would raise NameError there).
+  placeholder that a live value still uses.  Python raises ``UnboundLocalError`` there
+  only when that path runs, so the frontend builds again with the variable *flagged*
+  (:attr:`ScriptSSA.flags`): bound at entry to a stand-in of its type (zeros, or an
+  argument of that shape) and to a hidden bool "defined" variable, False at entry and
+  True at each assignment, that the SSA construction tracks as any variable; a read
+  checks the flag at run time unless it is True on every path (libFIRM's ``Unknown``,
+  numba's ``UndefinedType``).  The type comes from the Phis that met it undefined, or
+  from its assignments; a loop Phi whose entry is undefined is typed by the loop (a
+  retry with the hint).  See ``nexus.frontend.script.visitor.build_graph``.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from nexus.ir.cons import SSABuilder
+from nexus.ir.cons import PENDING, SSABuilder
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.types import TensorType, Type, fresh_dim
@@ -57,13 +65,29 @@ class ScriptSSA(SSABuilder[str]):
         self.edge_desc: dict[Node, str] = {}  # control edge -> how the source reaches it, for errors
         # The source position Phis are attributed to (the statement being lowered).
         self.current_loc: Callable[[], SourceLoc | None] = lambda: None
+        self.flags: dict[str, str] = {}  # a variable maybe undefined where read -> its "defined" flag
+
+    def defined_flag(self, var: str) -> str | None:
+        """The hidden flag variable of a flagged ``var`` (None: ``var`` is not flagged)."""
+        return self.flags.get(var)
+
+    def bound_values(self, var: str) -> list[Node]:
+        """The nodes bound to ``var`` in any block so far (its assignments, and lookups)."""
+        out = []
+        for defs in self.defs.values():
+            d = defs.get(var)
+            if isinstance(d, Node) and d.graph is self.g and d not in self.placeholders:
+                out.append(d)
+        return out
 
     def loop_header(self, header: Block, key: Hashable, assigned: Iterable[str]) -> None:
         """``header`` (unsealed) heads the loop ``key``, which may assign ``assigned``;
         a variable with a hint gets its Phi whatever the name analysis says."""
         self.loop_keys[header] = key
         hinted = [k[1] for k in self.hints if isinstance(k, tuple) and k[0] == key]
-        self.declare_assigned(header, [*assigned, *hinted])
+        assigned = list(assigned)
+        flags = [self.flags[v] for v in assigned if v in self.flags]
+        self.declare_assigned(header, [*assigned, *flags, *hinted])
 
     # --- the policy hooks ------------------------------------------------------------------
     def new_phi(self, var: str, block: Block, t: Type) -> Node:
@@ -71,9 +95,17 @@ class ScriptSSA(SSABuilder[str]):
 
     def loop_phi_type(self, var: str, block: Block, entry: Node) -> Type:
         hint = self.hints.get((self.loop_keys.get(block), var)) if self.hints else None
-        return hint if hint is not None else entry.type
+        if hint is not None:
+            return hint
+        if entry.type == PENDING or entry in self.placeholders:  # undefined on every path in so far:
+            # typed by its assignments lowered so far, else by the loop (seal_phi)
+            known = generalize_all([v.type for v in self.bound_values(var) if v.type != PENDING] or [PENDING])
+            return known if known is not None else PENDING
+        return entry.type
 
     def join_types(self, var: str, phi: Node, operands: list[Node]) -> Type:
+        # A loop's Phi whose entry was undefined is PENDING until the loop is sealed.
+        operands = [v for v in operands if v.type != PENDING] or operands
         out = generalize_all([v.type for v in operands])
         if out is None:
             raise MergeTypeError(phi.name or "?", phi, [(v.type, self._edge_of(phi, v)) for v in operands])
@@ -84,6 +116,10 @@ class ScriptSSA(SSABuilder[str]):
         the frontend build again with it as the hint."""
         block = phi.block
         assert block is not None
+        if phi.type == PENDING:  # its entry was undefined on every path: the loop's values type it
+            general = generalize_all([v.type for v in operands])
+            if general is not None:
+                raise LoopTypeRetry((self.loop_keys.get(block), var), general)
         for v in operands:
             t = v.type
             if covers(phi.type, t):

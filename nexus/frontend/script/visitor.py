@@ -27,7 +27,7 @@ from nexus.frontend.script.annotations import (
 )
 from nexus.frontend.script.errors import ScriptError, SourceText, _construct_name, _hint_for, error_at, matmul_mismatch
 from nexus.frontend.script.source import ParsedFunction
-from nexus.frontend.script.ssa import MergeTypeError, ScriptSSA
+from nexus.frontend.script.ssa import LoopTypeRetry, MergeTypeError, ScriptSSA, generalize_all
 from nexus.frontend.script.values import (
     Scope,
     Static,
@@ -35,12 +35,20 @@ from nexus.frontend.script.values import (
     Val,
     _describe,
 )
+from nexus.ir.cons import PENDING
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import DATAFLOW_KINDS, OpTypeError, get_op
 from nexus.ir.types import TensorType, Type, dtype_of, numpy_dtype
 
 CalleeBuilder = Callable[[Any, Sequence[Type], ast.AST], Graph]
+
+# The message prefix of the Assert that a read of a maybe-undefined variable makes: a
+# script call raises UnboundLocalError for it (and RuntimeError for NO_RETURN's).
+UNBOUND = "UnboundLocalError: "
+NO_RETURN = "NoReturn: "
+UNDEF_HINT = "$undef"  # hints[(UNDEF_HINT, var)]: the type of a variable to flag
+UNDEF_GUESS = "$guess"  # hints[(UNDEF_GUESS, var)]: that type is a guess (no lowered path assigns var)
 
 
 class Lowering:
@@ -62,6 +70,7 @@ class Lowering:
         self.inline_count = 0
         self.script_builder = build_callee
         self.return_types: list[tuple[Type, ...]] = []
+        self.reads: list[tuple[str, Node]] = []  # (variable, Phi) read, unflagged
         self.sources: dict[str, SourceText] = {scope.parsed.src.file: scope.parsed.src}
 
     # --- errors and locations ------------------------------------------------------------
@@ -163,10 +172,25 @@ class Lowering:
         if name in scope.statics:
             return scope.statics[name]
         if name in scope.parsed.assigned:
-            v = self.ssa.get_value(self.var(name), self.cur)
-            if v is None:
+            var = self.var(name)
+            v = self.ssa.get_value(var, self.cur)
+            if v is None or v in self.ssa.pending or v in self.ssa.placeholders or v.type == PENDING:
+                # No path here has a value as the SSA sees it (one entering a loop that
+                # assigns it later, say): flagged, if an assignment lowered so far gives a type.
+                t = _undef_type(self, var, [])
+                if t is not None:
+                    raise LoopTypeRetry((UNDEF_HINT, var), t)
+                if _eligible(self, var):  # no lowered path assigns it: every read raises
+                    guess = _guesses(self)[0]
+                    self.ssa.hints[(UNDEF_GUESS, var)] = guess
+                    raise LoopTypeRetry((UNDEF_HINT, var), guess)
                 raise self.error(node, f"variable `{name}` is used before it is assigned on this path",
                                  f"assign `{name}` before this line on every path that reaches it")
+            flag = self.ssa.defined_flag(var)
+            if flag is not None:
+                self.check_defined(name, flag, node)
+            elif v.op.name == "Phi":
+                self.reads.append((var, v))  # Python raises at a read whose value goes unused too
             return v
         if name in scope.closure:
             return self.outer_value(name, scope.closure[name], node)
@@ -176,9 +200,29 @@ class Lowering:
             return Static(getattr(builtins, name))
         raise self.error(node, f"name `{name}` is not defined", "define it at module level or pass it in")
 
+    def bind(self, name: str, value: Node) -> None:
+        """Assign ``value`` to the variable ``name`` here (and mark it defined if it is
+        flagged: maybe undefined where it is read)."""
+        var = self.var(name)
+        self.ssa.set_value(var, self.cur, value)
+        flag = self.ssa.defined_flag(var)
+        if flag is not None:
+            self.ssa.set_value(flag, self.cur, self.const(True, "bool"))
+
+    def check_defined(self, name: str, flag: str, node: ast.AST) -> None:
+        """A read of a flagged variable: raises UnboundLocalError at run time where its
+        flag is False (nothing when the flag is True on every path reaching here)."""
+        f = self.ssa.get_value(flag, self.cur)
+        assert f is not None
+        if f is self.const(True, "bool"):
+            return
+        line = self.scope.parsed.src.file_line(node)
+        self.emit("Assert", [f], {"message": f"{UNBOUND}cannot access local variable '{name}' where it is not "
+                                             f"associated with a value (line {line})"})
+
     def outer_value(self, name: str, value: Any, node: ast.AST) -> Val:
         """A global or closure variable: numbers and arrays become constants."""
-        if is_number(value) or isinstance(value, str) or value is None:
+        if is_number(value) or isinstance(value, (str, np.dtype)) or value is None:
             return Static(value)
         if isinstance(value, (np.ndarray, np.generic)):
             try:
@@ -187,6 +231,8 @@ class Lowering:
                 raise self.error(node, f"global `{name}` has dtype {np.asarray(value).dtype}, which Nexus "
                                        "does not have", "convert it to float32/float64/int64") from None
             return Static(value)
+        if isinstance(value, tuple):  # a constant tuple (of numbers, arrays, tuples) reads like a literal
+            return TupleVal(tuple(self.outer_value(name, v, node) for v in value))
         if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type, State)) \
                 or callable(value):
             return Static(value)
@@ -261,7 +307,13 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
                 arg_types: Sequence[Type], hints: dict[Hashable, Type], build_callee: CalleeBuilder,
                 name: str | None = None) -> Graph:
     """Lower ``parsed`` for ``arg_types``.  Raises ScriptError, or LoopTypeRetry when a loop
-    variable's type must be generalised (the caller builds again with the hint)."""
+    variable's type must be generalised (the caller builds again with the hint).
+
+    Python's run-time semantics for what a script cannot know when it is built (issue 30):
+    a variable read where some path has not assigned it is *flagged* (a retry with the
+    hint ``(UNDEF_HINT, var)``: see :mod:`nexus.frontend.script.ssa`), and its reads raise
+    UnboundLocalError at run time on those paths only; the end of a function whose other
+    paths return values raises there (Python returns None)."""
     fdef = parsed.fdef
     params = [a.arg for a in fdef.args.args]
     g = Graph(name or fdef.name, list(arg_types), params)
@@ -271,18 +323,145 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
     ssa.current_loc = lambda: low._loc
     for p, arg in zip(params, g.args):
         ssa.set_value(p, g.start_block, arg)
-    low.body(fdef.body)
+    for key, t in hints.items():
+        if isinstance(key, tuple) and len(key) == 2 and key[0] == UNDEF_HINT:
+            flag_variable(low, key[1], t)
+    try:
+        low.body(fdef.body)
+    except ScriptError:
+        _next_guess(low)  # a guessed type that does not build: the next one
+        raise
     if low.block is not None:
-        if scope.ret_arity:
-            last = fdef.body[-1]
-            raise low.error(last, f"`{fdef.name}` can reach its end without a return (Python would return None)",
-                            "add a return at the end, or make every path return")
         prev = low.at(fdef.body[-1])
-        control.add_return(low, fdef, [])
+        if scope.ret_arity:
+            fall_off_end(low, fdef)
+        else:
+            control.add_return(low, fdef, [])
         low.restore(prev)
-    for problem in ssa.finish():
-        raise _undef_error(low, str(problem.var), problem.user, ssa.edge_desc.get(problem.edge, "some path"))
+    for var, read in low.reads:  # a read maybe undefined whose value is dead still raises in Python
+        read = ssa.resolve(read)
+        if _reaches_placeholder(ssa, read):
+            found = _undef_type(low, var, [read])
+            if found is not None:
+                raise LoopTypeRetry((UNDEF_HINT, var), found)
+    problems = ssa.finish()
+    for problem in problems:
+        var = str(problem.var)
+        found = _undef_type(low, var, [p.user for p in problems if p.var == problem.var])
+        if found is None:
+            raise _undef_error(low, var, problem.user, ssa.edge_desc.get(problem.edge, "some path"))
+        raise LoopTypeRetry((UNDEF_HINT, var), found)  # build again with `var` flagged
     return g
+
+
+def flag_variable(low: Lowering, var: str, t: Type) -> None:
+    """``var`` may be read where it is undefined: bind it at entry to a stand-in of its
+    type and its hidden "defined" flag to False (assignments set the flag, reads check it)."""
+    stand = stand_in(low, t)
+    assert stand is not None
+    flag = f"$defined.{var}"
+    low.ssa.flags[var] = flag
+    low.ssa.set_value(var, low.g.start_block, stand)
+    low.ssa.set_value(flag, low.g.start_block, low.const(False, "bool"))
+
+
+def stand_in(low: Lowering, t: Type) -> Node | None:
+    """A value of type ``t`` made at entry, for a path where the variable has none (its
+    reads there raise first, so any value of the type will do): zeros for a static
+    shape, else an argument of that shape (cast), else None."""
+    if not isinstance(t, TensorType) or t.shape is None:
+        return None
+    if all(isinstance(d, int) for d in t.shape):
+        return low.const(np.zeros(tuple(d for d in t.shape if isinstance(d, int)), numpy_dtype(t.dtype)), t.dtype)
+    for arg in low.g.args:
+        at = arg.type
+        if isinstance(at, TensorType) and at.shape == t.shape:
+            if at.dtype == t.dtype:
+                return arg
+            return low.emit("Cast", [arg], {"to": t.dtype}, block=low.g.start_block)
+    return None
+
+
+def _reaches_placeholder(ssa: ScriptSSA, node: Node) -> bool:
+    """Whether ``node`` is, or is a Phi selecting (through Phis), an undefined operand."""
+    seen: set[Node] = set()
+    work = [node]
+    while work:
+        n = work.pop()
+        if n in ssa.placeholders:
+            return True
+        if n in seen or n.op.name != "Phi":
+            continue
+        seen.add(n)
+        work.extend(n.inputs)
+    return False
+
+
+def _eligible(low: Lowering, var: str) -> bool:
+    """Whether ``var`` may be flagged: the script's own, not flagged yet."""
+    return not (var.startswith("$") or "." in var or var in low.ssa.flags)
+
+
+def _guesses(low: Lowering) -> list[Type]:
+    """The types tried, in turn, for a variable no lowered path assigns (its assignments
+    are under conditions known to be false): every read of it raises, so any type that
+    builds is sound."""
+    out: list[Type] = [TensorType("i64", ()), TensorType("f64", ()), TensorType("bool", ()),
+                       TensorType("f32", ())]
+    out += [a.type for a in low.g.args if a.type not in out and stand_in(low, a.type) is not None]
+    return out[:7]  # each is a retry, and a build retries a key at most _MAX_RETRIES (8) times
+
+
+def _next_guess(low: Lowering) -> None:
+    """The build failed: if a variable's type is a guess, build again with the next one
+    (raises LoopTypeRetry); returns when there is none left to try."""
+    hints = low.ssa.hints
+    guessed = [k[1] for k in hints if isinstance(k, tuple) and len(k) == 2 and k[0] == UNDEF_GUESS]
+    if not guessed:
+        return
+    var = guessed[-1]
+    options = _guesses(low)
+    current = hints.get((UNDEF_HINT, var))
+    i = options.index(current) if current in options else len(options)
+    if i + 1 < len(options):
+        hints[(UNDEF_GUESS, var)] = options[i + 1]
+        raise LoopTypeRetry((UNDEF_HINT, var), options[i + 1])
+
+
+def _undef_type(low: Lowering, var: str, users: list[Node]) -> Type | None:
+    """The type to flag ``var`` with, from ``users`` (the Phis that meet it undefined)
+    and its values bound so far: None where it cannot be (a frontend variable, one of an
+    inlined helper, no value to stand in for that type, a variable flagged already, one
+    that no lowered path assigns)."""
+    if not _eligible(low, var):
+        return None
+    phis = [u for u in users if u.op.name == "Phi"]  # a removed trivial Phi leaves other users
+    types = [u.type for u in [*phis, *low.ssa.bound_values(var)] if u.type != PENDING]
+    if not types:  # no assignment of it is lowered (they are under conditions known to be false)
+        return None
+    t = generalize_all(types)
+    return t if t is not None and stand_in(low, t) is not None else None
+
+
+def fall_off_end(low: Lowering, fdef: ast.FunctionDef) -> None:
+    """The end of a function whose other paths return values: Python returns None there.
+    The script raises at run time on that path; its Return gives zeros of the types the
+    other returns give (which never reach the caller)."""
+    first = low.return_types[0] if low.return_types else ()
+    types = [generalize_all([r[i] for r in low.return_types]) for i in range(len(first))]
+    line = low.scope.parsed.src.file_line(fdef.body[-1])
+    values: list[Val] = []
+    for t in types:
+        stand = stand_in(low, t) if t is not None else None
+        if stand is None:
+            raise low.error(fdef.body[-1], f"`{fdef.name}` can reach its end without a return (Python would "
+                                           f"return None), and its other returns give {t}, which has no value to "
+                                           "stand in for it", "add a return at the end, or make every path return")
+        values.append(stand)
+    low.emit("Assert", [low.const(False, "bool")],
+             {"message": f"{NO_RETURN}{fdef.name} reached its end without a return at line {line}: Python returns "
+                         "None here"})
+    control.add_return(low, fdef, values)
 
 
 def _undef_error(low: Lowering, var: str, user: Node, desc: str) -> ScriptError:
