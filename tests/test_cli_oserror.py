@@ -64,7 +64,7 @@ def test_html_to_a_full_disk_is_one_line(tmp_path, monkeypatch, capsys) -> None:
     from nexus.cli.main import main
     from nexus.viz import html
 
-    monkeypatch.setattr(html, "page", lambda g, path=None, types=True: "<html>graph</html>")
+    monkeypatch.setattr(html, "page", lambda g, path=None, types=True, engines=None: "<html>graph</html>")
     out = _full(tmp_path, "g.html")
     assert main(["viz", "seed:ifelse", "--html", out]) == 1
     captured = capsys.readouterr()

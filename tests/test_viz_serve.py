@@ -121,7 +121,7 @@ def test_only_the_page_is_served(server: PageServer) -> None:
 CHILD = """\
 import sys
 import nexus.viz.html as html
-html.page = lambda g, path=None, types=True: f"<html>graph @{g.name}</html>"
+html.page = lambda g, path=None, types=True, engines=None: f"<html>graph @{g.name}</html>"
 from nexus.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
