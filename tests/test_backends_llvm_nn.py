@@ -441,3 +441,23 @@ def test_softmax_exp_of_f32_is_within_two_ulp_down_to_subnormals() -> None:
     assert got[-5] == 0.0 and got[0] == 0.0
     big = np.array([[88.0, 0.0], [-3.0, 88.7]], np.float32)  # shifted by the row max: no overflow
     np.testing.assert_allclose(native(g)(big), _softmax(big.astype(np.float64), 1), rtol=2e-7, atol=1e-38)
+
+
+@pytest.mark.parametrize("attrs,dim", [({"num_outputs": 3}, 7), ({"num_outputs": 3}, 6), ({"split": (1, 4, 2)}, 7)])
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_split_parts_are_views_at_their_offsets(attrs: dict[str, Any], dim: int, symbolic: bool) -> None:
+    """Split along a middle axis, the parts recombined (so the kernel returns one tensor):
+    part k times k+1, concatenated; NumPy's array_split sizes are ONNX's for these."""
+    shape = (2, N if symbolic else dim, 3)
+
+    def build(g: Graph, b: Block, x: Node) -> Node:
+        s = g.add("Split", [x], b, {"axis": 1, **attrs})
+        parts = [g.add("Proj", [s], b, {"num": k}) for k in range(3)]
+        scaled = [g.add("Mul", [p, const(g, b, np.array(k + 1, np.float64))], b) for k, p in enumerate(parts)]
+        return g.add("Concat", scaled, b, {"axis": 1})
+
+    g = graph([TensorType("f64", shape)], build)
+    x = RNG.standard_normal((2, dim, 3))
+    bounds = np.cumsum(attrs["split"])[:-1] if "split" in attrs else [-(-dim // 3) * k for k in (1, 2)]
+    want = np.concatenate([p * (k + 1) for k, p in enumerate(np.split(x, bounds, axis=1))], axis=1)
+    check(g, [x], want, "f64")

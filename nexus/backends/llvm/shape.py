@@ -27,7 +27,7 @@ from nexus.backends.llvm.dtypes import I64, Unsupported, constant, mem_type, to_
 from nexus.backends.llvm.rules import BACKEND, convert
 from nexus.backends.llvm.tensors import Tensor, broadcast_index, linear
 from nexus.ir.node import Node
-from nexus.ir.types import TensorType
+from nexus.ir.types import TensorType, TupleType
 
 if TYPE_CHECKING:
     from nexus.backends.llvm.emit import FunctionEmitter
@@ -270,3 +270,35 @@ def _slice(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         return x.load(fe.b, at)
 
     return Tensor(dtype, shape, dims, elem=elem)
+
+
+@register_lowering(BACKEND, "Split")
+def _split(fe: FunctionEmitter, n: Node, ins: list[Any]) -> tuple[Tensor, ...]:
+    """The parts of ``x`` along ``axis``, each a view at its offset (ONNX's sizes: the
+    ``split`` attribute, or ``ceil(dim / num_outputs)`` but a smaller last part)."""
+    x = ins[0]
+    if not isinstance(x, Tensor) or not isinstance(n.type, TupleType):
+        raise Unsupported("Split of a scalar")
+    axis = int(n.attrs.get("axis", 0)) % x.rank
+    b, d = fe.b, x.dims[axis]
+    split = n.attrs.get("split")
+    if split is not None:
+        starts = [I64(int(sum(split[:i]))) for i in range(len(split))]
+        sizes = [I64(int(s)) for s in split]
+    else:
+        count = int(n.attrs["num_outputs"])
+        size = b.sdiv(b.add(d, I64(count - 1)), I64(count))
+        starts = [b.select(b.icmp_signed("<", v, d), v, d) for v in (b.mul(I64(i), size) for i in range(count))]
+        sizes = [b.select(b.icmp_signed("<", size, r), size, r) for r in (b.sub(d, s) for s in starts)]
+    parts = []
+    for t, start, size in zip(n.type.elems, starts, sizes):
+        if not isinstance(t, TensorType) or t.shape is None:
+            raise Unsupported(f"Split: part type {t}")
+        dims = list(x.dims)
+        dims[axis] = I64(t.shape[axis]) if isinstance(t.shape[axis], int) else size
+
+        def elem(idx: list[ir.Value], start: ir.Value = start) -> ir.Value:
+            return x.load(fe.b, [fe.b.add(i, start) if a == axis else i for a, i in enumerate(idx)])
+
+        parts.append(Tensor(t.dtype, t.shape, dims, elem=elem))
+    return tuple(parts)
