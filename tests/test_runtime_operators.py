@@ -18,7 +18,7 @@ from nexus.ir.types import TensorType
 # op -> NumPy's function of the same meaning (the oracle)
 NUMPY: dict[str, Callable[..., Any]] = {
     "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.true_divide, "FloorDiv": np.floor_divide,
-    "Mod": np.mod, "Pow": np.power, "MatMul": np.matmul, "Less": np.less, "LessEqual": np.less_equal,
+    "Mod": np.mod, "MatMul": np.matmul, "Less": np.less, "LessEqual": np.less_equal,
     "Greater": np.greater, "GreaterEqual": np.greater_equal, "Equal": np.equal, "NotEqual": np.not_equal,
     "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor, "Neg": np.negative, "Not": np.logical_not,
     "BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor, "BitwiseNot": np.invert,
