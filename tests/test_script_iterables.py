@@ -10,23 +10,13 @@ import numpy as np
 import pytest
 
 import nexus as nx
-from nexus.testing.extras import require
+from nexus.testing.extras import compiled_script
 
 BACKENDS = ["python", "llvm", "xla"]
-_EXTRA = {"llvm": ("llvmlite", "llvm"), "xla": ("jax", "xla")}
 
 SHIFT = (1, -3)
 AXES = (0, 1)
 F32 = np.dtype("float32")
-
-
-def compiled(fn, backend):
-    """``fn`` as a script (verified), compiled on ``backend`` (python: the script itself)."""
-    s = nx.script(fn)
-    if backend == "python":
-        return s
-    require(*_EXTRA[backend])
-    return nx.compile(s, backend=backend)
 
 
 def agree(want, got):
@@ -43,7 +33,7 @@ def agree(want, got):
 def same(fn, *cases, backend="python"):
     """``fn`` on each tuple of arguments in ``cases``: the script (compiled once on
     ``backend``) gives what plain Python gives."""
-    run = compiled(fn, backend)
+    run = compiled_script(fn, backend)
     for args in cases:
         agree(fn(*args), run(*args))
         if backend == "python":
@@ -182,7 +172,7 @@ def np_roll_numpy(a, s: int):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_nx_roll_takes_numpy_signature(backend):
-    run = compiled(nx_roll_numpy, backend)
+    run = compiled_script(nx_roll_numpy, backend)
     for s in (1, -4, 7):
         agree(np_roll_numpy(A34, s), run(A34, s))
 

@@ -10,10 +10,9 @@ import pytest
 
 import nexus as nx
 from nexus.frontend.script import script_source
-from nexus.testing.extras import require
+from nexus.testing.extras import compiled_script, require
 
 BACKENDS = ["python", "llvm", "xla"]
-_EXTRA = {"llvm": ("llvmlite", "llvm"), "xla": ("jax", "xla")}
 
 
 def one_branch(a: int):
@@ -89,14 +88,6 @@ CASES = [
 ]
 
 
-def compiled(fn, backend):
-    s = nx.script(fn)
-    if backend == "python":
-        return s
-    require(*_EXTRA[backend])
-    return nx.compile(s, backend=backend)
-
-
 def outcome(fn, args):
     try:
         return True, fn(*args)
@@ -107,7 +98,7 @@ def outcome(fn, args):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fn, inputs", CASES, ids=[c[0].__name__ for c in CASES])
 def test_maybe_undefined_variables_act_as_in_python(fn, inputs, backend):
-    run = compiled(fn, backend)
+    run = compiled_script(fn, backend)
     raised = 0
     for args in inputs:
         ok_py, want = outcome(fn, args)
@@ -163,7 +154,7 @@ def tuple_returns(a: int, v):
 def test_falling_off_the_end_raises_on_that_path(backend):
     for fn, inputs in [(no_return_on_one_path, [(1, 1.5), (-7, 2.0), (-1, 1.0)]),
                        (tuple_returns, [(4, np.ones(3)), (1, np.ones(3))])]:
-        run = compiled(fn, backend)
+        run = compiled_script(fn, backend)
         for args in inputs:
             want = fn(*args)
             if want is None and backend == "xla":
@@ -203,12 +194,12 @@ def assigned_only_under_a_constant_false(a: int, x: float):
 
 @pytest.mark.parametrize("backend", ["python", "llvm"])
 def test_variables_no_path_assigns_raise_when_read(backend):
-    run = compiled(never_assigned_before, backend)
+    run = compiled_script(never_assigned_before, backend)
     with pytest.raises(UnboundLocalError):
         never_assigned_before(1.0)
     with pytest.raises(Exception, match="local variable 'y'"):
         run(1.0)
-    run = compiled(assigned_only_under_a_constant_false, backend)
+    run = compiled_script(assigned_only_under_a_constant_false, backend)
     assert run(-1, 2.5) == assigned_only_under_a_constant_false(-1, 2.5)
     with pytest.raises(UnboundLocalError):
         assigned_only_under_a_constant_false(1, 2.5)

@@ -89,7 +89,9 @@ class Mixed(Executable):
         kernels: list[Any] = []
         if loops != "llvm":
             self.partitions.append(Partition("python", [], f"loops interpreted: llvm {loops_why}"))
-        elif not self._native(g, max_iterations):
+        elif (whole := self._native(g, max_iterations)) is not None:
+            self.whole = whole
+        else:
             from nexus.backends.llvm.partition import outline_loops
 
             kernels = outline_loops(self.host, max_iterations, accept=_native_loop)
@@ -111,24 +113,23 @@ class Mixed(Executable):
         self.partitions = in_graph(self.partitions, g, {c: n for n, c in copy.items()})
         self.compile_time = time.perf_counter() - t0
 
-    def _native(self, g: Graph, max_iterations: int | None) -> bool:
-        """Whether ``g``, a graph with loops of which every op has an llvm rule and no op is
-        dense, compiled whole to native code (then ``self.whole`` runs it: no Python between
-        the loops and the code around them)."""
+    def _native(self, g: Graph, max_iterations: int | None) -> Executable | None:
+        """``g`` compiled whole to native code where it has loops, every op has an llvm rule
+        and none is dense (no Python between the loops and the code around them), else None."""
         from nexus.backends.llvm.backend import LLVMExecutable
         from nexus.backends.llvm.dtypes import Unsupported
         from nexus.backends.llvm.partition import unsupported_ops
         from nexus.passes.loops import loop_forest
 
         if not loop_forest(g).top_level or not _native_loop(g) or unsupported_ops(g):
-            return False
+            return None
         try:
-            self.whole = LLVMExecutable(g, max_iterations)
+            exe = LLVMExecutable(g, max_iterations)
         except (Unsupported, MissingLoweringError):
-            return False
+            return None
         self.partitions.append(Partition("llvm", [], "loops and all around them compile natively (small products)",
                                          members=tuple(n for n in g.nodes() if role(n) == "data")))
-        return True
+        return exe
 
     def _whole(self, g: Graph, threads: int) -> Executable | None:
         from nexus.backends.onnx.export import ExportError

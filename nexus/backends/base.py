@@ -110,13 +110,13 @@ class Partition:
 def in_graph(parts: list[Partition], g: Graph, copy_of: Mapping[Node, Node] | None = None) -> list[Partition]:
     """``parts`` made about ``g``: members of a copy of it mapped back (``copy_of``: the copy's
     node -> ``g``'s) and every node named as ``g``'s text form names it (no ``%?``)."""
-    names = value_names(g)
+    names, copy_of = value_names(g), copy_of or {}
     out = []
     for p in parts:
         if not p.members:
             out.append(p)
             continue
-        members = tuple(m for n in p.members if (m := (copy_of or {}).get(n, n)) in names)
+        members = tuple(m for n in p.members if (m := copy_of.get(n, n)) in names)
         out.append(replace(p, nodes=[f"%{names[n]} = {n.op.name}" for n in members], members=members))
     return out
 

@@ -14,6 +14,9 @@ from typing import Any
 from nexus.cli.files import FILE_HELP, CliError, load_graph, writing
 from nexus.viz.serve import DEFAULT_SECONDS, PageServer, ServeError, make_server, serve
 
+# The backends whose executables say which engine runs each node (``exe.partitions``).
+PARTITIONING = ("auto", "onnxruntime")
+
 
 class VizUsageError(ValueError):
     """Options that do not go together; reported as one line by the ``nexus`` command."""
@@ -143,6 +146,9 @@ def _engines(g: Any, backend: str | None) -> dict[Any, str] | None:
     """The engine of each node of ``g`` when compiled with ``backend`` (its partitions)."""
     if backend is None:
         return None
+    if backend not in PARTITIONING:  # before compiling the graph for nothing
+        raise VizUsageError(f"--backend {backend}: that backend does not split a graph into partitions "
+                            "(use auto or onnxruntime)")
     from nexus.backends.base import compile as compile_graph
     from nexus.ir.extras import needing
     from nexus.ir.verify import verify
@@ -150,8 +156,4 @@ def _engines(g: Any, backend: str | None) -> dict[Any, str] | None:
     verify(g)
     with needing(f"colouring by the {backend} backend's partitions"):
         exe = compile_graph(g, backend=backend)
-    parts = getattr(exe, "partitions", None)
-    if parts is None:
-        raise VizUsageError(f"--backend {backend}: that backend does not split a graph into partitions "
-                            "(use auto or onnxruntime)")
-    return {n: p.engine for p in parts for n in p.members}
+    return {n: p.engine for p in exe.partitions for n in p.members}  # type: ignore[attr-defined]

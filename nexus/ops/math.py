@@ -118,7 +118,8 @@ _COMMUTATIVE = frozenset({"Add", "Mul", "Equal", "NotEqual", "And", "Or", "Xor"}
 # The Python operator that computes each op's kernel on NumPy values, so that the python
 # backend can emit ``a + b`` instead of a kernel call (``a + b`` on NumPy values *is*
 # ``np.add(a, b)``).  On integers Python's ``/`` divides where Div truncates, and ``//``
-# and ``%`` give 0 on a zero divisor where the kernels raise.  Pow is its kernel (_pow).
+# and ``%`` give 0 on a zero divisor where the kernels raise.  Pow has a rule of its own
+# there (nexus.backends.python.lowering), for _pow's special case.
 _OPERATOR = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "FloorDiv": "//", "Mod": "%",
              "Less": "<", "LessEqual": "<=", "Greater": ">", "GreaterEqual": ">=", "Equal": "==", "NotEqual": "!=",
              "Neg": "-"}

@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 from types import ModuleType, TracebackType
+from typing import Any
 
 import pytest
 
@@ -85,3 +86,22 @@ def require_program(name: str, package: str) -> str:
             pytest.fail(msg)
         pytest.skip(msg)
     return path
+
+
+# The third-party module each optional backend needs (its extra: EXTRA_OF_MODULE's).
+BACKEND_MODULES = {"llvm": "llvmlite", "xla": "jax", "onnxruntime": "onnxruntime", "auto": "onnxruntime"}
+
+
+def compiled_script(fn: Any, backend: str) -> Any:
+    """``fn`` as ``@nx.script``, compiled on ``backend`` (python: the script itself); a
+    missing extra of the backend skips the test (fails under CI), as :func:`require`."""
+    from nexus.backends.base import compile as compile_on
+    from nexus.frontend.script import script
+    from nexus.ir.extras import EXTRA_OF_MODULE
+
+    s = script(fn)
+    if backend == "python":
+        return s
+    module = BACKEND_MODULES[backend]
+    require(module, EXTRA_OF_MODULE[module])
+    return compile_on(s, backend=backend)

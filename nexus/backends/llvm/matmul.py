@@ -70,9 +70,7 @@ def _matmul(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     dt = out_dtype(n)
     if kind(dt) == "b":
         raise Unsupported("MatMul on bools")
-    sym = _blas_symbol(dt) if STRATEGY != "loops" else None
-    if STRATEGY == "blas" and sym is None and kind(dt) == "f":
-        raise Unsupported("MatMul through BLAS needs SciPy")
+    sym = _blas(dt, "MatMul")
     if a.rank > 2 or bt.rank > 2:
         return _batched(fe, n, a, bt, dt, sym)
     pa, ta = _operand(fe, a, False, sym is not None)
@@ -91,10 +89,7 @@ def _matmul(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         out = fe.alloc(t.shape, dt)
         fe.owner[id(out)] = {n}
         out_dims = fe.dims(t.shape)
-    if sym is not None:
-        _gemm_call(fe, sym, dt, pa, pb, out, m, nn, kk, ta, tb)
-    else:
-        _loops(fe, dt, pa, pb, out, m, nn, kk)
+    _product(fe, sym, dt, pa, pb, out, m, nn, kk, ta, tb)
     if scalar:
         return b.load(out, typ=reg_type(dt))
     return Tensor(dt, t.shape, out_dims, ptr=out)
@@ -130,10 +125,7 @@ def _batched(fe: FunctionEmitter, n: Node, a: Tensor, bt: Tensor, dt: str, sym: 
     def one(idx: list[ir.Value]) -> None:
         pa, pb = at(a, idx, b.mul(m, kk)), at(bt, idx, b.mul(kk, nn))
         pc = b.gep(out, [b.mul(linear(b, idx, dims[:-2]), b.mul(m, nn))], inbounds=True, source_etype=et)
-        if sym is not None:
-            _gemm_call(fe, sym, dt, pa, pb, pc, m, nn, kk)
-        else:
-            _loops(fe, dt, pa, pb, pc, m, nn, kk)
+        _product(fe, sym, dt, pa, pb, pc, m, nn, kk)
 
     loop_nest(b, dims[:-2], one, name="batch")
     return Tensor(dt, t.shape, dims, ptr=out)
@@ -148,6 +140,25 @@ def matmul_may_fail(n: Node) -> bool:
     if len(a.shape) < 2 or len(bt.shape) < 2 or (len(a.shape) == 2 and len(bt.shape) == 2):
         return False
     return bool(a.shape[-1] != bt.shape[-2])
+
+
+def _blas(dt: str, op: str) -> str | None:
+    """The BLAS routine ``op`` on ``dt`` calls, or None for the loop nest (see STRATEGY)."""
+    sym = _blas_symbol(dt) if STRATEGY != "loops" else None
+    if STRATEGY == "blas" and sym is None and kind(dt) == "f":
+        raise Unsupported(f"{op} through BLAS needs SciPy")
+    return sym
+
+
+def _product(fe: FunctionEmitter, sym: str | None, dt: str, a: Any, bm: Any, c: Any, m: ir.Value, n: ir.Value,
+             k: ir.Value, trans_a: bool = False, trans_b: bool = False) -> None:
+    """C[m, n] = op(A) op(B): the BLAS routine ``sym``, or the loop nest (whose operands
+    are never transposed: :func:`_operand` materialises them)."""
+    if sym is not None:
+        _gemm_call(fe, sym, dt, a, bm, c, m, n, k, trans_a, trans_b)
+    else:
+        assert not (trans_a or trans_b)
+        _loops(fe, dt, a, bm, c, m, n, k)
 
 
 def _gemm_call(fe: FunctionEmitter, sym: str, dt: str, a: Any, bm: Any, c: Any, m: ir.Value, n: ir.Value,
@@ -246,9 +257,7 @@ def _gemm(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     t = n.type
     assert isinstance(t, TensorType) and t.shape is not None
     ta, tb = bool(n.attrs.get("transA", False)), bool(n.attrs.get("transB", False))
-    sym = _blas_symbol(dt) if STRATEGY != "loops" else None
-    if STRATEGY == "blas" and sym is None and kind(dt) == "f":
-        raise Unsupported("Gemm through BLAS needs SciPy")
+    sym = _blas(dt, "Gemm")
     m, kk = (a.dims[1], a.dims[0]) if ta else (a.dims[0], a.dims[1])
     nn = bt.dims[0] if tb else bt.dims[1]
     kb = bt.dims[1] if tb else bt.dims[0]
@@ -260,10 +269,7 @@ def _gemm(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     out = fe.alloc(t.shape, dt)
     fe.owner[id(out)] = {n}
     out_dims = fe.dims(t.shape)
-    if sym is not None:
-        _gemm_call(fe, sym, dt, pa, pb, out, m, nn, kk, ta, tb)
-    else:
-        _loops(fe, dt, pa, pb, out, m, nn, kk)
+    _product(fe, sym, dt, pa, pb, out, m, nn, kk, ta, tb)
     shape = t.shape
     prod = Tensor(dt, shape, out_dims, ptr=out)
     alpha, beta = float(n.attrs.get("alpha", 1.0)), float(n.attrs.get("beta", 1.0))

@@ -26,7 +26,6 @@ own nodes.  ``exe.partitions`` says, for each region, where it runs and why.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,7 +225,8 @@ def _replace(g: Graph, region: list[Node], callee: Graph, args: list[Node], outs
 
 def outline_regions(host: Graph, settings: Settings = Settings()) -> tuple[list[Session], list[Partition]]:
     """Outline each region of ``host`` (changed in place) worth a session as a ``Call`` of a
-    session the python backend runs; the sessions, and where every region runs and why."""
+    session the python backend runs; the sessions, and where every region runs and why
+    (partitions of ``host``'s nodes, named by :func:`nexus.backends.base.in_graph`)."""
     sessions: list[Session] = []
     partitions: list[Partition] = []
     for block in list(host.blocks):
@@ -242,13 +242,8 @@ def outline_regions(host: Graph, settings: Settings = Settings()) -> tuple[list[
                     _replace(host, region, callee, args, outs)
                     NATIVE_CALLS[callee] = session
                     sessions.append(session)
-            partitions.append(Partition(BACKEND if worth else "python", _names(region), why, block.name or "",
-                                        tuple(region)))
+            partitions.append(Partition(BACKEND if worth else "python", [], why, block.name or "", tuple(region)))
     return sessions, partitions
-
-
-def _names(nodes: Iterable[Node]) -> list[str]:
-    return [f"%{n.name or '?'} = {n.op.name}" for n in nodes]
 
 
 class Split(Executable):

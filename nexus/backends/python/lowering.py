@@ -50,6 +50,19 @@ def _operator(node: Node, args: list[str]) -> str | None:
 register_lowering(BACKEND, *(op.name for op in all_ops().values() if op.operator))(_operator)
 
 
+@register_lowering(BACKEND, "Pow")
+def _pow(node: Node, args: list[str]) -> str | None:
+    """``a ** b`` for a constant exponent, with the kernel's special case decided here once
+    (a float cubed is ``a * a * a``, see ``nexus.ops.math._pow``); a run-time exponent
+    goes to the kernel."""
+    e: Any = known_value(node.input(1))
+    if e is None or np.ndim(e) != 0:
+        return None
+    if e == 3 and _dtype_kind(node.input(0)) == "f":
+        return f"{args[0]} * {args[0]} * {args[0]}"
+    return f"{args[0]} ** {args[1]}"
+
+
 @register_lowering(BACKEND, "Identity")
 def _identity(node: Node, args: list[str]) -> str:
     return args[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from nexus.frontend.script import build, expr, iterables
@@ -230,30 +230,9 @@ def stmt_For(low: Lowering, node: ast.For) -> None:
         low.emit("Assert", [ok], {"message": "range() arg 3 must not be zero"})
     counter = low.var(f"$for{line}_{node.col_offset}")
     low.ssa.set_value(counter, low.cur, start_n)
-    header, line = open_loop(low, node, "for", counter)
-    i = low.ssa.get_value(counter, header)
-    assert isinstance(i, Node)
-    cond = range_cond(low, i, stop_n, step, step_n)
-    true, false = branch(low, cond)
-    exits: list[Edge] = [(false, f"where the loop at line {line} ends")]
-    low.block = new_block(low, f"body{line}", [true])
-    item: Node = i if rows is None else low.emit("Gather", [rows, i], {"axis": 0})
-    build.assign(low, node.target, item)
-    loop = Loop()
-    low.scope.loops.append(loop)
-    low.body(node.body)
-    low.scope.loops.pop()
-    latch_edges: list[Edge] = [(low.block, "the loop body")] if low.block is not None else []
-    latch = merge(low, latch_edges + loop.continues, "latch")
-    back: list[Edge] = []
-    if latch is not None:
-        low.block = latch
-        cur = low.ssa.get_value(counter, latch)
-        assert isinstance(cur, Node)
-        step_n = low.ssa.resolve(step_n)
-        low.ssa.set_value(counter, latch, low.emit("Add", [cur, step_n], name="next"))
-        back.append((latch, f"repeating the loop at line {line}"))
-    close_loop(low, node, header, line, back, exits, loop)
+    counted_loop(low, node, counter, lambda i: range_cond(low, i, stop_n, step, step_n),
+                 lambda i: i if rows is None else low.emit("Gather", [rows, i], {"axis": 0}),
+                 lambda: low.ssa.resolve(step_n))
 
 
 def for_sequence(low: Lowering, node: ast.For, seq: iterables.Seq) -> None:
@@ -263,13 +242,21 @@ def for_sequence(low: Lowering, node: ast.For, seq: iterables.Seq) -> None:
     n = low.as_node(seq.length(low), "i64")
     counter = low.var(f"$for{line}_{node.col_offset}")
     low.ssa.set_value(counter, low.cur, low.const(0, "i64"))
+    counted_loop(low, node, counter, lambda k: low.emit("Less", [k, low.ssa.resolve(n)]),
+                 lambda k: seq.item(low, k), lambda: low.const(1, "i64"))
+
+
+def counted_loop(low: Lowering, node: ast.For, counter: str, test: Callable[[Node], Node],
+                 item: Callable[[Node], Val], step: Callable[[], Node]) -> None:
+    """The loop of a ``for`` over a hidden ``counter`` (set before it): the body runs while
+    ``test(i)`` holds, with the target bound to ``item(i)``; the latch adds ``step()``."""
     header, line = open_loop(low, node, "for", counter)
-    k = low.ssa.get_value(counter, header)
-    assert isinstance(k, Node)
-    true, false = branch(low, low.emit("Less", [k, low.ssa.resolve(n)]))
+    i = low.ssa.get_value(counter, header)
+    assert isinstance(i, Node)
+    true, false = branch(low, test(i))
     exits: list[Edge] = [(false, f"where the loop at line {line} ends")]
     low.block = new_block(low, f"body{line}", [true])
-    build.assign(low, node.target, seq.item(low, k))
+    build.assign(low, node.target, item(i))
     loop = Loop()
     low.scope.loops.append(loop)
     low.body(node.body)
@@ -281,7 +268,7 @@ def for_sequence(low: Lowering, node: ast.For, seq: iterables.Seq) -> None:
         low.block = latch
         cur = low.ssa.get_value(counter, latch)
         assert isinstance(cur, Node)
-        low.ssa.set_value(counter, latch, low.emit("Add", [cur, low.const(1, "i64")], name="next"))
+        low.ssa.set_value(counter, latch, low.emit("Add", [cur, step()], name="next"))
         back.append((latch, f"repeating the loop at line {line}"))
     close_loop(low, node, header, line, back, exits, loop)
 
