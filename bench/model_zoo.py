@@ -145,6 +145,35 @@ _BART = dict(_SMALL, d_model=128, encoder_layers=2, decoder_layers=2, encoder_at
 _WHISPER = dict(_SMALL, num_mel_bins=80, d_model=128, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                 decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256, max_source_positions=100,
                 max_target_positions=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+_WAV2VEC2 = dict(vocab_size=32, hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+                 conv_dim=(64, 64, 64), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+                 num_conv_pos_embedding_groups=4, feat_extract_norm="group")
+
+
+def _wav2vec2() -> Any:
+    """wav2vec2's encoder: group-normed conv feature extractor, weight-normed grouped conv
+    position embedding, two attention layers."""
+    import torch
+
+    tf = transformers()
+    torch.manual_seed(0)
+    model = tf.Wav2Vec2Model(tf.Wav2Vec2Config(**_WAV2VEC2)).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, audio: Any) -> Any:
+            return self.model(audio, return_dict=True).last_hidden_state
+
+    return Hidden().eval()
+
+
+def _audio(batch: int) -> tuple[Any, ...]:
+    import torch
+
+    return (torch.randn(batch, 8000, generator=torch.Generator().manual_seed(batch)),)
 
 
 def _rnn(kind: str) -> Callable[[], Any]:
@@ -251,6 +280,7 @@ MODELS: dict[str, Model] = {m.name: m for m in [
     Model("whisper", "transformers", _hf("WhisperConfig", "WhisperModel", ("input_features", "decoder_input_ids"),
                                       **_WHISPER), _whisper_inputs, (0, 0),
           needs="transformers"),
+    Model("wav2vec2", "transformers", _wav2vec2, _audio, needs="transformers"),
     Model("lstm", "torch.nn", _rnn("LSTM"), _sequence),
     Model("gru", "torch.nn", _rnn("GRU"), _sequence),
     Model("greedy_decoder", "control", _decoder, _decoder_inputs, (0, 0, None), control=True),

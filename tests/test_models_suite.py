@@ -19,7 +19,7 @@ from bench.model_zoo import MODELS, torchvision, transformers  # noqa: E402
 from bench.models import RTOL, error, import_model  # noqa: E402
 from nexus.frontend.onnx.data import OnnxImportError  # noqa: E402
 
-FAST = ("squeezenet1_1", "vit", "bert", "gpt2", "llama", "lstm", "gru", "greedy_decoder", "dynamic_rnn")
+FAST = ("squeezenet1_1", "vit", "bert", "gpt2", "llama", "wav2vec2", "lstm", "gru", "greedy_decoder", "dynamic_rnn")
 # Models whose torch.onnx export uses ONNX ops that have no import rule yet (none now; LSTM and GRU
 # import as loops, issue 29).
 ONNX_GAPS: dict[str, str] = {}
