@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 from nexus.backends.base import Executable, NexusRuntimeError
 from nexus.backends.python.codegen import Generated, generate
+from nexus.backends.python.fold import fold_batch_norms, has_foldable
 from nexus.backends.python.lowering import BACKEND
 from nexus.backends.python.plan import PlanError, make_plan
 from nexus.backends.python.pool import cores, get_pool
@@ -81,6 +82,12 @@ class Prepared:
                 Place().apply(g)
         except PlacementError as e:
             raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
+        self.exact = g  # as written (placed): what tape mode records
+        self.back: dict[Node, Node] = {}  # a node of the folded copy -> the node it copies
+        if has_foldable(g):  # the generated code runs a copy with its batch norms folded
+            g, copy = g.clone()
+            fold_batch_norms(g)
+            self.back = {c: n for n, c in copy.items()}
         try:
             self.plan = make_plan(g)
         except PlanError as e:
@@ -92,6 +99,9 @@ class Prepared:
         gen = self.variants.get(key)
         if gen is None:
             gen = self.variants[key] = generate(self.plan, count=count, parallel=parallel, hooks=_HOOKS)
+            if self.back:  # lines and variables name the graph's own nodes (errors, traces)
+                gen.line_nodes = {k: self.back.get(n, n) for k, n in gen.line_nodes.items()}
+                gen.variables = {k: self.back.get(n, n) for k, n in gen.variables.items()}
         return gen
 
     def recording(self, count: bool, nodes: Sequence[Node], resumable: bool = False) -> Generated:
@@ -99,13 +109,15 @@ class Prepared:
         *inputs))`` after ``nodes[k]`` runs (tape-mode autodiff); ``resumable``:
         ``fn(limit, tape, budget, start, *args)``, which can pause and resume (checkpointed
         tape mode; see the codegen module)."""
-        if self.plan.graph is not self.graph:
+        if self.exact is not self.graph:
             raise NexusRuntimeError(f"graph @{self.graph.name}: a graph that needs placement cannot be recorded")
         key = (count, (tuple(nodes), resumable))
         gen = self.variants.get(key)
         if gen is None:
+            # the graph's own nodes, unfolded: the tape names them
+            plan = self.plan if self.plan.graph is self.exact else make_plan(self.exact)
             record = {n: k for k, n in enumerate(nodes)}
-            gen = self.variants[key] = generate(self.plan, count=count, parallel="off", hooks=_HOOKS, record=record,
+            gen = self.variants[key] = generate(plan, count=count, parallel="off", hooks=_HOOKS, record=record,
                                                 resumable=resumable)
         return gen
 
