@@ -137,19 +137,19 @@ def test_conv_model_sizes_match_pytorch(shape: tuple[int, ...], w_shape: tuple[i
 
 
 @pytest.mark.parametrize("shape,k,stride,dil", [
-    ((2, 32, 40, 40), 3, 1, 1),   # 1600 output positions: a multiply-add per kernel position
-    ((1, 40, 70, 70), 3, 2, 1),   # the same, strided
-    ((2, 48, 40, 40), 3, 2, 2),   # 400 positions: one product of the windows
+    ((2, 32, 40, 40), 3, 1, 1),
+    ((1, 40, 70, 70), 3, 2, 1),
+    ((2, 48, 40, 40), 3, 2, 2),
     ((3, 64, 9, 9), 5, 1, 1),
     ((2, 32, 9, 11), 3, 2, 1),
     ((2, 32, 30), 5, 1, 2),       # 1-D and 3-D
     ((1, 32, 6, 7, 5), 3, 1, 1),
 ])
 def test_wide_depthwise_matches_one_dense_gemm(shape: tuple[int, ...], k: int, stride: int, dil: int) -> None:
-    """Depthwise layers of 32 channels and more run channels-last: one product of the
-    windows with the taps where there are at most nn.SMALL_DEPTHWISE output positions, else
-    a multiply-add per kernel position.  Oracle: the same convolution as the dense path's
-    one GEMM, with a block-diagonal weight (channel m sees only input channel m)."""
+    """Depthwise layers of 32 channels and more run channels-last, the windows contracted
+    with the taps by one einsum (images big and small, strides, dilations, 1-D to 3-D).
+    Oracle: the same convolution as the dense path's one GEMM, with a block-diagonal
+    weight (channel m sees only input channel m)."""
     rng = np.random.default_rng(sum(shape) + k)
     n, c = len(shape) - 2, shape[1]
     x = rng.standard_normal(shape)
