@@ -686,7 +686,8 @@ def join_types(a: Type, b: Type) -> Type:
     """The least type covering both: equal dims stay, different dims become a fresh
     symbol, different ranks an unknown rank.  Different dtypes or kinds are an error
     (a stack joins only a stack, and is then unchanged).  Sequences join their element
-    types and their lengths (as dims); optionals join what they hold."""
+    types (an empty one's counts for nothing) and their lengths (as dims); optionals join
+    what they hold."""
     if a == b:
         return a
     if isinstance(a, TensorType) and isinstance(b, TensorType):
@@ -698,7 +699,8 @@ def join_types(a: Type, b: Type) -> Type:
     if isinstance(a, SequenceType) and isinstance(b, SequenceType):
         if a.dtype != b.dtype:
             raise TypeError(f"cannot join {a} and {b}: element dtypes differ")
-        elem = join_types(a.elem, b.elem)
+        # An empty sequence's element type constrains nothing (it has no elements).
+        elem = b.elem if a.length == 0 else a.elem if b.length == 0 else join_types(a.elem, b.elem)
         assert isinstance(elem, TensorType)
         length = a.length if a.length == b.length else None if a.length is None or b.length is None else fresh_dim()
         return SequenceType(elem, length)
