@@ -1,6 +1,8 @@
 """ONNX import rules: sequences and optionals (:mod:`nexus.ops.sequence`).
 
-The sequence ops map one to one, with their optional inputs passed on when present.
+SequenceConstruct, Insert, At, Erase and Length map one to one (``ONE_TO_ONE`` in
+:mod:`nexus.frontend.onnx.data`); the rest are here.
+
 ``SequenceMap`` becomes a loop of blocks, as ``Loop`` does (:func:`build_loop`): the
 header counts ``i`` up to the first sequence's length, the body reads element ``i`` of
 each sequence input (``SequenceAt``), imports the body subgraph on them and the tensor
@@ -39,25 +41,6 @@ def _present(ins: Ins) -> list[Node]:
 @converts("SequenceEmpty")
 def _empty(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     return [imp.emit("SequenceEmpty", [], {"dtype": nexus_dtype(int(attrs.get("dtype", 1)), "dtype")})]
-
-
-@converts("SequenceConstruct")
-def _construct(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    if not ins or any(v is None for v in ins):
-        raise OnnxImportError("SequenceConstruct needs at least one tensor, and no omitted input")
-    return [imp.emit("SequenceConstruct", ins)]  # type: ignore[arg-type]
-
-
-@converts("SequenceInsert", "SequenceAt", "SequenceErase")
-def _positional(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    op = imp.node.op_type
-    _req(ins[0] if ins else None, "input_sequence")
-    return [imp.emit(op, _present(ins))]
-
-
-@converts("SequenceLength")
-def _length(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    return [imp.emit("SequenceLength", [_req(ins[0] if ins else None, "input_sequence")])]
 
 
 @converts("SplitToSequence")
