@@ -153,8 +153,8 @@ class Signature:
             first: dict[Any, str] = {}
             differ: list[str] = []
             solve = False
-            for k, t in enumerate(self.graph.arg_types):
-                for d, size in _sized(t, f"a{k}"):
+            for k, arg_type in enumerate(self.graph.arg_types):
+                for d, size in _sized(arg_type, f"a{k}"):
                     if isinstance(d, sympy.Symbol):
                         if d in first:
                             differ.append(f"{size} != {first[d]}")
@@ -233,6 +233,8 @@ def bind_shapes(g: Graph, args: Sequence[Any], only: int | None = None) -> dict[
         if only is not None and i != only:
             continue
         name = f"argument {i}" + (f" {node.name!r}" if node.name else "")
+        dims: tuple[Any, ...]
+        sizes: tuple[int, ...]
         if isinstance(t, SequenceType) and t.length is not None and isinstance(value, (list, tuple)):
             dims, sizes = (t.length,), (len(value),)  # the length binds as a dim; elements bind nothing
             name += " (its length)"

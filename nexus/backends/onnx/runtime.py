@@ -103,7 +103,8 @@ class Session(Executable):
         self.partitions: list[Partition] = []  # set by compile_onnxruntime for a whole graph
 
     def __call__(self, *args: Any) -> Any:
-        feeds = {k: v if v.__class__ is np.ndarray else np.asarray(v) for k, v in zip(self._names, self._convert(args))}
+        feeds = {k: v if v.__class__ is np.ndarray or v is None or v.__class__ is list else np.asarray(v)
+                 for k, v in zip(self._names, self._convert(args))}  # a sequence is a list, an empty optional None
         try:
             outs = self._run(self._outputs, feeds)
         except _FAILURES as e:  # a size ONNX Runtime found wrong: the python backend's error kind
@@ -294,4 +295,5 @@ def compile_onnxruntime(g: Graph, split: bool = False, threads: int = 0, optimiz
 
 
 register_backend(BACKEND, compile_onnxruntime, options=("split", "threads", "optimization", "max_iterations"),
-                 doc="ONNX Runtime sessions for the graph or its dense regions; control flow on the python backend")
+                 doc="ONNX Runtime sessions for the graph or its dense regions; control flow on the python backend",
+                 containers=True)

@@ -29,8 +29,8 @@ def type_proto(t: Type, loose: bool = False) -> Any:
         return helper.make_tensor_type_proto(NEXUS_TO_ONNX[t.dtype], dims)
     if isinstance(t, SequenceType):
         elem = t.elem
-        dims = None if elem.shape is None else [d if isinstance(d, int) and not loose else None for d in elem.shape]
-        return helper.make_sequence_type_proto(helper.make_tensor_type_proto(NEXUS_TO_ONNX[elem.dtype], dims))
+        sizes = None if elem.shape is None else [d if isinstance(d, int) and not loose else None for d in elem.shape]
+        return helper.make_sequence_type_proto(helper.make_tensor_type_proto(NEXUS_TO_ONNX[elem.dtype], sizes))
     if isinstance(t, OptionalType):
         return helper.make_optional_type_proto(type_proto(t.elem, loose))
     return None
