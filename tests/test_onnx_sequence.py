@@ -140,6 +140,10 @@ def test_loop_carries_a_sequence() -> None:
     g = check(m, [{"m": np.array(4, np.int64), "x": x}, {"m": np.array(1, np.int64), "x": x}])
     phis = [n for n in g.nodes() if n.op.name == "Phi" and isinstance(n.type, SequenceType)]
     assert phis, "the carried sequence is a Phi of sequence type"
+    nx.infer_shapes(g)  # converges over the loop, and the types stay sound
+    nx.verify(g)
+    assert isinstance(phis[0].type, SequenceType) and phis[0].type.elem.shape == (3,)
+    same(g(np.array(2, np.int64), x)[1], np.stack([x * 0, x * 1]))
 
 
 def test_sequence_map_becomes_a_loop() -> None:

@@ -317,3 +317,28 @@ def test_auto_keeps_sequences_on_the_python_backend() -> None:
     want = np.concatenate(np.split(x, 3, axis=1), axis=0)
     np.testing.assert_array_equal(nx.compile(g, backend="auto")(x), want)
     np.testing.assert_array_equal(g(x), want)
+
+
+@pytest.mark.parametrize("mode", ["graph", "tape"])
+def test_grad_through_a_sequence_is_refused_by_name(mode: str) -> None:
+    from nexus.autodiff import GradError
+
+    def body(g: Graph, a: list[Node]) -> list[Node]:
+        b = g.start_block
+        parts = g.add("SplitToSequence", a, b, {"axis": 0, "keepdims": False}, name="parts")
+        y = g.add("ConcatFromSequence", [parts], b, {"axis": 0})
+        return [g.add("ReduceSum", [g.add("Mul", [y, y], b)], b)]
+
+    g = graph([TensorType("f64", (4, 3))], body)
+    with pytest.raises(GradError, match="SplitToSequence %parts in \\^entry: gradient requested through op "
+                                        "SplitToSequence, which is not differentiable"):
+        nx.grad(g, mode=mode)(np.ones((4, 3)))
+
+
+def test_the_picture_labels_sequence_edges_with_their_type() -> None:
+    from nexus.viz.dot import to_dot
+
+    g = graph([TensorType("f32", (4, 3))], lambda g, a: [g.add(
+        "ConcatFromSequence", [g.add("SplitToSequence", a, g.start_block, {"axis": 0})], g.start_block, {"axis": 0})])
+    edges = [line for line in to_dot(g).splitlines() if "->" in line and "seq<" in line]
+    assert len(edges) == 1 and 'label=" seq<f32[1, 3], 4>"' in edges[0]

@@ -34,7 +34,7 @@ from nexus.ir.cfg import role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import OpTypeError
-from nexus.ir.types import FLOAT_DTYPES, TensorType, TupleType, Type, numpy_dtype
+from nexus.ir.types import FLOAT_DTYPES, OptionalType, SequenceType, TensorType, TupleType, Type, numpy_dtype
 from nexus.ops.stack import STACK
 
 
@@ -43,9 +43,13 @@ class GradError(ValueError):
 
 
 def _float(t: Type) -> bool:
-    """Whether values of type ``t`` can carry a gradient (tuples: if a part can)."""
+    """Whether values of type ``t`` can carry a gradient (tuples: if a part can; sequences
+    and optionals: if their tensors can, so that a gradient through a sequence op is
+    refused by name rather than dropped)."""
     if isinstance(t, TupleType):
         return any(_float(e) for e in t.elems)
+    if isinstance(t, (SequenceType, OptionalType)):
+        return _float(t.elem)
     return isinstance(t, TensorType) and t.dtype in FLOAT_DTYPES
 
 
@@ -74,8 +78,8 @@ def active_values(g: Graph, argnums: Sequence[int]) -> set[Node]:
             if any(v in active for v in n.inputs):
                 active.add(n)
                 changed = True
-    for n in active:
-        if n.op.kind == "phi" or n in g.args:
+    for n in nodes:  # in graph order, so that the error names the first such node
+        if n not in active or n.op.kind == "phi" or n in g.args:
             continue
         if n.op.name == "Call":
             raise GradError(f"{node_where(n)}: autodiff cannot differentiate through a Call that cannot be "
