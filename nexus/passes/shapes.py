@@ -44,7 +44,6 @@ from nexus.ir.types import (
     Type,
     dim_is_zero,
     fresh_dim,
-    join_types,
     shape_str,
     simplify_dim,
 )
@@ -204,15 +203,10 @@ class _Inference:
         return first.with_shape(tuple(dims))
 
     def _container_phi(self, n: Node, seen: list[Type], widen: bool) -> Type:
-        """A Phi of sequences or optionals: the join of its inputs (``join_types``), the
-        symbols the join makes up renamed to the Phi's own on every round (so the loop
-        converges); widened, the element's rank and the length become unknown."""
-        new = seen[0]
-        for t in seen[1:]:
-            try:
-                new = join_types(new, t)
-            except TypeError as e:
-                raise OpTypeError(f"Phi: {e}") from None
+        """A Phi of sequences or optionals: the join of its inputs (the Phi's own type
+        rule), the symbols the join makes up renamed to the Phi's own on every round (so
+        the loop converges); widened, the element's rank and the length become unknown."""
+        new = n.op.infer(seen, n.attrs, [None] * len(seen)).type
         if widen:
             new = _widen_container(new)
         return self._stabilize(n, new, seen, [])
