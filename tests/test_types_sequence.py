@@ -114,8 +114,8 @@ def test_a_sequence_holds_tensors_only() -> None:
 
 
 # --- graphs over sequences ------------------------------------------------------------------------
-def graph(arg_types: list[Any], body: Callable[[Graph, list[Node]], list[Node]]) -> Graph:
-    g = Graph("g", arg_types, [f"a{k}" for k in range(len(arg_types))])
+def graph(arg_types: list[Any], body: Callable[[Graph, list[Node]], list[Node]], name: str = "g") -> Graph:
+    g = Graph(name, arg_types, [f"a{k}" for k in range(len(arg_types))])
     outs = body(g, list(g.args))
     ret = g.add("Return", outs, g.start_block)
     g.end_block.append_input(ret)
@@ -342,3 +342,70 @@ def test_the_picture_labels_sequence_edges_with_their_type() -> None:
         "ConcatFromSequence", [g.add("SplitToSequence", a, g.start_block, {"axis": 0})], g.start_block, {"axis": 0})])
     edges = [line for line in to_dot(g).splitlines() if "->" in line and "seq<" in line]
     assert len(edges) == 1 and 'label=" seq<f32[1, 3], 4>"' in edges[0]
+
+
+# --- the run-time value: appends share a list, values stay immutable ------------------------------
+def test_appends_share_a_list_and_values_stay_immutable() -> None:
+    from nexus.ops.sequence import SeqValue
+
+    base = SeqValue([np.float64(0)]).appended(np.float64(1))
+    a = base.appended(np.float64(2))  # extends the shared list in place
+    b = base.appended(np.float64(3))  # position 2 is taken: a copy
+    assert list(base) == [0, 1] and list(a) == [0, 1, 2] and list(b) == [0, 1, 3]
+    assert a._items is base._items and b._items is not base._items
+    shorter = SeqValue(a._items, 1)  # what erasing the last two would give
+    assert list(shorter) == [0] and list(shorter.appended(np.float64(9))) == [0, 9] and list(a) == [0, 1, 2]
+    assert len(a) == 3 and a[-1] == 2 and a[1:] == [1, 2]
+    with pytest.raises(IndexError):
+        a[3]
+
+
+def test_concurrent_appends_to_one_value_each_see_their_own() -> None:
+    import threading
+
+    from nexus.ops.sequence import SeqValue
+
+    for _ in range(20):
+        parent = SeqValue([np.zeros(1)])
+        results: dict[int, Any] = {}
+
+        def append(k: int) -> None:
+            results[k] = parent.appended(np.full(1, k))
+
+        threads = [threading.Thread(target=append, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert list(parent) == [0]
+        for k, v in results.items():
+            assert [float(x[0]) for x in v] == [0.0, float(k)]
+
+
+def test_programs_that_branch_a_sequence_see_their_own_values() -> None:
+    """Two appends to one value, an erase of the last, then appends again: each result as
+    Python's lists compute it, and the caller gets plain lists."""
+
+    def body(g: Graph, a: list[Node]) -> list[Node]:
+        b = g.start_block
+        s, x, y = a
+        sx = g.add("SequenceInsert", [s, x], b)
+        sy = g.add("SequenceInsert", [s, y], b)
+        cut = g.add("SequenceErase", [sx], b)
+        cy = g.add("SequenceInsert", [cut, y], b)
+        return [s, sx, sy, cut, cy]
+
+    g = graph([SequenceType(F3), F3, F3], body)
+    s = [np.full(3, k, np.float32) for k in range(3)]
+    x, y = np.ones(3, np.float32), np.full(3, 7, np.float32)
+    out = g(s, x, y)
+    assert all(type(v) is list for v in out)
+    for got, want in zip(out, [s, s + [x], s + [y], s, s + [y]]):
+        _same(got, want)
+
+
+def test_a_call_passes_sequences_both_ways() -> None:
+    callee = graph([SequenceType(F3), F3], lambda g, a: [g.add("SequenceInsert", a, g.start_block)], "callee")
+    caller = graph([SequenceType(F3), F3], lambda g, a: [g.add(
+        "SequenceLength", [g.add("Call", a, g.start_block, {"callee": callee})], g.start_block)])
+    assert caller([np.zeros(3, np.float32)] * 2, np.ones(3, np.float32)) == 3

@@ -65,7 +65,7 @@ def to_container(x: Any, t: SequenceType | OptionalType, what: str) -> Any:
         if isinstance(t.elem, SequenceType):
             return to_container(x, t.elem, what)
         return _element(x, t.elem, what)
-    if not isinstance(x, (list, tuple)):
+    if not isinstance(x, Sequence) or isinstance(x, (str, bytes)):  # a list, a tuple, a backend's own kind
         raise BindingError(f"{what} must be a list of arrays (the graph takes {t}), not {type(x).__name__}")
     if isinstance(t.length, int) and len(x) != t.length:
         raise BindingError(f"{what} holds {len(x)} tensors, the graph takes {t}")
@@ -235,7 +235,7 @@ def bind_shapes(g: Graph, args: Sequence[Any], only: int | None = None) -> dict[
         name = f"argument {i}" + (f" {node.name!r}" if node.name else "")
         dims: tuple[Any, ...]
         sizes: tuple[int, ...]
-        if isinstance(t, SequenceType) and t.length is not None and isinstance(value, (list, tuple)):
+        if isinstance(t, SequenceType) and t.length is not None and isinstance(value, Sequence):
             dims, sizes = (t.length,), (len(value),)  # the length binds as a dim; elements bind nothing
             name += " (its length)"
         elif not isinstance(t, TensorType):

@@ -8,15 +8,17 @@ from the back; ``SequenceInsert`` and ``SequenceErase`` default to the back).
 
 Both are immutable values: every op returns a new sequence, so the ops are pure (CSE may
 merge two equal inserts, DCE drop an unused one).  The reference kernels hold a sequence
-as a Python list of arrays (0-d elements as NumPy scalars, as the interpreter keeps
-scalars) and an optional as its value or None.  Positions out of range, an empty
+as a :class:`SeqValue` of arrays (0-d elements as NumPy scalars, as the interpreter keeps
+scalars; a view of a list that appends share, see there), the caller gets a Python list;
+an optional is its value or None.  Positions out of range, an empty
 optional read and shapes that do not concatenate raise (``may_fail``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -219,6 +221,61 @@ def _get_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequenc
     return _opt(op, ins[0]).elem
 
 
+# --- the run-time value -----------------------------------------------------------------------
+class SeqValue(Sequence[Any]):
+    """A sequence at run time: the first ``n`` items of a list that several values may
+    share.  Values are immutable, yet appending is O(1): the first value to append to a
+    shared list (``list.append`` is atomic, so one appender wins position ``n``) extends
+    it in place, and every other value still sees only its own first items; a second
+    append to the same value, an insert elsewhere or an erase in the middle copies
+    (as ONNX Runtime copies at every insert).  So a loop that appends T tensors costs
+    O(T), not O(T^2).  Graph results and ONNX Runtime get plain lists (``plain``)."""
+
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[Any], n: int | None = None):
+        self._items = items
+        self._n = len(items) if n is None else n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, k: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[Any]: ...
+
+    def __getitem__(self, k: int | slice) -> Any:
+        if isinstance(k, slice):
+            return self.tolist()[k]
+        if not -self._n <= k < self._n:
+            raise IndexError(f"index {k} is out of range for a sequence of {self._n} tensors")
+        return self._items[k % self._n]
+
+    def __iter__(self) -> Iterator[Any]:
+        return itertools.islice(self._items, self._n)
+
+    def __repr__(self) -> str:
+        return f"SeqValue({self.tolist()!r})"
+
+    def tolist(self) -> list[Any]:
+        return self._items[:self._n]
+
+    def appended(self, e: Any) -> SeqValue:
+        items, n = self._items, self._n
+        if len(items) == n:
+            items.append(e)
+            if items[n] is e:  # this value's append won position n
+                return SeqValue(items, n + 1)
+        return SeqValue([*items[:n], e])
+
+
+def plain(value: Any) -> Any:
+    """A run-time value as the graph's caller gets it: a sequence as a list of arrays."""
+    return value.tolist() if isinstance(value, SeqValue) else value
+
+
 # --- kernels ---------------------------------------------------------------------------------
 def element(x: Any) -> Any:
     """A tensor as a sequence holds it: an array, or a NumPy scalar when 0-d."""
@@ -226,7 +283,7 @@ def element(x: Any) -> Any:
     return a[()] if a.ndim == 0 else a
 
 
-def _index(seq: list[Any], position: Any, insert: bool = False) -> int:
+def _index(seq: Sequence[Any], position: Any, insert: bool = False) -> int:
     n = len(seq)
     p = int(np.asarray(position).reshape(-1)[0])
     hi = n if insert else n - 1
@@ -236,48 +293,58 @@ def _index(seq: list[Any], position: Any, insert: bool = False) -> int:
     return p + n if p < 0 else p
 
 
-def _empty(dtype: str) -> list[Any]:
-    return []
+def _value(seq: Sequence[Any]) -> SeqValue:
+    """``seq`` as a SeqValue (a list from the call boundary is copied once: its caller
+    may hold it)."""
+    return seq if isinstance(seq, SeqValue) else SeqValue(list(seq))
 
 
-def _construct(*tensors: Any) -> list[Any]:
-    return [element(t) for t in tensors]
+def _empty(dtype: str) -> SeqValue:
+    return SeqValue([])
 
 
-# A sequence is immutable, so each insert or erase copies the list (as ONNX Runtime copies
-# its sequence): one copy, the cheapest way Python has (a loop appending T tensors does T
-# copies; bench/w_seq.py measures it against ONNX Runtime and a plain list).
-def _insert(seq: list[Any], tensor: Any, *position: Any) -> list[Any]:
-    if not position:
-        return seq + [element(tensor)]
-    out = list(seq)
-    out.insert(_index(seq, position[0], insert=True), element(tensor))
-    return out
+def _construct(*tensors: Any) -> SeqValue:
+    return SeqValue([element(t) for t in tensors])
 
 
-def _at(seq: list[Any], position: Any) -> Any:
+def _insert(seq: Sequence[Any], tensor: Any, *position: Any) -> SeqValue:
+    if not position and seq.__class__ is SeqValue:  # the common case: a loop appending
+        return seq.appended(element(tensor))  # type: ignore[attr-defined]
+    k = _index(seq, position[0], insert=True) if position else len(seq)
+    if k == len(seq):
+        return _value(seq).appended(element(tensor))
+    items = list(seq)
+    items.insert(k, element(tensor))
+    return SeqValue(items)
+
+
+def _at(seq: Sequence[Any], position: Any) -> Any:
     return seq[_index(seq, position)]
 
 
-def _erase(seq: list[Any], *position: Any) -> list[Any]:
-    if not seq:
+def _erase(seq: Sequence[Any], *position: Any) -> SeqValue:
+    if not len(seq):
         raise IndexError("erase from an empty sequence")
-    out = list(seq)
-    del out[_index(seq, position[0]) if position else -1]
-    return out
+    k = _index(seq, position[0]) if position else len(seq) - 1
+    value = _value(seq)
+    if k == len(seq) - 1:  # the last one: a shorter view of the same items
+        return SeqValue(value._items, k)
+    items = value.tolist()
+    del items[k]
+    return SeqValue(items)
 
 
-def _length(seq: list[Any]) -> Any:
+def _length(seq: Sequence[Any]) -> Any:
     return np.int64(len(seq))
 
 
-def _split(x: Any, *split: Any, axis: int, keepdims: bool) -> list[Any]:
+def _split(x: Any, *split: Any, axis: int, keepdims: bool) -> SeqValue:
     a = np.asarray(x)
     axis %= max(a.ndim, 1)
     n = a.shape[axis]
     if not split:
         pieces = np.split(a, n, axis=axis) if n else []
-        return [element(np.squeeze(p, axis) if not keepdims else p) for p in pieces]
+        return SeqValue([element(np.squeeze(p, axis) if not keepdims else p) for p in pieces])
     s = np.asarray(split[0])
     if s.ndim == 0:
         k = int(s)
@@ -289,11 +356,11 @@ def _split(x: Any, *split: Any, axis: int, keepdims: bool) -> list[Any]:
         if any(v < 0 for v in sizes) or sum(sizes) != n:
             raise ValueError(f"split sizes {sizes} do not add up to the size {n} of axis {axis}")
         bounds = list(np.cumsum(sizes)[:-1])
-    return [element(p) for p in np.split(a, bounds, axis=axis)]
+    return SeqValue([element(p) for p in np.split(a, bounds, axis=axis)])
 
 
-def _concat(seq: list[Any], axis: int, new_axis: bool) -> Any:
-    if not seq:
+def _concat(seq: Sequence[Any], axis: int, new_axis: bool) -> Any:
+    if not len(seq):
         raise ValueError("cannot concatenate an empty sequence")
     arrays = [np.asarray(t) for t in seq]
     out = np.stack(arrays, axis=axis) if new_axis else np.concatenate(arrays, axis=axis)
