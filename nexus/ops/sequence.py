@@ -9,9 +9,9 @@ from the back; ``SequenceInsert`` and ``SequenceErase`` default to the back).
 Both are immutable values: every op returns a new sequence, so the ops are pure (CSE may
 merge two equal inserts, DCE drop an unused one).  The reference kernels hold a sequence
 as a :class:`SeqValue` of arrays (0-d elements as NumPy scalars, as the interpreter keeps
-scalars; a view of a list that appends share, see there), the caller gets a Python list;
-an optional is its value or None.  Positions out of range, an empty
-optional read and shapes that do not concatenate raise (``may_fail``).
+scalars), which appends share so that a loop appending T tensors costs O(T); the caller
+gets a Python list.  An optional is its value, or None.  Positions out of range, an
+empty optional read and shapes that do not concatenate raise (``may_fail``).
 """
 
 from __future__ import annotations
