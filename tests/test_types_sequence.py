@@ -409,3 +409,15 @@ def test_a_call_passes_sequences_both_ways() -> None:
     caller = graph([SequenceType(F3), F3], lambda g, a: [g.add(
         "SequenceLength", [g.add("Call", a, g.start_block, {"callee": callee})], g.start_block)])
     assert caller([np.zeros(3, np.float32)] * 2, np.ones(3, np.float32)) == 3
+
+
+def test_the_dsl_builds_sequence_ops_from_the_registry() -> None:
+    with nx.function("g", x=("f32", (3,))) as f:
+        (x,) = f.args
+        s = nx.sequence_insert(nx.sequence_construct(x, x * 2.0), x + 1.0)
+        f.returns(nx.concat_from_sequence(s, axis=0, new_axis=True), nx.sequence_length(s))
+    assert "seq<f32[3], 3>" in nx.print_graph(f.graph)
+    x = rng.normal(size=3).astype(np.float32)
+    stacked, n = nx.run(f.graph, x)
+    np.testing.assert_array_equal(stacked, np.stack([x, x * 2, x + 1]))
+    assert n == 3
