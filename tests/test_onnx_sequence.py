@@ -214,3 +214,16 @@ def test_the_official_family_passes() -> None:
         if why is not None:
             failed[c.name] = why
     assert not failed, failed
+
+
+def test_the_onnx_page_examples_run(tmp_path: Any) -> None:
+    """docs/onnx.md's examples (the sequence one among them) run as the docs build runs them."""
+    import runpy
+    from pathlib import Path
+
+    from nexus.testing.docs import examples_file
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "onnx.md"
+    text = page.read_text(encoding="utf-8")
+    assert "### Sequences and optionals" in text and "SplitToSequence" in text
+    runpy.run_path(str(examples_file(page, tmp_path, at_least=4)), run_name="onnx_doc")
