@@ -301,8 +301,8 @@ class SequenceType(Type):
     that size in every element, a symbolic dim is per element (elements may differ there,
     so the call boundary binds no element symbol and ``SequenceAt`` gives each read fresh
     ones).  ``length`` is the number of elements: an int, a symbolic dim, or None when
-    unknown.  A sequence is an immutable value (ops return new sequences); at run time the
-    python backend holds it as a Python list of arrays."""
+    unknown.  A sequence is an immutable value (ops return new sequences); a graph's caller
+    passes and gets it as a Python list of arrays."""
 
     elem: TensorType
     length: Dim | None = None
@@ -312,6 +312,8 @@ class SequenceType(Type):
             raise TypeError(f"a sequence holds tensors, not {self.elem}")
         if self.length is not None:
             object.__setattr__(self, "length", simplify_dim(self.length))
+            if isinstance(self.length, int) and self.length < 0:
+                raise ValueError(f"a sequence cannot have {self.length} elements")
 
     @property
     def dtype(self) -> str:
@@ -329,8 +331,8 @@ class SequenceType(Type):
 @dataclass(frozen=True, slots=True)
 class OptionalType(Type):
     """A value that may be absent (ONNX's ``optional(...)``): a tensor or a sequence, or
-    nothing; written ``opt<f32[3]>``, ``opt<seq<f32[...]>>``.  At run time the python
-    backend holds the value itself, or None."""
+    nothing; written ``opt<f32[3]>``, ``opt<seq<f32[...]>>``.  At run time it is the value
+    itself, or None."""
 
     elem: TensorType | SequenceType
 
