@@ -421,3 +421,18 @@ def test_the_dsl_builds_sequence_ops_from_the_registry() -> None:
     stacked, n = nx.run(f.graph, x)
     np.testing.assert_array_equal(stacked, np.stack([x, x * 2, x + 1]))
     assert n == 3
+
+
+def test_shape_inference_reads_a_symbolic_length() -> None:
+    """Split x[N, 3] into N pieces: the length is N, so Range(0, SequenceLength) is [N]."""
+
+    def body(g: Graph, a: list[Node]) -> list[Node]:
+        b = g.start_block
+        n = g.add("SequenceLength", [g.add("SplitToSequence", a, b, {"axis": 0, "keepdims": False})], b)
+        return [g.add("Range", [i64(g, 0), n, i64(g, 1)], b)]
+
+    g = graph([TensorType("f32", ("N", 3))], body)
+    assert g.result_types[0].shape != (sym("N"),)  # type: ignore[union-attr]  # the op's rule alone cannot know
+    nx.infer_shapes(g)
+    assert g.result_types[0] == TensorType("i64", ("N",))
+    np.testing.assert_array_equal(g(np.zeros((5, 3), np.float32)), np.arange(5))

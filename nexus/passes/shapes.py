@@ -256,6 +256,11 @@ class _Inference:
             if isinstance(x, TensorType) and x.shape:
                 return np.array(x.shape[n.attrs["axis"]], dtype=object)
             return None
+        if name == "SequenceLength":  # a sequence's length is part of its type, as a dim
+            x = _subs_type(self._type(n.input(0)), facts)
+            if isinstance(x, SequenceType) and x.length is not None:
+                return np.array(x.length, dtype=object)
+            return None
         if name == "Proj":
             return self._proj_value(n)
         if name == "Phi":
