@@ -330,9 +330,14 @@ def test_grad_through_a_sequence_is_refused_by_name(mode: str) -> None:
         return [g.add("ReduceSum", [g.add("Mul", [y, y], b)], b)]
 
     g = graph([TensorType("f64", (4, 3))], body)
-    with pytest.raises(GradError, match="SplitToSequence %parts in \\^entry: gradient requested through op "
-                                        "SplitToSequence, which is not differentiable"):
+    with pytest.raises(GradError, match=r"SplitToSequence %parts in \^entry: gradient requested through op "
+                                        r"SplitToSequence, whose result is a seq<f64\[3\], 4>: sequences and "
+                                        r"optionals are not differentiable"):
         nx.grad(g, mode=mode)(np.ones((4, 3)))
+    h = graph([SequenceType(TensorType("f64", (3,)))], lambda g, a: [g.add("Identity", a, g.start_block)])
+    with pytest.raises(GradError, match=r"argument 0 \(%a0\) is a seq<f64\[3\]>: nx.grad differentiates with "
+                                        r"respect to tensors only"):
+        nx.grad(h, mode=mode)([np.ones(3)])
 
 
 def test_the_picture_labels_sequence_edges_with_their_type() -> None:

@@ -34,7 +34,16 @@ from nexus.ir.cfg import role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import OpTypeError
-from nexus.ir.types import FLOAT_DTYPES, OptionalType, SequenceType, TensorType, TupleType, Type, numpy_dtype
+from nexus.ir.types import (
+    FLOAT_DTYPES,
+    OptionalType,
+    SequenceType,
+    TensorType,
+    TupleType,
+    Type,
+    is_container,
+    numpy_dtype,
+)
 from nexus.ops.stack import STACK
 
 
@@ -68,6 +77,10 @@ def active_values(g: Graph, argnums: Sequence[int]) -> set[Node]:
     an active node that cannot be differentiated (a Call left after inlining, an op that
     is not differentiable)."""
     active = {g.args[i] for i in argnums if _float(g.args[i].type)}
+    for i in argnums:
+        if g.args[i] in active and is_container(g.args[i].type):
+            raise GradError(f"graph @{g.name}, argument {i} (%{g.args[i].name or i}) is a {g.args[i].type}: "
+                            f"nx.grad differentiates with respect to tensors only")
     nodes = [n for n in g.nodes() if role(n) in ("phi", "constant", "data")]
     changed = True
     while changed:
@@ -84,6 +97,9 @@ def active_values(g: Graph, argnums: Sequence[int]) -> set[Node]:
         if n.op.name == "Call":
             raise GradError(f"{node_where(n)}: autodiff cannot differentiate through a Call that cannot be "
                             "inlined (a recursive call)")
+        if is_container(n.type):
+            raise GradError(f"{node_where(n)}: gradient requested through op {n.op.name}, whose result is a "
+                            f"{n.type}: sequences and optionals are not differentiable")
         if not n.op.differentiable and n.op.name not in ("Proj",):
             raise GradError(f"{node_where(n)}: gradient requested through op {n.op.name}, "
                             "which is not differentiable")
