@@ -227,3 +227,18 @@ def test_the_onnx_page_examples_run(tmp_path: Any) -> None:
     text = page.read_text(encoding="utf-8")
     assert "### Sequences and optionals" in text and "SplitToSequence" in text
     runpy.run_path(str(examples_file(page, tmp_path, at_least=4)), run_name="onnx_doc")
+
+
+def test_export_names_the_opset_sequences_and_optionals_need() -> None:
+    from nexus.backends.onnx.export import ExportError
+
+    g = nx.from_onnx(model([helper.make_node("OptionalHasElement", ["o"], ["h"])],
+                          [opt_info("o", helper.make_tensor_type_proto(F, [2]))],
+                          [helper.make_tensor_value_info("h", B, [])]))
+    with pytest.raises(ExportError, match=r"needs ONNX opset 15 or later \(OptionalType opt<f32\[2\]>\), not 13"):
+        nx.to_onnx(g, opset=13)
+    s = nx.from_onnx(model([helper.make_node("SequenceLength", ["s"], ["n"])], [seq_info("s", F)],
+                           [helper.make_tensor_value_info("n", I64, [])]))
+    with pytest.raises(ExportError, match="needs ONNX opset 11 or later"):
+        nx.to_onnx(s, opset=10)
+    assert nx.to_onnx(s, opset=11).opset_import[0].version == 11

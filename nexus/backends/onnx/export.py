@@ -21,7 +21,7 @@ from onnx import helper
 
 from nexus.backends.base import lowering_table
 from nexus.backends.onnx import lowering  # noqa: F401  (registers the rules)
-from nexus.backends.onnx.sequence import empty, type_proto
+from nexus.backends.onnx.sequence import empty, first_opset, type_proto
 from nexus.backends.onnx.stacks import StackSplitError, split_stacks
 from nexus.frontend.onnx.data import NEXUS_TO_ONNX
 from nexus.ir.graph import Graph
@@ -94,6 +94,8 @@ def _needed_opset(graph: Graph) -> tuple[int, str]:
             v = _DTYPE_OPSET.get(getattr(t, "dtype", ""), 0)
             if v > best:
                 best, why = v, f"dtype {t.dtype}"  # type: ignore[union-attr]
+            if first_opset(t) > best:
+                best, why = first_opset(t), f"{type(t).__name__} {t}"
         if n.op.name == "Cast":
             for attr, v in (("saturate", 19), ("round_mode", 24)):
                 if n.attrs.get(attr) is not None and v > best:

@@ -36,6 +36,12 @@ def type_proto(t: Type, loose: bool = False) -> Any:
     return None
 
 
+def first_opset(t: Type) -> int:
+    """The first ONNX opset with values of type ``t`` and their ops: 11 for sequences
+    (SequenceInsert, SplitToSequence...), 15 for optionals; 0 for the others."""
+    return 15 if isinstance(t, OptionalType) else 11 if isinstance(t, SequenceType) else 0
+
+
 def empty(ex: Exporter, t: Type) -> str:
     """A value of container type ``t`` for a path that never defines it: an empty
     sequence, an empty optional."""
