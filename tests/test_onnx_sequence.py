@@ -201,6 +201,21 @@ def family_cases() -> list[Any]:
     return out
 
 
+def test_the_official_sequence_models_pass() -> None:
+    """The "simple" model tests test_sequence_model1..8 (sequence ops chained in one model)."""
+    from onnx.backend.test.case import model as simple
+
+    from nexus.backends.onnx.backend import NexusBackend
+    from nexus.testing import onnx_conformance as conf
+
+    importlib.import_module("onnx.backend.test.case.model.sequence")
+    cases = [c for c in simple._SimpleModelTestCases if c.name.startswith("test_sequence_model")]
+    assert len({c.name for c in cases}) == 8
+    for c in cases:
+        case = conf.Case(c.name, c.model, [(list(i), list(o)) for i, o in c.data_sets], c.rtol, c.atol)
+        assert conf.run_case(NexusBackend, case) is None, c.name
+
+
 def test_the_official_family_passes() -> None:
     from nexus.backends.onnx.backend import NexusBackend
     from nexus.testing import onnx_conformance as conf
