@@ -259,7 +259,7 @@ class FunctionEmitter:
         self.b.branch(self.exit)
         self.b.position_at_end(ok)
 
-    def index(self, i: ir.Value, dim: ir.Value, signed: bool, node: Node, msg: str) -> ir.Value:
+    def index(self, i: ir.Value, dim: ir.Value, signed: bool, node: Node, msg: str, reuse: bool = True) -> ir.Value:
         """``i`` as an in-bounds i64 index into an axis of ``dim`` elements, a negative one
         counting from the end as NumPy's does; fails with IndexError(``msg``) otherwise.
         The usual case, ``0 <= i < dim``, costs one unsigned compare: the negative case is
@@ -267,9 +267,11 @@ class FunctionEmitter:
 
         Call it where the node stands, not inside a loop nest the rule emits: the checked
         index is reused by the later nodes of the same block (``boxes[i, 0]``, ``boxes[i, 1]``
-        check ``i`` once), which LLVM cannot do across the cold blocks."""
+        check ``i`` once), which LLVM cannot do across the cold blocks.  A rule that must
+        check inside its loop nest passes ``reuse=False``: its check is neither taken from
+        nor left for the others (a later node's use of it would not be dominated by it)."""
         key = (id(i), id(dim), signed)
-        if key in self.checked:
+        if reuse and key in self.checked:
             return self.checked[key][2]
         b = self.b
         i0 = i
@@ -277,7 +279,8 @@ class FunctionEmitter:
             i = b.sext(i, I64) if signed else b.zext(i, I64)
         if not signed:
             self.fail(b.icmp_unsigned(">=", i, dim), node, "IndexError", msg)
-            self.checked[key] = (i0, dim, i)
+            if reuse:
+                self.checked[key] = (i0, dim, i)
             return i
         here = b.block
         neg = b.append_basic_block("index.neg")
@@ -294,7 +297,8 @@ class FunctionEmitter:
         phi = b.phi(I64)
         phi.add_incoming(i, here)
         phi.add_incoming(wrapped, neg_ok)
-        self.checked[key] = (i0, dim, phi)
+        if reuse:
+            self.checked[key] = (i0, dim, phi)
         return phi
 
     def math(self, name: str, dtype: str, args: list[ir.Value]) -> ir.Value:

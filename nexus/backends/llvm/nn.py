@@ -359,7 +359,7 @@ def gather_rows(fe: FunctionEmitter, n: Node, data: Tensor, ind: Tensor, axis: i
     dim = data.dims[axis]
 
     def outer(idx: list[ir.Value]) -> None:
-        i = fe.index(ind.load(b, idx[axis:]), dim, ik == "i", n, f"index out of bounds for axis {axis}")
+        i = fe.index(ind.load(b, idx[axis:]), dim, ik == "i", n, f"index out of bounds for axis {axis}", reuse=False)
 
         def inner(rest: list[ir.Value]) -> None:
             v = data.load(b, [*idx[:axis], i, *rest])
