@@ -130,6 +130,20 @@ def test_dim_param_becomes_a_symbol_and_initializers_constants() -> None:
     assert any(n.op.name == "Constant" for n in g.nodes())
 
 
+@pytest.mark.parametrize(("target", "want"), [([0, 3, 5, 8], "f32[batch, 3, 5, 8]"),
+                                               ([0, 0, 40], "f32[batch, 3, 40]")])
+def test_reshape_copying_a_symbolic_dim_keeps_it(target: list[int], want: str) -> None:
+    # a 0 in a constant target copies the input's dim: the result's type names ``batch``
+    # again (a loop carrying it keeps one shape), not a fresh symbol
+    shape = onnx.numpy_helper.from_array(np.array(target, np.int64), "shape")
+    m = model([h.make_node("Reshape", ["x", "shape"], ["y"])], [vi("x", shape=["batch", 3, 40])],
+              [vi("y", shape=[None] * len(target))], [shape])
+    x = np.arange(2 * 3 * 40, dtype=np.float32).reshape(2, 3, 40)
+    g = check(m, x)
+    out = [n for n in g.nodes() if n.op.name == "Reshape"][-1]
+    assert str(out.type) == want
+
+
 def test_optional_inputs_and_outputs() -> None:
     m = model([h.make_node("Clip", ["x", "", "hi"], ["y"]), h.make_node("Dropout", ["y"], ["z", ""])],
               [vi("x", shape=[3])], [vi("z", shape=[3])],

@@ -36,8 +36,14 @@ def _reshape(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None
     if sv is not None and not attrs.get("allowzero", 0) and (np.asarray(sv) == 0).any():
         shape = _t(x).shape
         target = [int(v) for v in np.asarray(sv).reshape(-1)]
-        if shape is not None and all(isinstance(shape[i], int) for i, v in enumerate(target) if v == 0):
-            s = imp.const(np.array([shape[i] if v == 0 else v for i, v in enumerate(target)], np.int64))
+        copied = [shape[i] if v == 0 else v for i, v in enumerate(target)] if shape is not None else []
+        unknown = [i for i, v in enumerate(copied) if not isinstance(v, int)]
+        if shape is not None and not unknown:
+            s = imp.const(np.array(copied, np.int64))
+        elif len(unknown) == 1 and all(isinstance(v, int) and v > 0 for i, v in enumerate(copied) if i != unknown[0]):
+            # one symbolic dim copied and no -1: it is the size left over, and the result's
+            # type keeps it (``batch``), where the general form below knows nothing of it
+            s = imp.const(np.array([-1 if i == unknown[0] else v for i, v in enumerate(copied)], np.int64))
         else:
             picked = imp.emit("Slice", [imp.emit("ShapeOf", [x]), imp.const(np.array([0], np.int64)),
                                         imp.const(np.array([len(target)], np.int64))])
