@@ -248,17 +248,15 @@ def _py_dim(d: Any, syms: dict[Any, str]) -> str:
 
 
 # ``nx.compile(script, backend="llvm")``: one native entry per argument signature.
-# :class:`~nexus.backends.base.Specialized` finds a script's graph for each call in Python
-# (the signature key, a dict, the argument conversion, ctypes, the result conversion: about
-# 2.5 us).  Here each signature that compiled whole gets a builtin function calling its
-# kernel's CPython entry (:mod:`nexus.backends.llvm.pyabi`), and the newest one is the
-# ``__call__`` of this object's class (each object has a class of its own): a call that
-# matches it runs without a Python frame; one that does not goes to the entry of the
-# signature before, and so on down to the Python path, which compiles a new signature.
-# The entries check what a signature needs (argument classes, dtypes, ranks, fixed dims)
-# but they do not know how a script keys its graphs on values they accept, so each entry
-# accepts only what its signature was first called with: Python ``bool``/``int``/``float``
-# or NumPy scalars and arrays as the script keys them (see :func:`_accepts`).
+# Specialized finds a script's graph for each call in Python (the signature key, a dict,
+# the argument conversion, ctypes, the result conversion: about 2.5 us).  Here each
+# signature that compiled whole gets a builtin function calling its kernel's CPython
+# entry (nexus.backends.llvm.pyabi), and the newest is the __call__ of the object's class
+# (each object has a class of its own): a call it takes runs without a Python frame; one
+# it does not goes to the entry of the signature before, and so on down to the Python
+# path, which compiles a new signature.  An entry takes only what its graph's signature
+# says (Python bool/int/float for bool/i64/f64, the NumPy scalar of a dtype, an array of
+# dtype and rank), which a script keys to that same graph.
 MAX_ENTRIES = 8  # signatures with a native entry; later ones take the Python path
 
 
