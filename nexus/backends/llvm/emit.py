@@ -51,7 +51,7 @@ from nexus.ir.analysis import node_order, reverse_postorder
 from nexus.ir.cfg import entries, role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.types import TensorType, numpy_dtype
+from nexus.ir.types import StackType, TensorType, numpy_dtype
 
 RULES = lowering_table(BACKEND)
 ELEMENTWISE = rules.ELEMENTWISE | nn.ELEMENTWISE  # the rules of one element, fused into chains
@@ -88,7 +88,7 @@ def _dtype(node: Node) -> str:
 
 # Ops whose llvm rules can fail though the op is not marked may_fail (NumPy raises on an
 # empty axis).
-_FALLIBLE_HERE = frozenset({"ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK"})
+_FALLIBLE_HERE = frozenset({"ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK", "StackPush"})
 # Ops whose llvm rules check at run time the dims their types do not prove.
 _FALLIBLE_IF = {"Concat": nn.concat_may_fail, "Gemm": gemm_may_fail, "MatMul": matmul_may_fail}
 
@@ -241,6 +241,9 @@ class FunctionEmitter:
         self.ahead: dict[Node, ir.Value] = {}
         # the count of blocks entered and when to poll next (nexus.backends.llvm.poll)
         self.poll = Poll(self, mod.max_iterations) if polls(g, mod.max_iterations) else None
+        # the StackNew behind each stack value and its buffer's slots (nexus.backends.llvm.stack)
+        self.stack_origins: dict[Node, Node] | None = None
+        self.stack_buffers: dict[Node, tuple[ir.Value, ir.Value]] = {}
 
     # --- what rules use ---------------------------------------------------------------------
     def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
@@ -372,6 +375,9 @@ class FunctionEmitter:
         self.outs = list(params)
 
     def _make_phi(self, n: Node) -> None:
+        if isinstance(n.type, StackType):  # a stack is the offset of its top
+            self.vals[n] = self.b.phi(I64, name=n.name or "")
+            return
         shape = _shape(n)
         if shape == ():
             self.vals[n] = self.b.phi(reg_type(_dtype(n)), name=n.name or "")
@@ -460,7 +466,10 @@ class FunctionEmitter:
         srcs: dict[Node, ir.Value] = {}
         for p in tensors:  # phase 1: compute every incoming value before any Phi changes
             v = self.vals[p.input(index)]
-            if v.elem is None and not (p.input(index).op.kind == "phi" and p.input(index).block is target):
+            # a buffer of its own is copied straight into the Phi's; a lazy value, a view into
+            # another buffer or a Phi of the target (which phase 2 may overwrite) via a temporary
+            src = p.input(index)
+            if v.elem is None and not v.view and not (src.op.kind == "phi" and src.block is target):
                 srcs[p] = v.ptr
             else:
                 store_all(b, v, self.temps[p])
@@ -562,11 +571,17 @@ def _gather(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         return fe.ahead[n]
     if data.rank == 1:
         return data.load(b, [i])
+    shape = _shape(n)
+    if axis == 0 and data.ptr is not None:  # a row of a buffer is a buffer: BLAS reads it in place
+        row = I64(1)
+        for d in data.dims[1:]:
+            row = b.mul(row, d)
+        p = b.gep(data.ptr, [b.mul(i, row)], inbounds=True, source_etype=mem_type(data.dtype))
+        return Tensor(data.dtype, shape, data.dims[1:], ptr=p, view=True)
 
     def elem(idx: list[ir.Value]) -> ir.Value:
         return data.load(fe.b, [*idx[:axis], i, *idx[axis:]])
 
-    shape = _shape(n)
     return Tensor(data.dtype, shape, data.dims[:axis] + data.dims[axis + 1:], elem=elem)
 
 

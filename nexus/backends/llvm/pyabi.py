@@ -123,7 +123,7 @@ def _bind_symbols() -> None:
     try:
         from numpy._core import _multiarray_umath  # type: ignore[attr-defined]
     except ImportError:  # NumPy 1.x
-        from numpy.core import _multiarray_umath  # type: ignore[attr-defined,no-redef]
+        from numpy.core import _multiarray_umath  # type: ignore[no-redef,unused-ignore]
 
     api = ctypes.pythonapi
     get_pointer = api.PyCapsule_GetPointer
