@@ -26,6 +26,7 @@ import ctypes
 import os
 import sys
 import time
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ from nexus.backends.base import (
 from nexus.backends.llvm.cache import cache_dir as cache_dir_of
 from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import Unsupported
-from nexus.backends.llvm.emit import INTERRUPTED, ModuleEmitter
+from nexus.backends.llvm.emit import CONST_TABLE, INTERRUPTED, RELEASE, ModuleEmitter
 from nexus.backends.llvm.interrupt import interrupted, learn_python_handler, runtime
 from nexus.backends.llvm.pyabi import ENTRY as ENTRY_PY
 from nexus.backends.llvm.pyabi import WEAK, WEAK_ENTRY, builtin, emit_entries
@@ -68,12 +69,16 @@ def _ctype(dtype: str) -> Any:
     return np.ctypeslib.as_ctypes_type(dt)
 
 
-def emit_module(g: Graph, max_iterations: int | None = None, little_endian: bool = True) -> ModuleEmitter:
+def emit_module(g: Graph, max_iterations: int | None = None, little_endian: bool = True,
+                jit: bool = False) -> ModuleEmitter:
     """The LLVM module of ``g`` (unoptimised), its entry function named ``nexus_main``;
     with ``max_iterations``, every block entry counts (see ``nexus.backends.llvm.poll``).
-    ``little_endian``: the target's byte order (constant arrays are written as bytes)."""
-    me = ModuleEmitter(g.name, max_iterations, little_endian)
+    ``little_endian``: the target's byte order (constant arrays are written as bytes);
+    ``jit``: for this process (large constant arrays read from a table the loader fills,
+    buffers kept between calls)."""
+    me = ModuleEmitter(g.name, max_iterations, little_endian, table=jit, keep=jit)
     me.function(g, ENTRY)
+    me.finish()
     return me
 
 
@@ -102,14 +107,21 @@ class LLVMExecutable(Executable):
         t0 = time.perf_counter()
         self.graph = g
         self.max_iterations = max_iterations
-        me = emit_module(g, max_iterations)
+        me = emit_module(g, max_iterations, jit=True)
         self.errors = me.errors
+        self.constants = me.tabled  # the arrays the table points to: kept alive with the code
         fn, fallible = me.functions[g]
         entries = emit_entries(me.module, g, fn, fallible)
         self.ir = str(me.module)
         runtime()  # the symbols the polls call
         learn_python_handler()
         self.jit = Jitted(self.ir, cache_dir)
+        # the buffers the code keeps between calls go when this executable does
+        release = ctypes.CFUNCTYPE(None)(self.jit.address(RELEASE))
+        weakref.finalize(self, _release, release, self.jit)
+        if self.constants:
+            table = (ctypes.c_void_p * len(self.constants)).from_address(self.jit.global_address(CONST_TABLE))
+            table[:] = [a.ctypes.data for a in self.constants]
         self._native = self._prototype(g, fallible)(self.jit.address(ENTRY))
         self._call = self._wrapper(g, fallible)
         self.entries = {name: self.jit.address(name) for name in entries}
@@ -224,6 +236,11 @@ class LLVMExecutable(Executable):
     def asm(self) -> str:
         """The host assembly of the optimised module that runs."""
         return str(host_machine().emit_assembly(self.jit.module))
+
+
+def _release(release: Any, jit: Jitted) -> None:
+    """Free the buffers a module kept (``jit``, its code, is still alive here)."""
+    release()
 
 
 def _address(a: np.ndarray) -> int:

@@ -143,5 +143,8 @@ class Jitted:
     def address(self, name: str) -> int:
         return int(self.engine.get_function_address(name))
 
+    def global_address(self, name: str) -> int:
+        return int(self.engine.get_global_value_address(name))
+
     def optimized_ir(self) -> str:
         return str(self.module)
