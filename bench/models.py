@@ -291,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-readme", action="store_true", help="write the table into bench/README.md and "
                                                                 "draw bench/models.png")
     a = ap.parse_args(argv)
+    unknown = [n for n in a.only.split(",") if n.strip() not in MODELS]
+    if unknown:
+        ap.error(f"unknown model {', '.join(unknown)}; the suite has {', '.join(MODELS)}")
     import torch
 
     torch.set_num_threads(1)
