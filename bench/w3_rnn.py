@@ -85,10 +85,11 @@ def local(repeats: int, sizes: tuple[str, ...], label: str) -> list[Row]:
         args = inputs(T, D, H, B)
         g = w3_rnn(D, H, B)
         impls: dict[str, Callable[..., Any]] = {"nexus": lambda *a, g=g: nx.run(g, *a), "numpy loop": numpy_loop}
-        try:
-            impls["nexus xla"] = nx.compile(g, backend="xla")
-        except ImportError:
-            pass
+        for backend in ("xla", "llvm"):
+            try:
+                impls[f"nexus {backend}"] = nx.compile(g, backend=backend)
+            except ImportError:
+                pass
         if size == "large":
             impls["nexus sequential"] = lambda *a, g=g: nx.run(g, *a, parallel=False)
         for name, make in [("torchscript", torchscript), ("jax jit while_loop", jax_fn),

@@ -130,6 +130,12 @@ def _xla_grad(g: Any) -> Callable[..., Any]:
     return lambda *a: list(exe(*a))
 
 
+def _llvm_grad(g: Any) -> Callable[..., Any]:
+    """nx.grad of the graph compiled by the llvm backend (the tape a native stack)."""
+    exe = nx.compile(nx.grad(g, argnums=(1, 2, 3)), backend="llvm")
+    return lambda *a: list(exe(*a))
+
+
 def jax_while_message(args: list[Any]) -> str:
     """JAX's answer to reverse-mode through lax.while_loop (a run-time trip count)."""
     import jax
@@ -188,6 +194,7 @@ def run_size(name: str, repeat: int, memory: bool) -> None:
         "torchscript": torchscript_grad(),
         "jax scan (jit)": jax_scan_grad(),
         "nexus xla": _xla_grad(g),
+        "nexus llvm": _llvm_grad(g),
     }
     want = variants["torch eager"](*args)
     for label, fn in variants.items():
@@ -234,7 +241,8 @@ def run(repeats: int) -> list[Any]:
     p = SIZES["small"]
     args = inputs(p["T"], p["D"], p["H"], p["B"])
     g = rnn(dtype="f32", batched=True)
-    impls: dict[str, Callable[..., Any]] = {"nexus xla": _xla_grad(g), "jax scan (jit)": jax_scan_grad()}
+    impls: dict[str, Callable[..., Any]] = {"nexus xla": _xla_grad(g), "nexus llvm": _llvm_grad(g),
+                                            "jax scan (jit)": jax_scan_grad()}
     want = impls["jax scan (jit)"](*args)
     ok = {k: all(np.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(fn(*args), want)) for k, fn in impls.items()}
     calls: dict[str, Callable[[], Any]] = {k: functools.partial(fn, *args) for k, fn in impls.items()}

@@ -97,6 +97,17 @@ def _torch() -> tuple[Callable[..., Any], Callable[..., Any]]:
     return ident, seed
 
 
+def _numba_seed() -> Callable[..., Any]:
+    """numba's dispatcher on the same loop (a peer where numba is installed)."""
+    try:
+        import numba
+    except ImportError as e:
+        raise Skip(str(e)) from None
+    seed = numba.njit(py_seed)
+    seed(10)
+    return seed
+
+
 def run(repeats: int) -> list[Row]:
     x = np.arange(4, dtype=np.float32)
 
@@ -122,6 +133,11 @@ def run(repeats: int) -> list[Row]:
         except ImportError:
             continue
         seed_impls[f"nexus nx.compile(script, {backend})(n)"] = lambda exe=exe: exe(10)
+    try:
+        nseed = _numba_seed()
+        seed_impls["numba njit(n)"] = lambda: nseed(10)
+    except Skip:
+        pass
     try:
         tid, tseed = _torch()
         tx = __import__("torch").from_numpy(x)

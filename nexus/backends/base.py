@@ -19,7 +19,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from nexus.ir.binding import BindingError
 from nexus.ir.extras import needing
@@ -191,6 +191,7 @@ class Backend:
     options: frozenset[str] = frozenset()
     doc: str = ""
     stateful: bool = False  # runs state ops (nexus.ops.state) in program order
+    specialized: type[Specialized] | None = None  # compiles @nx.script functions (None: Specialized)
     containers: bool = False  # holds sequence and optional values (nexus.ops.sequence)
 
     def check_options(self, options: Mapping[str, Any]) -> None:
@@ -208,13 +209,15 @@ TABLES: dict[str, LoweringTable] = {}
 
 
 def register_backend(name: str, compile: Callable[..., Executable], options: tuple[str, ...] = (),
-                     doc: str = "", stateful: bool = False, containers: bool = False) -> Backend:
+                     doc: str = "", stateful: bool = False, specialized: type[Specialized] | None = None,
+                     containers: bool = False) -> Backend:
     """Register a backend; ``options`` names the keyword options its ``compile`` takes;
     ``stateful``: it runs state ops, in program order (others refuse graphs with them);
+    ``specialized``: a subclass of :class:`Specialized` for ``@nx.script`` functions;
     ``containers``: it holds sequence and optional values (others refuse graphs with them)."""
     if name in BACKENDS:
         raise ValueError(f"backend {name!r} is registered twice")
-    backend = BACKENDS[name] = Backend(name, compile, frozenset(options), doc, stateful, containers)
+    backend = BACKENDS[name] = Backend(name, compile, frozenset(options), doc, stateful, specialized, containers)
     return backend
 
 
@@ -281,11 +284,15 @@ class Specialized(Executable):
             return convert(exe(*args))
         except BindingError as e:  # named as the caller knows the function
             raise e.called(g.name) from None
-        except RuntimeError as e:  # as the function's language says it (Python: UnboundLocalError...)
-            err = self.fn.run_error(e)
-            if err is e:
-                raise
-            raise err from e
+        except RuntimeError as e:
+            self.failed(e)
+
+    def failed(self, e: RuntimeError) -> NoReturn:
+        """Raise ``e`` as the function's language says it (Python: UnboundLocalError...)."""
+        err = self.fn.run_error(e)
+        if err is e:
+            raise e
+        raise err from e
 
     def source(self) -> str:
         if self.graph is None:
@@ -302,7 +309,7 @@ def compile(target: Any, backend: str = "python", **options: Any) -> Executable:
         check_containers(b, target)
         return b.compile(target, **options)
     if hasattr(target, "specialize"):
-        return Specialized(target, b, options)
+        return (b.specialized or Specialized)(target, b, options)
     graph = getattr(target, "graph", None)
     if isinstance(graph, Graph):
         check_stateful(b, graph)

@@ -26,18 +26,30 @@ import ctypes
 import os
 import sys
 import time
+import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sympy
 
-from nexus.backends.base import Executable, MissingLoweringError, NexusRuntimeError, register_backend
+from nexus.backends.base import (
+    Backend,
+    Executable,
+    MissingLoweringError,
+    NexusRuntimeError,
+    Specializable,
+    Specialized,
+    register_backend,
+)
 from nexus.backends.llvm.cache import cache_dir as cache_dir_of
 from nexus.backends.llvm.dimalias import phi_dim_aliases
 from nexus.backends.llvm.dtypes import Unsupported
-from nexus.backends.llvm.emit import INTERRUPTED, ModuleEmitter
+from nexus.backends.llvm.emit import CONST_TABLE, INTERRUPTED, RELEASE, ModuleEmitter
 from nexus.backends.llvm.interrupt import interrupted, learn_python_handler, runtime
+from nexus.backends.llvm.pyabi import ENTRY as ENTRY_PY
+from nexus.backends.llvm.pyabi import WEAK, WEAK_ENTRY, builtin, emit_entries
 from nexus.backends.llvm.rules import BACKEND
 from nexus.backends.llvm.target import Jitted, assembly, host_machine, little_endian
 from nexus.ir.binding import signature
@@ -57,12 +69,16 @@ def _ctype(dtype: str) -> Any:
     return np.ctypeslib.as_ctypes_type(dt)
 
 
-def emit_module(g: Graph, max_iterations: int | None = None, little_endian: bool = True) -> ModuleEmitter:
+def emit_module(g: Graph, max_iterations: int | None = None, little_endian: bool = True,
+                jit: bool = False) -> ModuleEmitter:
     """The LLVM module of ``g`` (unoptimised), its entry function named ``nexus_main``;
     with ``max_iterations``, every block entry counts (see ``nexus.backends.llvm.poll``).
-    ``little_endian``: the target's byte order (constant arrays are written as bytes)."""
-    me = ModuleEmitter(g.name, max_iterations, little_endian)
+    ``little_endian``: the target's byte order (constant arrays are written as bytes);
+    ``jit``: for this process (large constant arrays read from a table the loader fills,
+    buffers kept between calls)."""
+    me = ModuleEmitter(g.name, max_iterations, little_endian, table=jit, keep=jit)
     me.function(g, ENTRY)
+    me.finish()
     return me
 
 
@@ -91,16 +107,46 @@ class LLVMExecutable(Executable):
         t0 = time.perf_counter()
         self.graph = g
         self.max_iterations = max_iterations
-        me = emit_module(g, max_iterations)
+        me = emit_module(g, max_iterations, jit=True)
         self.errors = me.errors
+        self.constants = me.tabled  # the arrays the table points to: kept alive with the code
+        fn, fallible = me.functions[g]
+        entries = emit_entries(me.module, g, fn, fallible)
         self.ir = str(me.module)
         runtime()  # the symbols the polls call
         learn_python_handler()
         self.jit = Jitted(self.ir, cache_dir)
-        _fn, fallible = me.functions[g]
+        # the buffers the code keeps between calls go when this executable does
+        release = ctypes.CFUNCTYPE(None)(self.jit.address(RELEASE))
+        weakref.finalize(self, _release, release, self.jit)
+        if self.constants:
+            table = (ctypes.c_void_p * len(self.constants)).from_address(self.jit.global_address(CONST_TABLE))
+            table[:] = [a.ctypes.data for a in self.constants]
         self._native = self._prototype(g, fallible)(self.jit.address(ENTRY))
         self._call = self._wrapper(g, fallible)
+        self.entries = {name: self.jit.address(name) for name in entries}
+        if self.entries:
+            # calls skip ctypes and Python: the class of this executable alone calls the entry
+            call = self.entry(self._call, self._fail)
+            self.__class__ = type(type(self).__name__, (type(self),), {"__call__": call, "__module__": __name__})
         self.compile_time = time.perf_counter() - t0
+
+    def entry(self, fallback: Any, fail: Any, convert: Any = None, cell: list[Any] | None = None,
+              graph: Graph | None = None) -> Any:
+        """A builtin function calling this executable through its CPython entry
+        (:mod:`nexus.backends.llvm.pyabi`), or None where it has none.  ``fallback`` takes
+        the calls the entry does not; ``fail(status)`` raises a failure's error;
+        ``convert``: applied to the results (int, float or bool on a single result of
+        that Python type is done natively); ``cell[0]`` is set to ``graph`` on each call."""
+        if not self.entries:
+            return None
+        name = ENTRY_PY
+        if WEAK_ENTRY in self.entries:
+            t = self.graph.result_types[0]
+            if isinstance(t, TensorType) and convert is WEAK[t.dtype]:
+                name, convert = WEAK_ENTRY, None
+        return builtin(self.entries[name], self.graph.name or "nexus", self, graph, list(self.graph.result_types),
+                       fallback, fail, convert, cell)
 
     @staticmethod
     def _prototype(g: Graph, fallible: bool) -> Any:
@@ -178,7 +224,7 @@ class LLVMExecutable(Executable):
         exc = _EXCEPTIONS.get(f.exc, RuntimeError)(f.msg)
         raise NexusRuntimeError(f"{f.exc}: {f.msg}", f.node) from exc
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any) -> Any:  # the class of an executable with an entry calls that
         return self._call(*args)
 
     def source(self) -> str:
@@ -190,6 +236,11 @@ class LLVMExecutable(Executable):
     def asm(self) -> str:
         """The host assembly of the optimised module that runs."""
         return str(host_machine().emit_assembly(self.jit.module))
+
+
+def _release(release: Any, jit: Jitted) -> None:
+    """Free the buffers a module kept (``jit``, its code, is still alive here)."""
+    release()
 
 
 def _address(a: np.ndarray) -> int:
@@ -211,6 +262,74 @@ def _py_dim(d: Any, syms: dict[Any, str]) -> str:
     if missing:
         raise Unsupported(f"result dim {d} depends on {sorted(map(str, missing))}, which no argument binds")
     return "(" + str(expr.subs({s: sympy.Symbol(f"__{v}") for s, v in syms.items()})).replace("__", "") + ")"
+
+
+# ``nx.compile(script, backend="llvm")``: one native entry per argument signature.
+# Specialized finds a script's graph for each call in Python (the signature key, a dict,
+# the argument conversion, ctypes, the result conversion: about 2.5 us).  Here each
+# signature that compiled whole gets a builtin function calling its kernel's CPython
+# entry (nexus.backends.llvm.pyabi), and the newest is the __call__ of the object's class
+# (each object has a class of its own): a call it takes runs without a Python frame; one
+# it does not goes to the entry of the signature before, and so on down to the Python
+# path, which compiles a new signature.  An entry takes only what its graph's signature
+# says (Python bool/int/float for bool/i64/f64, the NumPy scalar of a dtype, an array of
+# dtype and rank), which a script keys to that same graph.
+MAX_ENTRIES = 8  # signatures with a native entry; later ones take the Python path
+
+
+class NativeSpecialized(Specialized):
+    """A script compiled per argument signature, called through native entries."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> NativeSpecialized:
+        # a class of its own, whose __call__ the entries replace
+        own = type(cls.__name__, (cls,), {"__module__": cls.__module__})
+        return super().__new__(own)
+
+    def __init__(self, fn: Specializable, backend: Backend, options: Mapping[str, Any]):
+        self._cell: list[Any] = [None]  # the graph last called; the entries set it
+        self._front: Any = self._python
+        self._fast: set[Graph] = set()
+        super().__init__(fn, backend, options)
+
+    @property  # type: ignore[override]
+    def graph(self) -> Graph | None:
+        """The graph of the signature called last."""
+        g: Graph | None = self._cell[0]
+        return g
+
+    @graph.setter
+    def graph(self, g: Graph | None) -> None:
+        self._cell[0] = g
+
+    def _python(self, *args: Any) -> Any:
+        """The call through Python; a signature that compiled whole then gets its entry."""
+        out = Specialized.__call__(self, *args)
+        g = self.graph
+        if g is not None and g not in self._fast and len(self._fast) < MAX_ENTRIES and _accepts(args):
+            exe = self._exes[g]
+            _g, convert = self.fn.specialize(args)
+            if isinstance(exe, LLVMExecutable):
+                entry = exe.entry(self._front, lambda code: self._fail(exe, code), convert, self._cell, g)
+                if entry is not None:
+                    self._fast.add(g)
+                    self._front = entry
+                    type(self).__call__ = entry  # type: ignore[method-assign]
+        return out
+
+    __call__ = _python
+
+    def _fail(self, exe: LLVMExecutable, code: int) -> None:
+        try:
+            exe._fail(code)
+        except RuntimeError as e:
+            self.failed(e)
+
+
+def _accepts(args: tuple[Any, ...]) -> bool:
+    """Whether an entry may take the classes of ``args`` as this call's signature: each a
+    Python bool, int or float (which a script keys as bool, i64 and f64, as the entries
+    read them) or a NumPy scalar or array (keyed by dtype, as the entries check it)."""
+    return all(a.__class__ in (bool, int, float, np.ndarray) or isinstance(a, np.generic) for a in args)
 
 
 def compile_llvm(g: Graph, fallback: bool = True, max_iterations: int | None = None,
@@ -246,4 +365,5 @@ def _check_limit(max_iterations: Any) -> None:
 
 
 register_backend(BACKEND, compile_llvm, options=("fallback", "max_iterations", "cache"),
-                 doc="native code through LLVM (llvmlite): fused loops, scalars in registers")
+                 doc="native code through LLVM (llvmlite): fused loops, scalars in registers",
+                 specialized=NativeSpecialized)

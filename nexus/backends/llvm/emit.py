@@ -51,10 +51,14 @@ from nexus.ir.analysis import node_order, reverse_postorder
 from nexus.ir.cfg import entries, role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.types import TensorType, numpy_dtype
+from nexus.ir.types import StackType, TensorType, numpy_dtype
 
 RULES = lowering_table(BACKEND)
 ELEMENTWISE = rules.ELEMENTWISE | nn.ELEMENTWISE  # the rules of one element, fused into chains
+# Constant arrays of at least this many bytes go to the table of a JIT-compiled module.
+TABLE_BYTES = 4096
+CONST_TABLE = "nexus.consts"
+RELEASE = "nexus_release"  # frees the buffers a module keeps between calls
 # Branch weight of the likely side where the other is a failure (1): LLVM lays the failure
 # blocks out of line and keeps them from shaping the hot code.
 COLD = 1 << 20
@@ -88,7 +92,7 @@ def _dtype(node: Node) -> str:
 
 # Ops whose llvm rules can fail though the op is not marked may_fail (NumPy raises on an
 # empty axis).
-_FALLIBLE_HERE = frozenset({"ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK"})
+_FALLIBLE_HERE = frozenset({"ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK", "StackPush"})
 # Ops whose llvm rules check at run time the dims their types do not prove.
 _FALLIBLE_IF = {"Concat": nn.concat_may_fail, "Gemm": gemm_may_fail, "MatMul": matmul_may_fail}
 
@@ -114,10 +118,23 @@ def may_fail(g: Graph, seen: set[Graph] | None = None) -> bool:
 class ModuleEmitter:
     """One LLVM module: the entry graph's function, its callees' and the failure table."""
 
-    def __init__(self, name: str = "nexus", max_iterations: int | None = None, little_endian: bool = True):
+    def __init__(self, name: str = "nexus", max_iterations: int | None = None, little_endian: bool = True,
+                 table: bool = False, keep: bool = False):
         self.module = ir.Module(name)
         self.max_iterations = max_iterations
         self.little_endian = little_endian  # the target's byte order, for constant arrays
+        # With ``table``, constant arrays of TABLE_BYTES or more stay out of the module: the
+        # code reads their addresses from the global CONST_TABLE, which the loader fills
+        # with ``tabled``'s data pointers (so a layer's weights are neither IR text nor part
+        # of the object cache's key, and one object serves every set of weights).
+        self.table = table
+        self.tabled: list[np.ndarray] = []
+        self._table_gv: ir.GlobalVariable | None = None
+        # With ``keep``, tensor buffers outlive a call (a fresh large buffer per call costs
+        # page faults: ~30% of a BERT layer's time); RELEASE frees them.
+        self.keep = keep
+        self._kept: list[tuple[ir.GlobalVariable, ir.GlobalVariable]] = []
+        self._kept_fn: ir.Function | None = None
         self.errors: list[Failure] = []
         self._codes: dict[Any, int] = {}
         self.functions: dict[Graph, tuple[ir.Function, bool]] = {}
@@ -173,6 +190,75 @@ class ModuleEmitter:
             gv.align = 8
         return gv
 
+    def const_slot(self, value: np.ndarray, dtype: str) -> ir.Value | None:
+        """The address in CONST_TABLE holding constant ``value``'s data pointer, or None
+        where it goes into the module (no table, or a small array)."""
+        dt = numpy_dtype(dtype)
+        if not self.table or value.size * dt.itemsize < TABLE_BYTES:
+            return None
+        if dt.kind == "b":
+            dt = np.dtype(np.uint8)
+        self.tabled.append(np.ascontiguousarray(value, dtype=dt))
+        if self._table_gv is None:
+            self._table_gv = ir.GlobalVariable(self.module, ir.ArrayType(PTR, 0), CONST_TABLE)
+        # the table's size is known at the end (finish); an external definition, so that
+        # LLVM cannot take its initial zeros for the values the loader writes
+        return self._table_gv.gep([I32(0), I32(len(self.tabled) - 1)])
+
+    def finish(self) -> None:
+        """Size CONST_TABLE now that every constant is known; with ``keep``, define
+        RELEASE, which frees the kept buffers."""
+        if self._table_gv is not None:
+            t = ir.ArrayType(PTR, len(self.tabled))
+            self._table_gv.value_type = t
+            self._table_gv.initializer = ir.Constant(t, None)
+        if self.keep:
+            fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), []), RELEASE)
+            b = ir.IRBuilder(fn.append_basic_block("entry"))
+            free = self.declare("free", ir.VoidType(), [PTR])
+            for slot, size in self._kept:
+                b.call(free, [b.load(slot, typ=PTR)])
+                b.store(ir.Constant(PTR, None), slot)
+                b.store(I64(0), size)
+            b.ret_void()
+
+    def kept_slot(self) -> tuple[ir.GlobalVariable, ir.GlobalVariable]:
+        """The globals holding a kept buffer's address and size."""
+        k = len(self._kept)
+        slot = ir.GlobalVariable(self.module, PTR, f"kept.{k}")
+        size = ir.GlobalVariable(self.module, I64, f"kept.{k}.n")
+        for gv, init in ((slot, ir.Constant(PTR, None)), (size, I64(0))):
+            gv.linkage = "internal"
+            gv.initializer = init
+        self._kept.append((slot, size))
+        return slot, size
+
+    def kept_buffer(self) -> ir.Function:
+        """``buffer(slot, size, n, kept)``: with ``kept``, the buffer in ``slot`` (replaced
+        by a new one where it has fewer than ``n`` bytes); otherwise a fresh one."""
+        if self._kept_fn is not None:
+            return self._kept_fn
+        fn = self._kept_fn = ir.Function(self.module, ir.FunctionType(PTR, [PTR, PTR, I64, I1]), "nexus.buffer")
+        fn.linkage = "internal"
+        slot, size, n, kept = fn.args
+        malloc = self.declare("malloc", PTR, [I64])
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        fresh, keep, grow, have = (fn.append_basic_block(x) for x in ("fresh", "keep", "grow", "have"))
+        b.cbranch(kept, keep, fresh)
+        b.position_at_end(fresh)
+        b.ret(b.call(malloc, [n]))
+        b.position_at_end(keep)
+        b.cbranch(b.icmp_unsigned(">=", b.load(size, typ=I64), n), have, grow)
+        b.position_at_end(grow)
+        b.call(self.declare("free", ir.VoidType(), [PTR]), [b.load(slot, typ=PTR)])
+        p = b.call(malloc, [n])
+        b.store(p, slot)
+        b.store(n, size)
+        b.ret(p)
+        b.position_at_end(have)
+        b.ret(b.load(slot, typ=PTR))
+        return fn
+
     def global_array(self, value: np.ndarray, dtype: str) -> ir.GlobalVariable:
         """A constant array as a global of the target's bytes (an ``i8`` array: one string
         constant, not an LLVM constant per element, which took seconds for a layer's
@@ -218,6 +304,15 @@ class FunctionEmitter:
         self.eb = ir.IRBuilder(self.entry)  # allocations go here, before the jump to the start block
         self.exit = self.fn.append_basic_block("exit")
         self.b = ir.IRBuilder()
+        # Where the module keeps buffers between calls: whether this call has them (a call
+        # on another thread meanwhile finds the flag set and allocates its own)
+        self.kept: ir.Value | None = None
+        if mod.keep:
+            self._busy = ir.GlobalVariable(mod.module, I8, f"busy.{name}")
+            self._busy.linkage = "internal"
+            self._busy.initializer = I8(0)
+            old = self.eb.atomic_rmw("xchg", self._busy, I8(1), "acquire")
+            self.kept = self.eb.icmp_unsigned("==", old, I8(0))
         self.status = self.eb.alloca(I32, name="status") if self.fallible else None
         if self.status is not None:
             self.eb.store(I32(0), self.status)
@@ -241,6 +336,9 @@ class FunctionEmitter:
         self.ahead: dict[Node, ir.Value] = {}
         # the count of blocks entered and when to poll next (nexus.backends.llvm.poll)
         self.poll = Poll(self, mod.max_iterations) if polls(g, mod.max_iterations) else None
+        # the StackNew behind each stack value and its buffer's slots (nexus.backends.llvm.stack)
+        self.stack_origins: dict[Node, Node] | None = None
+        self.stack_buffers: dict[Node, tuple[ir.Value, ir.Value]] = {}
 
     # --- what rules use ---------------------------------------------------------------------
     def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
@@ -312,12 +410,18 @@ class FunctionEmitter:
         return [dim_value(b or self.b, d, self.env) for d in shape]
 
     def alloc(self, shape: tuple[Any, ...], dtype: str) -> ir.Value:
-        """A buffer for a tensor of ``shape``, allocated on entry, freed on exit."""
+        """A buffer for a tensor of ``shape``, allocated on entry, freed on exit; in a
+        module that keeps its buffers, the one kept from the last call where it is big
+        enough (see ModuleEmitter.kept_buffer)."""
         eb = self.eb
         n = I64(itemsize(dtype))
         for d in self.dims(shape, eb):
             n = eb.mul(n, d)
-        p = eb.call(self.mod.declare("malloc", PTR, [I64]), [n])
+        if self.kept is not None:
+            slot, size = self.mod.kept_slot()
+            p = eb.call(self.mod.kept_buffer(), [slot, size, n, self.kept])
+        else:
+            p = eb.call(self.mod.declare("malloc", PTR, [I64]), [n])
         self.buffers.append(p)
         return p
 
@@ -345,8 +449,12 @@ class FunctionEmitter:
             self._block(blk)
         self.eb.branch(self.bbs[g.start_block])
         xb = ir.IRBuilder(self.exit)
-        for p in self.buffers:
+        for p in self.buffers:  # none of them where the buffers are kept
+            p = p if self.kept is None else xb.select(self.kept, ir.Constant(PTR, None), p)
             xb.call(self.mod.declare("free", ir.VoidType(), [PTR]), [p])
+        if self.kept is not None:
+            with xb.if_then(self.kept):
+                xb.store_atomic(ir.Constant(I8, 0), self._busy, "release", 1)
         for slot in self.slots:
             xb.call(self.mod.declare("free", ir.VoidType(), [PTR]), [xb.load(slot, typ=PTR)])
         if not self.internal and self.poll is not None:
@@ -376,6 +484,9 @@ class FunctionEmitter:
         self.outs = list(params)
 
     def _make_phi(self, n: Node) -> None:
+        if isinstance(n.type, StackType):  # a stack is the offset of its top
+            self.vals[n] = self.b.phi(I64, name=n.name or "")
+            return
         shape = _shape(n)
         if shape == ():
             self.vals[n] = self.b.phi(reg_type(_dtype(n)), name=n.name or "")
@@ -427,7 +538,15 @@ class FunctionEmitter:
         if value.ndim == 0:
             return constant(_dtype(n), value[()])
         shape = _shape(n)
-        return Tensor(_dtype(n), shape, self.dims(shape), ptr=self.mod.global_array(value, _dtype(n)))
+        return Tensor(_dtype(n), shape, self.dims(shape), ptr=self.const_array(value, _dtype(n)))
+
+    def const_array(self, value: np.ndarray, dtype: str) -> ir.Value:
+        """The address of a constant array: a global of the module, or read on entry from
+        the module's table of constants (see ModuleEmitter.const_slot)."""
+        slot = self.mod.const_slot(value, dtype)
+        if slot is None:
+            return self.mod.global_array(value, dtype)
+        return self.eb.load(slot, typ=PTR)
 
     def _elementwise(self, n: Node) -> Any:
         rule = RULES.rule(n)
@@ -464,7 +583,10 @@ class FunctionEmitter:
         srcs: dict[Node, ir.Value] = {}
         for p in tensors:  # phase 1: compute every incoming value before any Phi changes
             v = self.vals[p.input(index)]
-            if v.elem is None and not (p.input(index).op.kind == "phi" and p.input(index).block is target):
+            # a buffer of its own is copied straight into the Phi's; a lazy value, a view into
+            # another buffer or a Phi of the target (which phase 2 may overwrite) via a temporary
+            src = p.input(index)
+            if v.elem is None and not v.view and not (src.op.kind == "phi" and src.block is target):
                 srcs[p] = v.ptr
             else:
                 store_all(b, v, self.temps[p])
@@ -566,11 +688,17 @@ def _gather(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         return fe.ahead[n]
     if data.rank == 1:
         return data.load(b, [i])
+    shape = _shape(n)
+    if axis == 0 and data.ptr is not None:  # a row of a buffer is a buffer: BLAS reads it in place
+        row = I64(1)
+        for d in data.dims[1:]:
+            row = b.mul(row, d)
+        p = b.gep(data.ptr, [b.mul(i, row)], inbounds=True, source_etype=mem_type(data.dtype))
+        return Tensor(data.dtype, shape, data.dims[1:], ptr=p, view=True)
 
     def elem(idx: list[ir.Value]) -> ir.Value:
         return data.load(fe.b, [*idx[:axis], i, *idx[axis:]])
 
-    shape = _shape(n)
     return Tensor(data.dtype, shape, data.dims[:axis] + data.dims[axis + 1:], elem=elem)
 
 

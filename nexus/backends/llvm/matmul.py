@@ -12,6 +12,9 @@ faster from 64 x 64 up.  The BLAS routine's address comes from SciPy's
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
@@ -37,9 +40,8 @@ def _blas_symbol(dtype: str) -> str | None:
         return None
     sym = f"nexus.{name}"
     if sym not in _SYMBOLS:
-        try:
-            from scipy.linalg import cython_blas
-        except ImportError:
+        cython_blas = _cython_blas()
+        if cython_blas is None:
             _SYMBOLS[sym] = False
             return None
         import llvmlite.binding as llvm
@@ -54,7 +56,33 @@ def _blas_symbol(dtype: str) -> str | None:
     return sym if _SYMBOLS[sym] else None
 
 
-def _materialise(fe: FunctionEmitter, t: Tensor) -> Tensor:
+def _cython_blas() -> Any:
+    """SciPy's ``scipy.linalg.cython_blas`` (None without SciPy), loaded on its own:
+    ``import scipy.linalg`` takes half a second, the extension module alone milliseconds.
+    It is registered under its own name, so a later ``import scipy.linalg`` uses it."""
+    name = "scipy.linalg.cython_blas"
+    if name in sys.modules:
+        return sys.modules[name]
+    try:
+        import scipy
+    except ImportError:
+        return None
+    folder = Path(scipy.__file__).parent / "linalg"
+    files = sorted(folder.glob("cython_blas.*.so")) + sorted(folder.glob("cython_blas.*.pyd"))
+    spec = importlib.util.spec_from_file_location(name, files[0]) if files else None
+    if spec is None or spec.loader is None:
+        try:
+            from scipy.linalg import cython_blas
+        except ImportError:
+            return None
+        return cython_blas
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def materialise(fe: FunctionEmitter, t: Tensor) -> Tensor:
     if t.ptr is not None:
         return t
     buf = fe.alloc(t.shape, t.dtype)
@@ -70,7 +98,7 @@ def _matmul(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     dt = out_dtype(n)
     if kind(dt) == "b":
         raise Unsupported("MatMul on bools")
-    sym = _blas(dt, "MatMul")
+    sym = blas_routine(dt, "MatMul")
     if a.rank > 2 or bt.rank > 2:
         return _batched(fe, n, a, bt, dt, sym)
     pa, ta = _operand(fe, a, False, sym is not None)
@@ -102,7 +130,7 @@ def _batched(fe: FunctionEmitter, n: Node, a: Tensor, bt: Tensor, dt: str, sym: 
         raise Unsupported("MatMul of a stack of matrices and a vector")
     t = n.type
     assert isinstance(t, TensorType) and t.shape is not None
-    a, bt = _materialise(fe, a), _materialise(fe, bt)
+    a, bt = materialise(fe, a), materialise(fe, bt)
     b = fe.b
     m, kk, nn = a.dims[-2], a.dims[-1], bt.dims[-1]
     if bt.shape[-2] != a.shape[-1]:  # the type rule assumed the contraction dims agree
@@ -142,7 +170,7 @@ def matmul_may_fail(n: Node) -> bool:
     return bool(a.shape[-1] != bt.shape[-2])
 
 
-def _blas(dt: str, op: str) -> str | None:
+def blas_routine(dt: str, op: str) -> str | None:
     """The BLAS routine ``op`` on ``dt`` calls, or None for the loop nest (see STRATEGY)."""
     sym = _blas_symbol(dt) if STRATEGY != "loops" else None
     if STRATEGY == "blas" and sym is None and kind(dt) == "f":
@@ -155,13 +183,13 @@ def _product(fe: FunctionEmitter, sym: str | None, dt: str, a: Any, bm: Any, c: 
     """C[m, n] = op(A) op(B): the BLAS routine ``sym``, or the loop nest (whose operands
     are never transposed: :func:`_operand` materialises them)."""
     if sym is not None:
-        _gemm_call(fe, sym, dt, a, bm, c, m, n, k, trans_a, trans_b)
+        gemm_call(fe, sym, dt, a, bm, c, m, n, k, trans_a, trans_b)
     else:
         assert not (trans_a or trans_b)
         _loops(fe, dt, a, bm, c, m, n, k)
 
 
-def _gemm_call(fe: FunctionEmitter, sym: str, dt: str, a: Any, bm: Any, c: Any, m: ir.Value, n: ir.Value,
+def gemm_call(fe: FunctionEmitter, sym: str, dt: str, a: Any, bm: Any, c: Any, m: ir.Value, n: ir.Value,
                k: ir.Value, trans_a: bool = False, trans_b: bool = False) -> None:
     """Row-major C[m, n] = op(A) op(B) as column-major gemm(tb, ta, n, m, k, 1, B, ldb, A, lda,
     0, C, n): a row-major matrix is its transpose in column-major order, so a transposed
@@ -227,7 +255,7 @@ def _operand(fe: FunctionEmitter, t: Tensor, trans: bool, blas: bool) -> tuple[A
         src = t
         t = Tensor(t.dtype, t.shape[::-1], t.dims[::-1], elem=lambda idx: src.load(fe.b, idx[::-1]))
         trans = False
-    return _materialise(fe, t).ptr, trans
+    return materialise(fe, t).ptr, trans
 
 
 def gemm_may_fail(n: Node) -> bool:
@@ -257,7 +285,7 @@ def _gemm(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     t = n.type
     assert isinstance(t, TensorType) and t.shape is not None
     ta, tb = bool(n.attrs.get("transA", False)), bool(n.attrs.get("transB", False))
-    sym = _blas(dt, "Gemm")
+    sym = blas_routine(dt, "Gemm")
     m, kk = (a.dims[1], a.dims[0]) if ta else (a.dims[0], a.dims[1])
     nn = bt.dims[0] if tb else bt.dims[1]
     kb = bt.dims[1] if tb else bt.dims[0]

@@ -47,8 +47,8 @@ def _may_write_in_place(fe: FunctionEmitter, n: Node, data: Tensor, value: Any) 
                 return False
             continue  # elsewhere: it runs after this node only where d is live out (checked above)
         val = fe.vals[u]
-        if isinstance(val, tuple) or (isinstance(val, Tensor) and val.ptr is data.ptr):
-            return False  # an aliasing value
+        if isinstance(val, tuple) or (isinstance(val, Tensor) and (val.ptr is data.ptr or val.view)):
+            return False  # an aliasing value (a row of it, say)
         if isinstance(val, Tensor) and val.elem is not None and _read_later(fe, u, set()):
             return False  # a lazy value that is still to be evaluated would read the new contents
     return sum(1 for v in n.inputs if v is d) == 1

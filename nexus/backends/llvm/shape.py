@@ -151,7 +151,7 @@ def _transpose(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         # a layer's weights, transposed once here: BLAS reads row-major [K, N] operands
         # faster than transposed ones at small batch (a [8, 128] x [128, 1000] gemm: 2x)
         value = np.transpose(np.asarray(src.attrs["value"]), order)
-        return Tensor(dtype, shape, [x.dims[p] for p in order], ptr=fe.mod.global_array(value, dtype))
+        return Tensor(dtype, shape, [x.dims[p] for p in order], ptr=fe.const_array(value, dtype))
     t = _view(fe, x, shape, [x.dims[p] for p in order], [order.index(j) for j in range(x.rank)])
     if x.rank == 2 and order == [1, 0] and x.ptr is not None:
         t.transpose_of = x

@@ -106,6 +106,11 @@ def object_code(text: str, triple: str | None = None) -> bytes:
     return bytes(machine.emit_object(optimize(text, machine)))
 
 
+def bind_symbol(name: str, address: int) -> None:
+    """Resolve the external symbol ``name`` of modules loaded from now on to ``address``."""
+    llvm.add_symbol(name, address)
+
+
 class Jitted:
     """An optimised module loaded into this process; ``address(name)`` of its functions.
     Keeps the engine (and so the machine code) alive as long as it lives.  With
@@ -137,6 +142,9 @@ class Jitted:
 
     def address(self, name: str) -> int:
         return int(self.engine.get_function_address(name))
+
+    def global_address(self, name: str) -> int:
+        return int(self.engine.get_global_value_address(name))
 
     def optimized_ir(self) -> str:
         return str(self.module)

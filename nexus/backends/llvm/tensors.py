@@ -28,7 +28,8 @@ class Tensor:
     """A tensor of rank >= 1: ``dims`` as i64 values, ``shape`` the type's dims (ints or
     symbols, for broadcasting), and either ``ptr`` (a contiguous buffer) or ``elem``.
     ``transpose_of``: the buffer whose 2-D transpose this lazy tensor is (BLAS reads that
-    buffer with its transpose flag instead of a copy)."""
+    buffer with its transpose flag instead of a copy); ``view``: ``ptr`` points into
+    another value's buffer (a row of it), which may change before this value is read."""
 
     dtype: str
     shape: tuple[Any, ...]
@@ -36,6 +37,7 @@ class Tensor:
     ptr: ir.Value | None = None
     elem: Elem | None = None
     transpose_of: Tensor | None = None
+    view: bool = False
 
     @property
     def rank(self) -> int:
