@@ -84,12 +84,14 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   for later calls of that signature) and reruns.  An adjoint that starts as a scalar
   zero and gets its shape later (type ``f64[...]``) is broadcast to the shape the loop
   or branch settles on (found by ``jax.eval_shape``).
-* **Host kernels.** Ops listed in ``rules_shape.HOST_OPS`` (convolutions, pooling, ...) run
-  their NumPy kernel through ``jax.pure_callback``: correct, not fast.
+* **Host kernels.** Ops listed in ``rules_shape.HOST_OPS`` (gradients of convolutions and
+  pooling, Resize, ScatterND, SetItem, random ops) run their NumPy kernel through
+  ``jax.pure_callback``: correct, not fast.  Convolutions, pooling, normalisation and
+  GatherElements/GatherND/OneHot are lax ops (:mod:`nexus.backends.xla.rules_nn`).
 """
 
 from nexus.backends.base import register_backend
-from nexus.backends.xla import dynamic, rules, rules_shape, slicing  # noqa: F401  (they fill the lowering table)
+from nexus.backends.xla import dynamic, rules, rules_nn, rules_shape, slicing  # noqa: F401  (they fill the lowering table)
 from nexus.backends.xla.executable import XlaExecutable, compile_xla
 from nexus.backends.xla.trace import BACKEND, RULES, XlaLoweringError
 
