@@ -89,6 +89,22 @@ def test_conv_with_run_time_weights_and_an_empty_output() -> None:
     agree(one_op("Conv", [small, w], {"group": 4}), [small, w], "f32")  # a 3x3 kernel on 2x2: [2, 4, 0, 0]
 
 
+@pytest.mark.parametrize("shape, w_shape, attrs", [
+    ((2, 6, 9, 8), (4, 6, 1, 1), {"group": 1, "strides": (2, 3)}),  # 1x1: the input is its own columns
+    ((3, 3, 11, 10), (5, 3, 3, 3), {"group": 1, "strides": (2, 2), "pads": (1, 0, 1, 2)}),  # few channels
+    ((2, 8, 7, 9), (6, 4, 3, 2), {"group": 2, "dilations": (2, 1), "pads": (2, 1, 0, 1)}),  # grouped
+    ((1, 8, 6, 6), (4, 8, 3, 3), {"group": 1, "pads": (1, 1, 1, 1)}),  # many channels: XLA's convolution
+    ((2, 4, 13), (6, 2, 3), {"group": 2, "strides": (3,)}),  # 1-d grouped
+    ((1, 2, 4, 5, 3), (4, 2, 2, 2, 1), {"group": 1, "pads": (1, 0, 0, 0, 1, 0)}),  # 3-d, few channels
+])
+def test_dense_and_grouped_conv_paths_agree_with_the_kernel(shape: tuple[int, ...], w_shape: tuple[int, ...],
+                                                            attrs: dict[str, Any]) -> None:
+    """Each way ``_dense`` takes (products over the groups, column gathering, XLA's own)."""
+    x = np.random.default_rng(11).standard_normal(shape).astype(np.float32)
+    w = np.random.default_rng(12).standard_normal(w_shape).astype(np.float32)
+    agree(one_op("Conv", [x], attrs, [w, np.linspace(-1, 1, w_shape[0]).astype(np.float32)]), [x], "f32")
+
+
 @pytest.mark.parametrize("r", _cases(2, 12), ids=[str(k) for k in range(12)])
 def test_conv_transpose_agrees_with_its_kernel(r: random.Random) -> None:
     n = r.choice([1, 2, 2, 3])
@@ -118,6 +134,16 @@ def test_pooling_agrees_with_its_kernel(op: str, r: random.Random) -> None:
     x = np.random.default_rng(r.randint(0, 99)).standard_normal((2, 3, *(r.randint(2, 7) for _ in ks)))
     x = x.astype(NP[dtype])
     agree(one_op(op, [x], attrs), [x], dtype)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pooling_over_large_windows_agrees_with_its_kernel(op: str) -> None:
+    """Windows of more than 64 elements go through lax.reduce_window, not one op per position."""
+    x = np.random.default_rng(7).standard_normal((2, 3, 12, 11))
+    for ceil in (False, True):
+        attrs = {"kernel_shape": (9, 8), "strides": (2, 3), "pads": (4, 0, 1, 3), "ceil_mode": ceil,
+                 **({"count_include_pad": ceil} if op == "AveragePool" else {})}
+        agree(one_op(op, [x], attrs), [x])
 
 
 def test_global_average_pool_and_normalisations_agree_with_their_kernels() -> None:
