@@ -91,6 +91,8 @@ def test_conv_with_run_time_weights_and_an_empty_output() -> None:
 
 @pytest.mark.parametrize("shape, w_shape, attrs", [
     ((2, 6, 9, 8), (4, 6, 1, 1), {"group": 1, "strides": (2, 3)}),  # 1x1: the input is its own columns
+    ((3, 40, 2, 3), (6, 40, 1, 1), {"group": 1}),  # 1x1, more channels than positions: output transposed
+    ((2, 12, 3, 3), (8, 6, 1, 1), {"group": 2, "strides": (2, 2)}),  # the same, grouped
     ((3, 3, 11, 10), (5, 3, 3, 3), {"group": 1, "strides": (2, 2), "pads": (1, 0, 1, 2)}),  # few channels
     ((2, 8, 7, 9), (6, 4, 3, 2), {"group": 2, "dilations": (2, 1), "pads": (2, 1, 0, 1)}),  # grouped
     ((1, 8, 6, 6), (4, 8, 3, 3), {"group": 1, "pads": (1, 1, 1, 1)}),  # many channels: XLA's convolution

@@ -89,7 +89,14 @@ def _dense(xa: Any, wa: Any, out_sp: tuple[int, ...], strides: tuple[int, ...], 
     xp = _padded(xa, pads)
     cols = jnp.stack([_tap(xp, kpos, out_sp, strides, dil) for kpos in np.ndindex(*ks)], axis=2)
     depth = c // group * taps  # C/G major, then the kernel position, as w's rows flatten
-    cols = jnp.reshape(cols, (nb, group, depth, int(np.prod(out_sp))))
+    p = int(np.prod(out_sp))
+    cols = jnp.reshape(cols, (nb, group, depth, p))
+    if depth > p:
+        # Weights larger than the output (late layers: many channels, few positions): batched
+        # over the groups only, then the output's [G, M/G, N, P] transposed, rather than the
+        # weights broadcast over N (EfficientNet's 1152 -> 192 at 7x7, batch 8: 3.4 ms, 10 ms).
+        out = lax.dot_general(jnp.reshape(wa, (group, m // group, depth)), cols, (((2,), (2,)), ((0,), (1,))))
+        return jnp.reshape(jnp.transpose(out, (2, 0, 1, 3)), (nb, m, *out_sp))
     wb = jnp.broadcast_to(jnp.reshape(wa, (1, group, m // group, depth)), (nb, group, m // group, depth))
     out = lax.dot_general(wb, cols, (((3,), (2,)), ((0, 1), (0, 1))))  # [N, G, M/G, P]
     return jnp.reshape(out, (nb, m, *out_sp))
