@@ -44,8 +44,8 @@ def torchscript() -> Callable[[], Any]:
     return lambda: seed(0, 1)
 
 
-def jax_fn() -> Callable[[], Any]:
-    import jax
+def jax_seed(n: Any) -> Any:
+    """Seed 000's loop up to ``n`` in JAX (``lax.while_loop`` + ``lax.cond``), to be jitted."""
     import jax.numpy as jnp
     from jax import lax
 
@@ -55,11 +55,14 @@ def jax_fn() -> Callable[[], Any]:
         s2 = lax.cond(skip, lambda: s, lambda: s + i)
         return i + 1, s2, jnp.logical_and(jnp.logical_not(skip), s2 > 25)
 
-    @jax.jit
-    def seed() -> Any:
-        init = (jnp.int32(1), jnp.int32(0), jnp.bool_(False))
-        return lax.while_loop(lambda st: jnp.logical_and(st[0] <= 10, jnp.logical_not(st[2])), step, init)[1]
+    init = (jnp.int32(1), jnp.int32(0), jnp.bool_(False))
+    return lax.while_loop(lambda st: jnp.logical_and(st[0] <= n, jnp.logical_not(st[2])), step, init)[1]
 
+
+def jax_fn() -> Callable[[], Any]:
+    import jax
+
+    seed = jax.jit(lambda: jax_seed(10))
     return lambda: seed().block_until_ready()
 
 

@@ -4,7 +4,8 @@
   with ``nx.run(g, x)``, as ``g(x)``, against TorchScript's empty function and plain Python;
 - W1 with its bound as an argument (seed 000's loop up to ``n``, n = 10 gives 31): through
   ``@nx.script``, as a DSL graph called with ``nx.run(g, n)``, and as the IR graph with the
-  bound built in (W1's graph), against TorchScript and plain Python.
+  bound built in (W1's graph), against TorchScript, plain Python and ``jax.jit`` of the same
+  loop with n as its argument (issue 33: the xla row at most 1.3x of it).
 
 Issue 10's targets: W1 through ``@nx.script`` within 1.3x of the DSL graph with the same
 argument, and the script call floor (identity) below TorchScript's.
@@ -20,6 +21,7 @@ import numpy as np
 import nexus as nx
 from bench.common import Row, Skip, measure, rows_from
 from bench.graphs import w1_seed
+from bench.w1_seed import jax_seed
 
 ANSWER = 31
 
@@ -133,6 +135,14 @@ def run(repeats: int) -> list[Row]:
         except ImportError:
             continue
         seed_impls[f"nexus nx.compile(script, {backend})(n)"] = lambda exe=exe: exe(10)
+    try:  # issue 33's peer for the xla row: JAX's own jit of the same loop, n an argument
+        import jax
+
+        jseed = jax.jit(jax_seed)
+        seed_impls["jax jit(n)"] = lambda: jseed(10).block_until_ready()
+        seed_impls["jax jit(n), NumPy result"] = lambda: np.asarray(jseed(10))  # what Nexus returns
+    except ImportError:
+        pass
     try:
         nseed = _numba_seed()
         seed_impls["numba njit(n)"] = lambda: nseed(10)

@@ -20,8 +20,7 @@ a loop that may run zero times, or a loop's own targets), some paths fall off th
 ranges (negative and run-time steps) and of an array's rows, and a global tuple ``_T``
 gives constants.  Where Python raises UnboundLocalError the script must raise it too,
 naming the variable; where it returns None the script must raise RuntimeError naming
-the end (the python backend: xla cannot raise, so those runs are not compared on other
-backends).
+the end, on the python backend and on the one given with ``--backend``.
 
 CLI: ``python -m nexus.testing.py_gen --count 20000 [--seed S] [--optimize] [--backend llvm]``
 prints each disagreement (the program, the inputs, both results) and a summary.  With
@@ -711,6 +710,12 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
                 if not ok_nx:
                     got = "".join(traceback.format_exception(got, limit=4))
                 return Failure(src, args, want, got)
+            if exe is not None:  # the backend must raise the same (xla too: it carries its checks out)
+                ok_be, got_be = _outcome(exe, args)
+                if not _python_error_agrees(ok_py, want, ok_be, got_be):
+                    if not ok_be:
+                        got_be = "".join(traceback.format_exception(got_be, limit=6))
+                    return Failure(src, args, want, f"backend {backend}: {got_be!r} (python backend: {got!r})")
             continue
         if exe is not None and ok_py:
             ok_be, got_be = _outcome(exe, args)
@@ -741,7 +746,7 @@ def _python_error_agrees(ok_py: bool, want: Any, ok_nx: bool, got: Any) -> bool 
     """Where Python raised UnboundLocalError (a read of a variable unassigned on the path
     taken) or fell off the function's end (None): whether the script raised the same
     (UnboundLocalError naming the variable; RuntimeError naming the end).  None for the
-    other outcomes.  (These runs are not compared on another backend: xla cannot raise.)"""
+    other outcomes."""
     if not ok_py and isinstance(want, UnboundLocalError):
         name = str(want).split("'")[1] if "'" in str(want) else ""
         return not ok_nx and isinstance(got, UnboundLocalError) and f"'{name}'" in str(got)

@@ -42,14 +42,23 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   graph (the dynamic part on the python backend): the whole program, branches and loops
   around the op included, stays one XLA computation, and the LLVM backend's partitioner
   (``nexus.backends.llvm.partition``) is the place for splitting.
-* **Run-time errors cannot be raised inside XLA.** Integer division or modulo by zero
-  gives whatever XLA's division gives (no ZeroDivisionError); an out-of-range Gather
-  index is clamped; a negative shift count or integer power does not raise; casting a
-  NaN or out-of-range float to an int gives XLA's value.  Checks on values known while
-  compiling (``CheckDims`` on specialised shapes, an ``Assert`` of a constant) raise at
-  compile time; an ``Assert`` on run-time values is not checked.  The fuzzer
-  (``nexus.testing.py_gen --backend xla``) does not compare runs where plain Python
-  raised.
+* **Run-time checks.** XLA cannot raise inside a computation, so an ``Assert`` on
+  run-time values (a script's read of a variable unassigned on the path taken, falling
+  off the end, ``range()`` with a zero step, an ``assert`` statement) records its failure
+  instead: the first failure's code is carried through the ``lax.cond`` arms and
+  ``lax.while_loop`` carries of the regions that hold a check, loops stop once it is set,
+  and the computation returns it beside the results; the executable then raises what
+  the python backend raises for that node (``Trace.fail_where``; for a script,
+  UnboundLocalError or RuntimeError as Python).  A region whose checks all fold while
+  tracing (sizes, constants) carries nothing, and a graph without a run-time check
+  returns no code: it pays nothing per call.  A check that fails on static values fails
+  when the call reaches it, as on the python backend.  Other run-time errors are still
+  not raised: integer division or modulo by zero gives whatever XLA's division gives
+  (no ZeroDivisionError); an out-of-range Gather index is clamped; a negative shift
+  count or integer power does not raise; casting a NaN or out-of-range float to an int
+  gives XLA's value.  The fuzzer (``nexus.testing.py_gen --backend xla``) compares the
+  runs where plain Python raised UnboundLocalError or returned None, not those where it
+  raised another error.
 * **Floating point is XLA's.** Its algebraic simplifier reassociates arithmetic with
   constants (``-1.8 * (y * -1.5)`` becomes ``2.7 * y``); ``strict_float=True`` turns that
   pass off for one executable (about 3x slower on W3-small; the fuzzer uses it).  Its
@@ -75,12 +84,14 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   for later calls of that signature) and reruns.  An adjoint that starts as a scalar
   zero and gets its shape later (type ``f64[...]``) is broadcast to the shape the loop
   or branch settles on (found by ``jax.eval_shape``).
-* **Host kernels.** Ops listed in ``rules_shape.HOST_OPS`` (convolutions, pooling, ...) run
-  their NumPy kernel through ``jax.pure_callback``: correct, not fast.
+* **Host kernels.** Ops listed in ``rules_shape.HOST_OPS`` (gradients of convolutions and
+  pooling, Resize, ScatterND, SetItem, random ops) run their NumPy kernel through
+  ``jax.pure_callback``: correct, not fast.  Convolutions, pooling, normalisation and
+  GatherElements/GatherND/OneHot are lax ops (:mod:`nexus.backends.xla.rules_nn`).
 """
 
 from nexus.backends.base import register_backend
-from nexus.backends.xla import dynamic, rules, rules_shape, slicing  # noqa: F401  (they fill the lowering table)
+from nexus.backends.xla import dynamic, rules, rules_nn, rules_shape, slicing  # noqa: F401  (they fill the lowering table)
 from nexus.backends.xla.executable import XlaExecutable, compile_xla
 from nexus.backends.xla.trace import BACKEND, RULES, XlaLoweringError
 

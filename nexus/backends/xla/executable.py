@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus.backends.base import Executable
-from nexus.backends.xla.trace import BACKEND, NewStackKind, Padded, StackLayout, Trace, TripCount, regions
+from nexus.backends.base import Executable, NexusRuntimeError
+from nexus.backends.xla.trace import BACKEND, NewStackKind, Padded, StackLayout, Trace, TripCount, is_static, regions
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
+from nexus.ir.node import Node
 from nexus.ir.types import StackType
 
 Key = tuple[tuple[tuple[int, ...], str], ...]
@@ -56,6 +57,9 @@ class Compiled:
     # The most trips a loop that grows a list on a run-time trip count ran in the last run
     # (its Trace's cell, written by a callback); None where no loop grows one.
     trips: TripCount | None = None
+    # The Asserts that may fail at run time (the computation's last output is then 0, or
+    # 1 + the index here of the first that failed); empty where none may.
+    checks: list[Node] = field(default_factory=list)
 
 
 class XlaExecutable(Executable):
@@ -80,18 +84,20 @@ class XlaExecutable(Executable):
         return list(signature(self.graph).convert(tuple(args)))
 
     def execute_graph(self, layout: StackLayout, args: Sequence[Any],
-                      trips: TripCount | None = None) -> tuple[list[Any], dict[Any, Any]]:
+                      trips: TripCount | None = None) -> tuple[list[Any], Trace]:
         tr = Trace(layout, self.dynamic_bound)
         if trips is not None:
             tr.trips = trips
         outs = tr.run(self.graph, args)
-        return outs, tr.top or {}
+        return outs, tr
 
-    def build_computation(self, outs: list[Any], top: dict[Any, Any],
-                          padded: list[int | None]) -> tuple[Any, ...]:
+    def build_computation(self, outs: list[Any], tr: Trace, padded: list[int | None],
+                          checks: list[Node]) -> tuple[Any, ...]:
         """The output tuple: the results (a padded one followed by its true size; ``padded``
         receives their axes), then the largest stack depth reached (0 without stacks),
-        which tells whether the stack buffers were large enough."""
+        which tells whether the stack buffers were large enough, then, where a check may
+        fail at run time (``checks`` receives them), the code of the first that failed."""
+        top = tr.top or {}
         peaks = [v[0] for k, v in top.items() if isinstance(getattr(k, "type", None), StackType)]
         peak = jnp.max(jnp.stack(peaks)) if peaks else jnp.zeros((), np.int64)
         flat: list[Any] = []
@@ -103,7 +109,11 @@ class XlaExecutable(Executable):
             else:
                 flat.append(jnp.asarray(o))
                 padded.append(None)
-        return (*flat, peak)
+        checks.clear()
+        if not tr.checks or is_static(tr.status):
+            return (*flat, peak)  # no check left for run time: nothing to read after a call
+        checks += tr.checks
+        return (*flat, peak, tr.status)
 
     # --- compiling ------------------------------------------------------------------
     def _compile(self, values: list[Any], layout: StackLayout) -> Compiled:
@@ -111,9 +121,11 @@ class XlaExecutable(Executable):
         padded: list[int | None] = []
         trips = TripCount()
 
+        checks: list[Node] = []
+
         def computation(*args: Any) -> tuple[Any, ...]:
-            outs, top = self.execute_graph(layout, args, trips)
-            return self.build_computation(outs, top, padded)
+            outs, tr = self.execute_graph(layout, args, trips)
+            return self.build_computation(outs, tr, padded, checks)
 
         specs = [_spec(np.shape(v), np.asarray(v).dtype) for v in values]
         options = dict(_STRICT_FLOAT) if self.strict_float else None
@@ -131,7 +143,7 @@ class XlaExecutable(Executable):
         self.compiles += 1
         self.compile_seconds += dt
         return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt, padded,
-                        trips if trips.used else None)
+                        trips if trips.used else None, checks)
 
     def _refresh(self) -> None:
         if self.graph.version != self._version:
@@ -161,6 +173,8 @@ class XlaExecutable(Executable):
                 if entry.trips is not None:
                     entry.trips.most = 0
                 *outs, peak = entry.fn(*values)
+                if entry.checks:
+                    failed, peak, outs = peak, outs[-1], outs[:-1]
                 if not entry.layout.kinds and entry.trips is None:
                     break  # no stack, no list bounded by a trip count: the peak is 0, not worth a read
                 peak = int(np.asarray(peak))  # (int() of a jax scalar costs several times more)
@@ -178,6 +192,8 @@ class XlaExecutable(Executable):
                 grown = StackLayout(list(entry.layout.kinds), cap)
                 entry = self._cache[key] = self._compile(values, grown)
         self._last = entry
+        if entry.checks:
+            _raise_failed(entry.checks, failed)
         results = []
         it = iter(outs)
         for axis in entry.padded:
@@ -196,6 +212,15 @@ class XlaExecutable(Executable):
                 return self.lower()
             raise ValueError("nothing compiled yet: call it (or .lower(*args)) once, so that a signature is known")
         return self._last.lowered_text
+
+
+def _raise_failed(checks: list[Node], failed: Any) -> None:
+    """Raise the python backend's error for the check whose code ``failed`` is (0: none)."""
+    code = int(np.asarray(failed))
+    if code:
+        node = checks[code - 1]
+        msg = str(node.attrs.get("message", ""))
+        raise NexusRuntimeError(f"AssertionError: {msg}", node) from AssertionError(msg)
 
 
 def _to_numpy(v: Any) -> Any:

@@ -234,7 +234,14 @@ def _prelu(tr: Trace, node: Node, x: Any, slope: Any) -> Any:
     return jnp.where(x >= 0, x, x * slope).astype(out_dtype(node))
 
 
-@register_lowering(BACKEND, "Assert", "CheckDims")
+@register_lowering(BACKEND, "Assert")
+def _assert(tr: Trace, node: Node, cond: Any) -> Any:
+    # XLA cannot raise: the failure is carried out of the computation and raised after it.
+    tr.fail_where(node, jnp.logical_not(cond))
+    return cond
+
+
+@register_lowering(BACKEND, "CheckDims")
 def _unchecked(tr: Trace, node: Node, *ins: Any) -> Any:
-    # XLA cannot raise: a check on run-time values passes (see the package docstring).
+    # Dims are static once shapes are specialised: a check that could fail folds at trace time.
     return jnp.asarray(True)

@@ -243,6 +243,25 @@ def pushes(items: Seq | list[Any]) -> bool:
     return False
 
 
+def checks(items: Seq | list[Any]) -> bool:
+    """Whether running ``items`` (a region's Seq, or a loop's cond nodes) may run an
+    ``Assert``, nested regions and called graphs included (the region then carries the
+    failure code, see :meth:`Trace.fail_where`)."""
+    for item in items.items if isinstance(items, Seq) else items:
+        if isinstance(item, Node) and (item.op.name == "Assert" or (
+                item.op.name == "Call" and item.attrs["callee"].cached("xla.checks", _graph_checks))):
+            return True
+        if isinstance(item, If) and (checks(item.then) or checks(item.orelse)):
+            return True
+        if isinstance(item, Loop) and (checks(item.cond) or checks(item.body)):
+            return True
+    return False
+
+
+def _graph_checks(g: Graph) -> bool:
+    return any(n.op.name == "Assert" for h in (g, *g.callees()) for n in h.nodes())
+
+
 def stack_news(g: Graph, seen: set[int] | None = None) -> int:
     """How many StackNew nodes ``g`` and its callees hold."""
     seen = set() if seen is None else seen
@@ -275,6 +294,12 @@ class Trace:
         self.abstract = 0  # > 0 while looking for a loop's carried shapes (jax.eval_shape)
         self.top: dict[Any, Any] | None = None  # the outermost graph's values (BuildComputation reads it)
         self.trips = TripCount()  # the executable reads it after each run (see loop_bound)
+        # Run-time checks (Assert): ``status`` is None until the first one, then an i32 scalar,
+        # 0 while every check passed, else 1 + the index in ``checks`` of the first that
+        # failed; regions that hold an Assert carry it (see :meth:`fail_where`).
+        self.status: Any = None
+        self.checks: list[Node] = []
+        self.failures = 0  # how many times fail_where was traced (see checked_region)
 
     # --- the three steps' middle one -------------------------------------------------
     def run(self, g: Graph, args: Sequence[Any]) -> list[Any]:
@@ -354,10 +379,60 @@ class Trace:
         try:
             return kernel_call(n, ins, fp_errors="ignore")
         except KernelError as e:
+            if n.op.name == "Assert":
+                # A check that fails on static values fails on every run that reaches it: as a
+                # run-time failure (the python backend raises it when the call gets there).
+                self.fail_where(n, np.bool_(True))
+                return np.bool_(False)
             if n.op.name in _STATIC_CHECKS and not self.nested:
                 raise XlaLoweringError(f"{e.reason} (a check on static values fails while compiling)", n) \
                     from e.__cause__
             return None  # e.g. an integer division by zero: the rule traces it instead
+
+    # --- run-time checks ------------------------------------------------------------
+    def fail_where(self, n: Node, bad: Any) -> None:
+        """Record that the check ``n`` fails where ``bad`` holds (and the code runs there:
+        inside a select's arm, where ``predicate`` holds), unless an earlier one failed.
+
+        XLA cannot raise: the first failure's code is carried to the end of the computation,
+        and the executable raises the python backend's error for it after the call.  Loops
+        stop once it is set (Python would not go on), so a loop after a failed check on its
+        step (``range(0, 5, 0)``) ends.  Regions carry the code only where they hold an
+        Assert (:func:`checks`), so a graph without one pays nothing."""
+        self.failures += 1
+        if n not in self.checks:
+            self.checks.append(n)
+        code = np.int32(self.checks.index(n) + 1)
+        bad = jnp.asarray(bad, np.bool_)
+        if self.predicate is not None:
+            bad = bad & self.predicate
+        status = self.status_now()
+        self.status = jnp.where((status == 0) & bad, code, status)
+
+    def checked_region(self, holds: bool, run: Callable[[bool], None]) -> None:
+        """``run(carry)`` a region; ``carry``: whether it carries the failure code, which it
+        does where it ``holds`` a check (:func:`checks`) that did not fold while tracing."""
+        if holds:
+            heap, status, failures = self.heap, self.status, self.failures
+            run(True)
+            if self.failures != failures:
+                return
+            # Every check in it was decided while tracing: trace it again without the code.
+            self.heap, self.status = heap, status
+        run(False)
+
+    def status_now(self) -> Any:
+        """The failure code so far (a static 0 before any check)."""
+        if self.status is None:
+            self.status = np.int32(0)
+        return self.status
+
+    def running(self, test: Any) -> Any:
+        """A loop's ``test``, false once a check has failed."""
+        test = jnp.asarray(test, dtype=np.bool_)
+        if self.status is None or is_static(self.status):
+            return test
+        return test & (self.status == 0)
 
     # --- shapes --------------------------------------------------------------------
     def unify(self, t: Type | None, v: Any) -> None:
@@ -508,11 +583,11 @@ class Trace:
     # --- regions -------------------------------------------------------------------
     def if_(self, r: If, env: dict[Any, Any]) -> None:
         try:
-            self._if(r, env)
+            self.checked_region(checks(r.then) or checks(r.orelse), lambda checked: self._if(r, env, checked))
         except XlaLoweringError as e:
             _locate(e, _grower(r.then) or _grower(r.orelse))
 
-    def _if(self, r: If, env: dict[Any, Any]) -> None:
+    def _if(self, r: If, env: dict[Any, Any], checked: bool) -> None:
         c = self.value(r.cond, env)
         if is_static(c):
             # A condition known while tracing: only the taken arm exists.
@@ -527,14 +602,17 @@ class Trace:
         if _flat(r.then, heap is not None) and _flat(r.orelse, heap is not None):
             self.select(r, c, env)
             return
+        status = self.status_now() if checked else self.status
 
         def arm(body: Seq, picks: list[Value], shapes: list[Any]) -> Callable[[], Any]:
             def fn() -> Any:
                 local = dict(env)
                 self.heap = None if heap is None else list(heap)
+                self.status = status
                 self.nested_seq(body, local)
                 outs = [self.fit(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
-                return (outs, self.heap) if threads else (outs, None)
+                return (outs, self.heap if threads else None,
+                        jnp.asarray(self.status, np.int32) if checked else None)
             return fn
 
         thens, elses = [m.then_value for m in r.outputs], [m.else_value for m in r.outputs]
@@ -553,15 +631,16 @@ class Trace:
         if self.open_shape([m.name for m in r.outputs]) or _sizes_from_data(r.then) or _sizes_from_data(r.orelse):
             shapes = agreed()
         try:
-            outs, after = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
+            outs, after, failed = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
         except TypeError:
             if any(s is not None for s in shapes):
                 raise
             # The arms disagree in a way nothing above foresaw (a padded value from before
             # the If, passed through one arm only): agree on their shapes, trace again.
             shapes = agreed()
-            outs, after = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
+            outs, after, failed = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
         self.heap = after if threads else heap
+        self.status = failed if checked else status
         for m, v in zip(r.outputs, outs):
             env[m.name] = v
 
@@ -592,28 +671,33 @@ class Trace:
 
     def loop(self, r: Loop, env: dict[Any, Any]) -> None:
         try:
-            self._loop(r, env)
+            self.checked_region(checks(r.cond) or checks(r.body), lambda checked: self._loop(r, env, checked))
         except XlaLoweringError as e:
             _locate(e, _grower(r.body) or (r.test if isinstance(r.test, Node) else None))
 
-    def _loop(self, r: Loop, env: dict[Any, Any]) -> None:
+    def _loop(self, r: Loop, env: dict[Any, Any], checked: bool) -> None:
         names = [c.var for c in r.carried]
         raw = [self.value(c.init, env) for c in r.carried]
         init = [self.as_jax(c.var, v) for c, v in zip(r.carried, raw)]
         shapes: list[Target] = [None] * len(names)
 
         heap = self.heap
-        # Where the loop pushes, the stack buffers are carried too (after the values).
+        # Where the loop pushes, the stack buffers are carried too (after the values), and
+        # where it holds a check, the failure code (last).
         threads = heap is not None and (pushes(r.cond) or pushes(r.body))
+        status = self.status_now() if checked else self.status
         n_values = len(names)
         if threads:
             assert heap is not None
             init = [*init, *heap]
+        if checked:
+            init = [*init, jnp.asarray(status, np.int32)]
 
         def bind(carry: Sequence[Any]) -> dict[Any, Any]:
             local = dict(env)
             local.update(zip(names, carry))
-            self.heap = list(carry[n_values:]) if threads else heap
+            self.heap = list(carry[n_values:len(carry) - checked]) if threads else heap
+            self.status = carry[-1] if checked else status
             for n in r.cond:
                 local[n] = self.node(n, [local[i] for i in n.inputs])
             return local
@@ -623,13 +707,16 @@ class Trace:
             # in this jaxlib runs `k = 0; while k < 1: k += 2` zero times instead of once
             # (tests/test_backends_xla.py::test_loop_with_a_step_past_its_bound).
             carry = lax.optimization_barrier(carry)  # type: ignore[no-untyped-call]
-            return jnp.asarray(self.value(r.test, bind(carry)), dtype=np.bool_)
+            local = bind(carry)
+            return self.running(self.value(r.test, local))
 
         def body_fn(carry: list[Any]) -> list[Any]:
             local = bind(carry)
             self.nested_seq(r.body, local)
             nexts = [self.fit(c.var, self.value(c.next, local), s) for c, s in zip(r.carried, shapes)]
-            return [*nexts, *(self.heap or [])] if threads else nexts
+            if threads:
+                nexts += self.heap or []
+            return [*nexts, jnp.asarray(self.status, np.int32)] if checked else nexts
 
         trips = self.static_trip_count(r, env, raw)
 
@@ -669,7 +756,7 @@ class Trace:
                       for n, v, s in zip(names, init, shapes)]
 
         def execute() -> list[Any]:
-            self.heap = heap
+            self.heap, self.status = heap, status
             if trips is not None:
                 # A counted loop: a scan of known length (no test per iteration, and XLA knows
                 # the trip count without analysing the induction).
@@ -693,7 +780,7 @@ class Trace:
                     outer = self.predicate
                     try:
                         for _ in range(_UNROLL - 1):
-                            again = jnp.asarray(self.value(r.test, bind(carry)), dtype=np.bool_)
+                            again = self.running(self.value(r.test, bind(carry)))
                             self.predicate = again if outer is None else outer & again
                             nxt = body_fn(carry)
                             carry = [*jax.tree_util.tree_map(lambda x, y, a=again: _pick(a, x, y), nxt[:n_values],
@@ -718,7 +805,8 @@ class Trace:
             # loop replaced by the body): settle the carried shapes, trace again.
             settle()
             final = execute()
-        self.heap = list(final[n_values:]) if threads else heap
+        self.heap = list(final[n_values:len(final) - checked]) if threads else heap
+        self.status = final[-1] if checked else status
         after = dict(zip(names, final[:n_values]))
         for res in r.results:
             env[res.name] = after[res.var]

@@ -1,0 +1,194 @@
+"""Run-time checks (``Assert``) on the xla backend, against plain Python running the same source.
+
+XLA cannot raise inside a computation: the first failing check's code is carried out of it
+(through ``lax.cond`` arms and ``lax.while_loop`` carries) and the executable raises the
+python backend's error after the call.  Before, every run-time Assert passed: a read of a
+variable that no path assigned returned a stand-in value with no error.
+
+The oracle is plain Python: where it returns, xla must return the same; where it raises
+UnboundLocalError or falls off the end, the script's own error must come (the python
+backend's, which ``tests/test_script_undefined.py`` checks against Python); where it raises
+anything else (an ``assert`` statement, ``range()`` with a zero step), xla must raise the
+python backend's error for the same node, with the same message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nexus as nx
+from nexus.backends.base import NexusRuntimeError
+from nexus.testing.extras import require
+
+require("jax", "xla")
+
+# Each program takes (x: float, n: int).
+PROGRAMS = {
+    "unassigned after a run-time loop": '''
+def f(x, n: int):
+    for i in range(n):
+        y = i * 2
+    return y
+''',
+    "unassigned after a branch in a loop": '''
+def f(x, n: int):
+    for i in range(n):
+        if i == 3:
+            y = x * i
+    return y
+''',
+    "unassigned after a while loop that breaks first": '''
+def f(x, n: int):
+    k = 0
+    while k < n:
+        k += 1
+        if k > 2:
+            break
+        z = x + k
+    return z
+''',
+    "read of an unassigned variable inside a loop": '''
+def f(x, n: int):
+    t = 0.0
+    for i in range(4):
+        if i == n:
+            y = x
+        t = t + y
+    return t
+''',
+    "falls off its end": '''
+def f(x, n: int):
+    if n > 2:
+        return x * 2
+''',
+    "falls off its end inside a loop's branch": '''
+def f(x, n: int):
+    for i in range(n):
+        if i * x > 3.0:
+            return i
+''',
+    "assert on run-time values": '''
+def f(x, n: int):
+    assert x > 0, "x must be positive"
+    return x + n
+''',
+    "assert in a nested loop": '''
+def f(x, n: int):
+    t = 0.0
+    for i in range(n):
+        j = 0
+        while j < i:
+            assert t < 20.0 + x, "t ran away"
+            t = t + x * j
+            j += 1
+    return t
+''',
+    "two failing asserts: the first wins": '''
+def f(x, n: int):
+    s = 0.0
+    for i in range(n):
+        if i > 1:
+            assert x < i, "first"
+        assert x > -i, "second"
+        s = s + x
+    return s
+''',
+    "range with a run-time zero step, then a loop": '''
+def f(x, n: int):
+    s = x
+    for i in range(0, 5, n % 3):
+        s = s + i
+    return s
+''',
+    "a check in a called helper": '''
+@script
+def _half(v):
+    assert v >= 0.0, "negative"
+    return v / 2.0
+
+def f(x, n: int):
+    t = 0.0
+    for i in range(n):
+        t = t + _half(x - i)
+    return t
+''',
+}
+INPUTS = [(x, n) for x in (-1.5, 0.5, 4.0) for n in (0, 1, 2, 3, 5)]
+
+
+def _program(name: str) -> tuple[Any, Any]:
+    src = PROGRAMS[name]
+    ns: dict[str, Any] = {"np": np, "script": lambda fn: fn}
+    exec(compile(src, "<oracle>", "exec"), ns)  # noqa: S102  (the test's own source)
+    return ns["f"], nx.script_source(src, "f", {"np": np, "script": nx.script})
+
+
+def _outcome(fn: Any, *args: Any) -> tuple[bool, Any]:
+    try:
+        return True, fn(*args)
+    except Exception as e:  # noqa: BLE001  (an error is an outcome to compare)
+        return False, e
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_run_time_checks_raise_as_on_the_python_backend(name: str) -> None:
+    oracle, f = _program(name)
+    on_xla, on_python = nx.compile(f, backend="xla"), nx.compile(f, backend="python")
+    failures = 0
+    for x, n in INPUTS:
+        ok_py, want = _outcome(oracle, x, n)
+        ok_xla, got = _outcome(on_xla, x, n)
+        if ok_py and want is not None:
+            assert ok_xla, f"{name}{(x, n)}: Python returned {want!r}, xla raised {got!r}"
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+            continue
+        failures += 1
+        python = "returned None" if ok_py else f"raised {want!r}"
+        assert not ok_xla, f"{name}{(x, n)}: Python {python}, xla returned {got!r}"
+        if ok_py:  # fell off the end: the script raises RuntimeError naming the end
+            assert type(got) is RuntimeError and "reached its end without a return" in str(got)
+        elif isinstance(want, UnboundLocalError):
+            assert isinstance(got, UnboundLocalError) and str(want).split("'")[1] in str(got)
+        ok_ref, ref = _outcome(on_python, x, n)
+        assert not ok_ref
+        assert type(got) is type(ref) and str(got) == str(ref)
+        assert type(got.__cause__) is type(ref.__cause__)
+        if isinstance(ref, NexusRuntimeError):
+            assert got.node is not None and got.node.op.name == "Assert"
+    assert failures, f"{name}: no input makes Python raise; the program tests nothing"
+
+
+def test_a_check_that_fails_on_static_values_raises_when_called() -> None:
+    """An ``assert`` on constants fails on every run, as on the python backend: at the
+    call, not while compiling."""
+    def f(x: float) -> float:
+        assert 1 > 2, "never"
+        return x
+
+    exe = nx.compile(nx.script(f), backend="xla")
+    with pytest.raises(NexusRuntimeError, match="AssertionError: never") as info:
+        exe(1.0)
+    assert isinstance(info.value.__cause__, AssertionError)
+
+
+def test_a_graph_whose_checks_all_pass_while_compiling_carries_no_failure_code() -> None:
+    """Checks decided while tracing (a length, once shapes are specialised) leave nothing
+    for run time: the loop carries no failure code and the computation does not return one."""
+    def f(x: Any, n: int) -> Any:
+        s = x
+        for i in range(n):
+            assert len(x) > 1, "too short"
+            s = s * 0.5 + i
+        return s
+
+    x = np.ones(3)
+    g = nx.script(f).graph_for(x, 3)
+    assert any(n.op.name == "Assert" for n in g.nodes())
+    exe = nx.compile(g, backend="xla")
+    np.testing.assert_allclose(exe(x, 3), f(x, 3))
+    compiled = exe.compiled(exe.build_arguments((x, 3)))
+    assert compiled.checks == []
+    assert "tensor<i32>" not in compiled.lowered_text
