@@ -65,3 +65,14 @@ def test_import_export_roundtrip_matches_onnxruntime(case: conf.Case) -> None:
                                                                               zip(exported.graph.input, names)})
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=case.rtol, atol=case.atol)
+
+
+def test_stored_cases_load_and_fall_into_families() -> None:
+    """The --all cases: the wheel's stored models with their data sets, one family per kind."""
+    cases = conf.model_cases(["simple", "real"])
+    assert {conf.family(c.name) for c in cases} == {"simple", "real"}
+    squeezenet = next(c for c in cases if c.name == "real/test_squeezenet")
+    (inputs, outputs), = squeezenet.data_sets
+    assert inputs[0].shape == (1, 3, 224, 224) and outputs[0].shape == (1, 1000, 1, 1)
+    assert conf.family("test_scan9_sum") == "control_flow" and conf.family("test_unique_length_1") == "data_dependent"
+    assert conf.family("test_add") == "other"
