@@ -170,6 +170,11 @@ def _cumsum(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("CumSum", [x, axis], exclusive=int(n.attrs["exclusive"]), reverse=int(n.attrs["reverse"]))[0]
 
 
+@register_lowering("onnx", "CumProd")
+def _cumprod(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("CumProd", [x, ex.const(np.array(n.attrs["axis"], np.int64))])[0]
+
+
 @register_lowering("onnx", "Gemm")
 def _gemm(ex: Exporter, n: Node, *ins: str) -> str:
     attrs = _attrs(n, "alpha", "beta", "transA", "transB")
@@ -308,6 +313,16 @@ def _split(ex: Exporter, n: Node, x: str) -> list[str]:
 @register_lowering("onnx", "Slice")
 def _slice(ex: Exporter, n: Node, *ins: str) -> str:
     return ex.add("Slice", ins)[0]
+
+
+@register_lowering("onnx", "PRelu")
+def _prelu(ex: Exporter, n: Node, x: str, slope: str) -> str:
+    return ex.add("PRelu", [x, slope])[0]
+
+
+@register_lowering("onnx", "GatherND")
+def _gather_nd(ex: Exporter, n: Node, x: str, i: str) -> str:
+    return ex.add("GatherND", [x, i], **_attrs(n, "batch_dims", ints=("batch_dims",)))[0]
 
 
 @register_lowering("onnx", "ScatterND")

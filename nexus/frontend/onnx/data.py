@@ -166,8 +166,8 @@ ONE_TO_ONE = {
     "Cos": "Cos", "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Asinh": "Asinh", "Acosh": "Acosh",
     "Atanh": "Atanh", "Where": "Where", "Equal": "Equal", "Greater": "Greater", "Less": "Less",
     "GreaterOrEqual": "GreaterEqual", "LessOrEqual": "LessEqual", "Not": "Not", "And": "And", "Or": "Or",
-    "Xor": "Xor", "MatMul": "MatMul", "Identity": "Identity", "PRelu": "PRelu", "Expand": "Expand",
-    "Tile": "Tile", "GatherND": "GatherND", "GlobalAveragePool": "GlobalAveragePool",
+    "Xor": "Xor", "MatMul": "MatMul", "Identity": "Identity", "Expand": "Expand",
+    "Tile": "Tile", "GlobalAveragePool": "GlobalAveragePool",
     "Softplus": "Softplus", "BitwiseAnd": "BitwiseAnd", "BitwiseOr": "BitwiseOr", "BitwiseXor": "BitwiseXor",
     "BitwiseNot": "BitwiseNot",
 }

@@ -7,7 +7,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nexus.frontend.onnx.data import ONE_TO_ONE
-from nexus.frontend.onnx.ops import RULES, Converter, Ins, _axes, _cast, _ints, _like, _req, _t, converts
+from nexus.frontend.onnx.ops import (
+    INT64_MAX,
+    RULES,
+    Converter,
+    Ins,
+    _axes,
+    _cast,
+    _ints,
+    _like,
+    _rank,
+    _req,
+    _t,
+    converts,
+)
 from nexus.ir.node import Node
 from nexus.ir.types import FLOAT_DTYPES, numpy_dtype
 
@@ -84,6 +97,18 @@ def _mean(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 @converts("LeakyRelu")
 def _leaky(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     return [imp.emit("LeakyRelu", [_req(ins[0], "X")], {"alpha": float(attrs.get("alpha", 0.01))})]
+
+
+@converts("PRelu")
+def _prelu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x, slope = _req(ins[0], "X"), _req(ins[1], "slope")
+    xs, ss = _t(x).shape, _t(slope).shape
+    # The legacy unidirectional broadcast (opset < 7, and what PyTorch's converter wrote):
+    # a slope [C] on [N, C, ...] is per channel, not per last-axis element.
+    if xs is not None and ss is not None and len(ss) == 1 and len(xs) > 2 and ss[0] != 1 and (
+            imp.opset < 7 or (ss[0] == xs[1] and ss[0] != xs[-1])):
+        slope = imp.emit("Unsqueeze", [slope], {"axes": tuple(range(1, len(xs) - 1))})
+    return [imp.emit("PRelu", [x, slope])]
 
 
 @converts("Gelu")
@@ -235,6 +260,27 @@ def _arg(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     return [imp.emit(imp.node.op_type, [_req(ins[0], "data")],
                      {"axis": int(attrs.get("axis", 0)), "keepdims": bool(attrs.get("keepdims", 1)),
                       "select_last_index": bool(attrs.get("select_last_index", 0))})]
+
+
+@converts("CumProd")
+def _cumprod(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "x")
+    axis_v = _ints(imp, _req(ins[1], "axis"), "axis")
+    assert axis_v is not None
+    axis = axis_v[0] % max(_rank(x), 1)
+    reverse, exclusive = bool(attrs.get("reverse", 0)), bool(attrs.get("exclusive", 0))
+    i64 = lambda *v: imp.const(np.array(v, np.int64))  # noqa: E731
+
+    def flip(v: Node) -> Node:
+        return imp.emit("Slice", [v, i64(-1), i64(-INT64_MAX), i64(axis), i64(-1)])
+
+    if reverse:
+        x = flip(x)
+    if exclusive:  # the product of the elements before: 1, then x shifted by one
+        one = imp.emit("Slice", [imp.emit("OnesLike", [x]), i64(0), i64(1), i64(axis)])
+        x = imp.emit("Concat", [one, imp.emit("Slice", [x, i64(0), i64(-1), i64(axis)])], {"axis": axis})
+    y = imp.emit("CumProd", [x], {"axis": axis})
+    return [flip(y) if reverse else y]
 
 
 @converts("CumSum")

@@ -145,6 +145,45 @@ def _gather_el(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | No
                      {"axis": int(attrs.get("axis", 0))})]
 
 
+@converts("GatherND")
+def _gather_nd(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [imp.emit("GatherND", [_req(ins[0], "data"), _req(ins[1], "indices")],
+                     {"batch_dims": int(attrs.get("batch_dims", 0))})]
+
+
+@converts("ReverseSequence")
+def _reverse_sequence(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """Each batch entry's first sequence_lens[b] steps reversed: GatherElements along the
+    time axis with index lens[b] - 1 - t where t < lens[b], else t."""
+    x, lens = _req(ins[0], "input"), _cast(imp, _req(ins[1], "sequence_lens"), "i64")
+    t_axis, b_axis = int(attrs.get("time_axis", 0)), int(attrs.get("batch_axis", 1))
+    if {t_axis, b_axis} != {0, 1}:
+        raise OnnxImportError(f"ReverseSequence: time_axis and batch_axis must be 0 and 1, got {t_axis}, {b_axis}")
+    r = _rank(x)
+    zero, one = imp.const(np.array(0, np.int64)), imp.const(np.array(1, np.int64))
+    t = imp.emit("Range", [zero, imp.emit("DimSize", [x], {"axis": t_axis}), one])
+    t = imp.emit("Unsqueeze", [t], {"axes": (1,) if t_axis == 0 else (0,)})
+    lens = imp.emit("Unsqueeze", [lens], {"axes": (0,) if t_axis == 0 else (1,)})
+    back = imp.emit("Sub", [imp.emit("Sub", [lens, one]), t])
+    idx = imp.emit("Where", [imp.emit("Less", [t, lens]), back, imp.emit("Add", [t, imp.emit("ZerosLike", [lens])])])
+    if r > 2:
+        idx = imp.emit("Unsqueeze", [idx], {"axes": tuple(range(2, r))})
+    idx = imp.emit("Expand", [idx, imp.emit("ShapeOf", [x])])
+    return [imp.emit("GatherElements", [x, idx], {"axis": t_axis})]
+
+
+@converts("Compress")
+def _compress(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """The slices where condition is true: Gather by NonZero's indices (a condition shorter
+    than the axis leaves out the rest, as ONNX says)."""
+    x, cond = _req(ins[0], "input"), _cast(imp, _req(ins[1], "condition"), "bool")
+    nz = imp.emit("Proj", [imp.emit("NonZero", [cond])], {"num": 0})
+    idx = imp.emit("Reshape", [nz, imp.const(np.array([-1], np.int64))])
+    if attrs.get("axis") is None:
+        return [imp.emit("Gather", [imp.emit("Reshape", [x, imp.const(np.array([-1], np.int64))]), idx], {"axis": 0})]
+    return [imp.emit("Gather", [x, idx], {"axis": int(attrs["axis"])})]
+
+
 @converts("ScatterND")
 def _scatter_nd(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     args = [_req(ins[0], "data"), _req(ins[1], "indices"), _req(ins[2], "updates")]
@@ -187,7 +226,10 @@ def _constant(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | Non
 
 @converts("Range")
 def _range(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    return [imp.emit("Range", [_req(v, n) for v, n in zip(ins, ("start", "limit", "delta"))])]
+    # ONNX wants scalars; a [1] tensor whose size the types lose (an If's join) is one too.
+    args = [_req(v, n) for v, n in zip(ins, ("start", "limit", "delta"))]
+    return [imp.emit("Range", [v if _t(v).shape == () else imp.emit("Reshape", [v, imp.const(np.array([], np.int64))])
+                               for v in args])]
 
 
 @converts("Cast")

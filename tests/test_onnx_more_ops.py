@@ -1,0 +1,125 @@
+"""ONNX ops the official suite asked for beyond the core set (issue 29): each imported
+model runs on the python backend and equals ONNX Runtime (onnx.reference where ONNX
+Runtime lacks the op), on inputs other than the suite's; the new ops also export back
+(import -> export -> ONNX Runtime)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nexus as nx
+from nexus.testing.extras import require
+
+onnx = require("onnx", "onnx")
+ort = require("onnxruntime", "onnx")
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper as h  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+RNG = np.random.default_rng(29)
+ONNX_OF = {np.dtype(np.float32): T.FLOAT, np.dtype(np.float64): T.DOUBLE, np.dtype(np.int64): T.INT64,
+           np.dtype(np.int32): T.INT32, np.dtype(np.bool_): T.BOOL, np.dtype(np.uint8): T.UINT8,
+           np.dtype(np.int8): T.INT8}
+
+
+def one_node(op: str, inputs: dict[str, np.ndarray], n_out: int = 1, opset: int = 22, consts: dict[str, Any] | None = None,
+             **attrs: Any) -> Any:
+    """A model of one ``op`` node over graph inputs named and typed after ``inputs``
+    (an empty name skips an optional input), and initializers ``consts``."""
+    consts = consts or {}
+    names = list(inputs) + list(consts)
+    ins = [h.make_tensor_value_info(k, ONNX_OF[v.dtype], list(v.shape)) for k, v in inputs.items()]
+    first = next(iter({**inputs, **consts}.values()))
+    out_types = attrs.pop("_out", [ONNX_OF[np.asarray(first).dtype]] * n_out)
+    outs = [h.make_tensor_value_info(f"y{i}", t, None) for i, t in enumerate(out_types)]
+    inits = [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]
+    node = h.make_node(op, [n for n in attrs.pop("_order", names)], [f"y{i}" for i in range(n_out)], **attrs)
+    return h.make_model(h.make_graph([node], "m", ins, outs, inits), opset_imports=[h.make_opsetid("", opset)])
+
+
+def check(m: Any, inputs: dict[str, np.ndarray], oracle: str = "ort", rtol: float = 1e-5, atol: float = 1e-6,
+          export: bool = True) -> nx.Graph:
+    g = nx.from_onnx(m)
+    nx.verify(g)
+    got = g(*inputs.values())
+    got = list(got) if isinstance(got, tuple) else [got]
+    if oracle == "ort":
+        want = ort.InferenceSession(m.SerializeToString()).run(None, inputs)
+    else:
+        want = ReferenceEvaluator(m).run(None, inputs)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert np.asarray(a).dtype == b.dtype
+        np.testing.assert_allclose(np.asarray(a), b, rtol=rtol, atol=atol)
+    if export:
+        e = nx.to_onnx(g)
+        back = ort.InferenceSession(e.SerializeToString()).run(None, dict(zip([i.name for i in e.graph.input],
+                                                                             inputs.values())))
+        for a, b in zip(back, want):
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    return g
+
+
+# --- compositions at import ------------------------------------------------------------------
+@pytest.mark.parametrize("shape,slope", [((2, 3, 4), (3,)), ((2, 3, 4, 5), (3,)), ((1, 5, 2, 2, 2), (5,))])
+def test_prelu_legacy_per_channel_slope(shape: tuple[int, ...], slope: tuple[int, ...]) -> None:
+    x = RNG.normal(size=shape).astype(np.float32)
+    s = RNG.normal(size=slope).astype(np.float32)
+    m = one_node("PRelu", {"x": x}, opset=6, consts={"s": s})
+    g = nx.from_onnx(m)
+    want = np.where(x >= 0, x, x * s.reshape((-1,) + (1,) * (len(shape) - 2)))
+    np.testing.assert_allclose(g(x), want, rtol=1e-6)
+
+
+def test_prelu_numpy_broadcast_is_kept_where_it_applies() -> None:
+    x = RNG.normal(size=(2, 3, 3)).astype(np.float32)
+    s = RNG.normal(size=(3,)).astype(np.float32)  # [3] on [.., 3, 3]: the last axis (opset 9 and later)
+    check(one_node("PRelu", {"x": x, "s": s}, opset=16), {"x": x, "s": s})
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_compress(axis: int | None) -> None:
+    x = RNG.normal(size=(4, 5)).astype(np.float32)
+    cond = np.array([1, 0, 1, 1], bool) if axis == 0 else np.array([0, 1, 1, 0, 1], bool)
+    attrs = {} if axis is None else {"axis": axis}
+    check(one_node("Compress", {"x": x, "c": cond}, **attrs), {"x": x, "c": cond})
+
+
+def test_compress_with_a_short_condition() -> None:
+    x = np.arange(12, dtype=np.int64).reshape(3, 4)
+    cond = np.array([0, 1], bool)  # shorter than the axis: the rest is left out
+    check(one_node("Compress", {"x": x, "c": cond}, axis=1), {"x": x, "c": cond})
+
+
+@pytest.mark.parametrize("axis,reverse,exclusive", [(0, 0, 0), (1, 1, 0), (1, 0, 1), (-1, 1, 1), (0, 1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
+def test_cumprod(axis: int, reverse: int, exclusive: int, dtype: Any) -> None:
+    x = RNG.integers(-3, 4, size=(3, 4)).astype(dtype)
+    check(one_node("CumProd", {"x": x}, consts={"axis": np.array(axis, np.int64)}, reverse=reverse,
+                   exclusive=exclusive), {"x": x}, oracle="ref")
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+def test_reverse_sequence(time_axis: int) -> None:
+    x = RNG.normal(size=(5, 3, 2) if time_axis == 0 else (3, 5, 2)).astype(np.float32)
+    lens = np.array([5, 1, 3], np.int64)
+    check(one_node("ReverseSequence", {"x": x, "lens": lens}, time_axis=time_axis, batch_axis=1 - time_axis),
+          {"x": x, "lens": lens})
+
+
+@pytest.mark.parametrize("batch_dims", [0, 1, 2])
+def test_gather_nd_batch_dims(batch_dims: int) -> None:
+    x = RNG.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    lead = (2, 3)[:batch_dims]
+    idx = np.stack([RNG.integers(0, n, size=lead + (6,)) for n in x.shape[batch_dims:][:2]], -1).astype(np.int64)
+    check(one_node("GatherND", {"x": x, "i": idx}, batch_dims=batch_dims), {"x": x, "i": idx})
+
+
+def test_range_takes_one_element_tensors() -> None:
+    """ONNX function bodies (AffineGrid's) hand Range an If's [1] outputs."""
+    n = np.array([4], np.int64)
+    m = one_node("Range", {}, consts={"a": np.array(0, np.int64), "n": n, "d": np.array(1, np.int64)})
+    np.testing.assert_array_equal(nx.from_onnx(m)(), np.arange(4))
