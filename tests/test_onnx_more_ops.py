@@ -25,8 +25,8 @@ ONNX_OF = {np.dtype(np.float32): T.FLOAT, np.dtype(np.float64): T.DOUBLE, np.dty
            np.dtype(np.int8): T.INT8}
 
 
-def one_node(op: str, inputs: dict[str, np.ndarray], n_out: int = 1, opset: int = 22, consts: dict[str, Any] | None = None,
-             **attrs: Any) -> Any:
+def one_node(op: str, inputs: dict[str, np.ndarray], n_out: int = 1, opset: int = 22,
+             consts: dict[str, Any] | None = None, **attrs: Any) -> Any:
     """A model of one ``op`` node over graph inputs named and typed after ``inputs``
     (an empty name skips an optional input), and initializers ``consts``."""
     consts = consts or {}
