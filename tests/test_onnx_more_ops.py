@@ -123,3 +123,53 @@ def test_range_takes_one_element_tensors() -> None:
     n = np.array([4], np.int64)
     m = one_node("Range", {}, consts={"a": np.array(0, np.int64), "n": n, "d": np.array(1, np.int64)})
     np.testing.assert_array_equal(nx.from_onnx(m)(), np.arange(4))
+
+
+# --- ScatterElements, Unique, TensorScatter ----------------------------------------------------
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_elements(reduction: str, axis: int) -> None:
+    x = RNG.normal(size=(4, 5)).astype(np.float32)
+    n = x.shape[axis]
+    # Repeated indices only where a reduction says how they combine; negatives count from the end.
+    idx = (RNG.integers(-n, n, size=(3, 4)) if reduction != "none"
+           else np.stack([RNG.permutation(np.arange(-n, 0) if k % 2 else np.arange(n))[:3 if axis == 0 else 4]
+                          for k in range(3 if axis != 0 else 4)], 1 if axis == 0 else 0)).astype(np.int64)
+    upd = RNG.normal(size=idx.shape).astype(np.float32)
+    check(one_node("ScatterElements", {"x": x, "i": idx, "u": upd}, axis=axis, reduction=reduction),
+          {"x": x, "i": idx, "u": upd})
+
+
+def test_scatter_before_opset_11() -> None:
+    x = np.zeros((3, 3), np.float32)
+    idx = np.array([[1, 0, 2], [0, 2, 1]], np.int64)
+    upd = np.arange(6, dtype=np.float32).reshape(2, 3)
+    check(one_node("Scatter", {"x": x, "i": idx, "u": upd}, opset=10, axis=0), {"x": x, "i": idx, "u": upd},
+          export=False)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+@pytest.mark.parametrize("is_sorted", [1, 0])
+def test_unique(axis: int | None, is_sorted: int) -> None:
+    x = RNG.integers(0, 2, size=(5, 3, 2)).astype(np.float32)
+    attrs = {} if axis is None else {"axis": axis}
+    check(one_node("Unique", {"x": x}, n_out=4, _out=[T.FLOAT, T.INT64, T.INT64, T.INT64], sorted=is_sorted,
+                   **attrs), {"x": x})
+
+
+def test_unique_length_is_a_symbol_of_the_graph() -> None:
+    g = nx.from_onnx(one_node("Unique", {"x": np.zeros(6, np.int64)}, n_out=1))
+    assert "u" in nx.print_graph(g)
+    np.testing.assert_array_equal(g(np.array([3, 1, 3, 2, 1, 7])), [1, 2, 3, 7])
+    np.testing.assert_array_equal(g(np.array([5, 5, 5, 5, 5, 5])), [5])
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+@pytest.mark.parametrize("with_indices", [True, False])
+def test_tensor_scatter(mode: str, with_indices: bool) -> None:
+    past = RNG.normal(size=(2, 3, 6, 4)).astype(np.float32)
+    upd = RNG.normal(size=(2, 3, 3, 4)).astype(np.float32)
+    ins = {"p": past, "u": upd}
+    if with_indices:
+        ins["w"] = np.array([1, 3 if mode == "linear" else 5], np.int64)
+    check(one_node("TensorScatter", ins, opset=24, mode=mode), ins, oracle="ref", export=False)

@@ -381,6 +381,18 @@ def _nonzero(ex: Exporter, n: Node, x: str) -> list[str]:
     return [idx, _size_of(ex, idx, 1)]
 
 
+@register_lowering("onnx", "Unique", "UniqueSlices")
+def _unique(ex: Exporter, n: Node, x: str) -> list[str]:
+    axis = {"axis": int(n.attrs["axis"])} if n.op.name == "UniqueSlices" else {}
+    outs = ex.add("Unique", [x], 4, sorted=int(n.attrs["sorted"]), **axis)
+    return outs + [_size_of(ex, outs[1], 0)]
+
+
+@register_lowering("onnx", "ScatterElements")
+def _scatter_elements(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("ScatterElements", ins, **_attrs(n, "axis", "reduction", ints=("axis",)))[0]
+
+
 @register_lowering("onnx", "NonMaxSuppression")
 def _nms(ex: Exporter, n: Node, boxes: str, scores: str, mx: str, iou: str, score: str) -> list[str]:
     if n.attrs.get("select_boxes"):

@@ -184,6 +184,39 @@ def _compress(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | Non
     return [imp.emit("Gather", [x, idx], {"axis": int(attrs["axis"])})]
 
 
+@converts("ScatterElements", "Scatter")
+def _scatter_elements(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    args = [_req(ins[0], "data"), _req(ins[1], "indices"), _req(ins[2], "updates")]
+    return [imp.emit("ScatterElements", args, {"axis": int(attrs.get("axis", 0)),
+                                               "reduction": attrs.get("reduction", "none")})]
+
+
+@converts("TensorScatter")
+def _tensor_scatter(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """A KV-cache write: update's steps go to past_cache at write_indices[b] + s along
+    `axis` (modulo its length in circular mode), one ScatterElements."""
+    past, upd = _req(ins[0], "past_cache"), _req(ins[1], "update")
+    r = _rank(past)
+    axis = int(attrs.get("axis", -2)) % r
+    if axis == 0:
+        raise OnnxImportError("TensorScatter: axis must not be the batch axis 0")
+    mode = attrs.get("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise OnnxImportError(f"TensorScatter: mode must be linear or circular, got {mode!r}")
+    zero, one = imp.const(np.array(0, np.int64)), imp.const(np.array(1, np.int64))
+    steps = imp.emit("Range", [zero, imp.emit("DimSize", [upd], {"axis": axis}), one])
+    steps = imp.emit("Unsqueeze", [steps], {"axes": tuple(a for a in range(r) if a != axis)})
+    w = ins[2] if len(ins) > 2 else None
+    idx = steps
+    if w is not None:
+        w = imp.emit("Unsqueeze", [_cast(imp, w, "i64")], {"axes": tuple(range(1, r))})
+        idx = imp.emit("Add", [w, steps])
+    if mode == "circular":
+        idx = imp.emit("Mod", [idx, imp.emit("DimSize", [past], {"axis": axis})])
+    idx = imp.emit("Expand", [idx, imp.emit("ShapeOf", [upd])])
+    return [imp.emit("ScatterElements", [past, idx, upd], {"axis": axis})]
+
+
 @converts("ScatterND")
 def _scatter_nd(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     args = [_req(ins[0], "data"), _req(ins[1], "indices"), _req(ins[2], "updates")]
