@@ -173,3 +173,51 @@ def test_tensor_scatter(mode: str, with_indices: bool) -> None:
     if with_indices:
         ins["w"] = np.array([1, 3 if mode == "linear" else 5], np.int64)
     check(one_node("TensorScatter", ins, opset=24, mode=mode), ins, oracle="ref", export=False)
+
+
+# --- integer convolution, MaxUnpool ------------------------------------------------------------
+@pytest.mark.parametrize("pads", [[0, 0, 0, 0], [1, 0, 1, 2]])
+def test_conv_integer(pads: list[int]) -> None:
+    x = RNG.integers(0, 256, size=(1, 2, 5, 5)).astype(np.uint8)
+    w = RNG.integers(0, 256, size=(3, 2, 3, 3)).astype(np.uint8)
+    ins = {"x": x, "w": w, "xz": np.array(7, np.uint8), "wz": np.array(130, np.uint8)}
+    m = one_node("ConvInteger", ins, pads=pads, _out=[T.INT32])
+    g = nx.from_onnx(m)
+    # ORT refuses pads on ConvInteger: the oracle is the integer convolution in int64.
+    xi, wi = x.astype(np.int64) - 7, w.astype(np.int64) - 130
+    xp = np.pad(xi, [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])])
+    want = np.zeros((1, 3, xp.shape[2] - 2, xp.shape[3] - 2), np.int64)
+    for i in range(want.shape[2]):
+        for j in range(want.shape[3]):
+            want[0, :, i, j] = np.einsum("chw,mchw->m", xp[0, :, i:i + 3, j:j + 3], wi)
+    got = g(*ins.values())
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qlinear_conv(per_channel: bool) -> None:
+    x = RNG.integers(0, 256, size=(1, 2, 6, 6)).astype(np.uint8)
+    w = RNG.integers(0, 256, size=(4, 2, 3, 3)).astype(np.uint8)
+    ws = (RNG.random(4) * 0.01 + 0.001).astype(np.float32) if per_channel else np.array(0.004, np.float32)
+    wz = np.full(4, 128, np.uint8) if per_channel else np.array(128, np.uint8)
+    ins = {"x": x, "xs": np.array(0.02, np.float32), "xz": np.array(3, np.uint8), "w": w, "ws": ws, "wz": wz,
+           "ys": np.array(0.5, np.float32), "yz": np.array(100, np.uint8),
+           "b": RNG.integers(-500, 500, size=4).astype(np.int32)}
+    check(one_node("QLinearConv", ins, pads=[1, 1, 1, 1], _out=[T.UINT8]), ins, rtol=0, atol=1, export=False)
+
+
+@pytest.mark.parametrize("with_shape", [False, True])
+def test_max_unpool_inverts_max_pool(with_shape: bool) -> None:
+    x = RNG.normal(size=(2, 3, 6, 6)).astype(np.float32)
+    pool = h.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2])
+    ins = ["p", "i"] + (["s"] if with_shape else [])
+    unpool = h.make_node("MaxUnpool", ins, ["y"], kernel_shape=[2, 2], strides=[2, 2])
+    inits = [onnx.numpy_helper.from_array(np.array([2, 3, 7, 7], np.int64), "s")] if with_shape else []
+    m = h.make_model(h.make_graph([pool, unpool], "m", [h.make_tensor_value_info("x", T.FLOAT, list(x.shape))],
+                                  [h.make_tensor_value_info("y", T.FLOAT, None)], inits),
+                     opset_imports=[h.make_opsetid("", 22)])
+    got = nx.from_onnx(m)(x)
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == ((2, 3, 7, 7) if with_shape else x.shape)
