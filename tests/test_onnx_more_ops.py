@@ -221,3 +221,74 @@ def test_max_unpool_inverts_max_pool(with_shape: bool) -> None:
     want = ReferenceEvaluator(m).run(None, {"x": x})[0]
     np.testing.assert_array_equal(got, want)
     assert got.shape == ((2, 3, 7, 7) if with_shape else x.shape)
+
+
+# --- GridSample, DeformConv, Col2Im ------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_2d(mode: str, padding_mode: str, align_corners: int) -> None:
+    x = RNG.normal(size=(2, 3, 5, 6)).astype(np.float32)
+    grid = RNG.uniform(-1.6, 1.6, size=(2, 4, 7, 2)).astype(np.float32)  # some taps fall outside
+    ins = {"x": x, "g": grid}
+    # Cubic with border padding: ONNX's reference clamps the position before taking the taps,
+    # ONNX Runtime (as PyTorch) only the taps; Nexus follows the reference.
+    oracle = "ref" if (mode, padding_mode) == ("cubic", "border") else "ort"
+    check(one_node("GridSample", ins, mode=mode, padding_mode=padding_mode, align_corners=align_corners), ins,
+          oracle=oracle, rtol=1e-4, atol=1e-5, export=oracle == "ort")
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample_3d(mode: str, padding_mode: str) -> None:
+    x = RNG.normal(size=(1, 2, 3, 4, 5)).astype(np.float32)
+    grid = RNG.uniform(-1.3, 1.3, size=(1, 2, 3, 4, 3)).astype(np.float32)
+    ins = {"x": x, "g": grid}
+    check(one_node("GridSample", ins, mode=mode, padding_mode=padding_mode), ins, oracle="ref", rtol=1e-4,
+          atol=1e-5)
+
+
+def test_grid_sample_opset_16_mode_names() -> None:
+    x = RNG.normal(size=(1, 1, 4, 4)).astype(np.float32)
+    grid = RNG.uniform(-1, 1, size=(1, 3, 3, 2)).astype(np.float32)
+    ins = {"x": x, "g": grid}
+    check(one_node("GridSample", ins, opset=16, mode="bicubic"), ins, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("group,offset_group", [(1, 1), (2, 1), (1, 2), (2, 2)])
+def test_deform_conv(with_mask: bool, group: int, offset_group: int) -> None:
+    x = RNG.normal(size=(2, 4, 6, 5)).astype(np.float32)
+    w = RNG.normal(size=(6, 4 // group, 3, 2)).astype(np.float32)
+    out = (5, 4)  # 6 + 1 - 3 + 1 rows, 5 - 2 + 1 columns
+    ins = {"x": x, "w": w, "off": (RNG.normal(size=(2, offset_group * 6 * 2) + out) * 1.5).astype(np.float32),
+           "b": RNG.normal(size=6).astype(np.float32)}
+    if with_mask:
+        ins["mask"] = RNG.random(size=(2, offset_group * 6) + out).astype(np.float32)
+    check(one_node("DeformConv", ins, pads=[1, 0, 0, 0], group=group, offset_group=offset_group), ins,
+          rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("image,block,strides,pads,dil", [
+    ([5, 5], [2, 2], [1, 1], [0, 0, 0, 0], [1, 1]),
+    ([6, 7], [3, 2], [2, 1], [1, 0, 1, 1], [1, 2]),
+    ([4, 4, 3], [2, 2, 2], [1, 2, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1]),
+])
+def test_col2im(image: list[int], block: list[int], strides: list[int], pads: list[int], dil: list[int]) -> None:
+    n = len(image)
+    blocks = [(image[d] + pads[d] + pads[n + d] - dil[d] * (block[d] - 1) - 1) // strides[d] + 1 for d in range(n)]
+    x = RNG.normal(size=(2, 3 * int(np.prod(block)), int(np.prod(blocks)))).astype(np.float32)
+    m = one_node("Col2Im", {"x": x}, consts={"i": np.array(image, np.int64), "b": np.array(block, np.int64)},
+                 strides=strides, pads=pads, dilations=dil)
+    check(m, {"x": x}, oracle="ort" if n == 2 else "ref")
+
+
+def test_col2im_undoes_im2col_of_torch() -> None:
+    torch = require("torch", "torch")
+    img = torch.randn(1, 2, 6, 5, dtype=torch.float64)
+    cols = torch.nn.functional.unfold(img, (2, 3), dilation=1, padding=1, stride=(2, 1))
+    want = torch.nn.functional.fold(cols, (6, 5), (2, 3), dilation=1, padding=1, stride=(2, 1)).numpy()
+    got = nx.from_onnx(one_node("Col2Im", {"x": cols.numpy()}, consts={"i": np.array([6, 5], np.int64),
+                                                                    "b": np.array([2, 3], np.int64)},
+                                strides=[2, 1], pads=[1, 1, 1, 1]))(cols.numpy())
+    np.testing.assert_allclose(got, want, rtol=1e-12)

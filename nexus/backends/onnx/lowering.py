@@ -222,6 +222,23 @@ def _avgpool(ex: Exporter, n: Node, x: str) -> str:
                                                  "count_include_pad", "dilations"))[0]
 
 
+@register_lowering("onnx", "GridSample")
+def _grid_sample(ex: Exporter, n: Node, x: str, grid: str) -> str:
+    return ex.add("GridSample", [x, grid], mode=n.attrs["mode"], padding_mode=n.attrs["padding_mode"],
+                  align_corners=int(n.attrs["align_corners"]))[0]
+
+
+@register_lowering("onnx", "DeformConv")
+def _deform_conv(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("DeformConv", ins, **_attrs(n, "strides", "pads", "dilations", "group", "offset_group"))[0]
+
+
+@register_lowering("onnx", "Col2Im")
+def _col2im(ex: Exporter, n: Node, x: str) -> str:
+    image, block = (ex.const(np.array(n.attrs[k], np.int64)) for k in ("image_shape", "block_shape"))
+    return ex.add("Col2Im", [x, image, block], **_attrs(n, "strides", "pads", "dilations"))[0]
+
+
 @register_lowering("onnx", "BatchNormalization")
 def _bn(ex: Exporter, n: Node, *ins: str) -> str:
     return ex.add("BatchNormalization", ins, epsilon=n.attrs["epsilon"])[0]

@@ -125,6 +125,41 @@ def _qlinear_conv(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node |
     return [_cast(imp, d, out)]
 
 
+@converts("GridSample")
+def _grid_sample(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(attrs.get("mode", "linear"), attrs.get("mode", "linear"))
+    return [imp.emit("GridSample", [_req(ins[0], "X"), _req(ins[1], "grid")],
+                     {"mode": mode, "padding_mode": attrs.get("padding_mode", "zeros"),
+                      "align_corners": bool(attrs.get("align_corners", 0))})]
+
+
+@converts("DeformConv")
+def _deform_conv(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x, w, off = _req(ins[0], "X"), _req(ins[1], "W"), _req(ins[2], "offset")
+    b = ins[3] if len(ins) > 3 else None
+    mask = ins[4] if len(ins) > 4 else None
+    if mask is not None and b is None:
+        m = (_t(w).shape or (None,))[0]
+        if not isinstance(m, int):
+            raise OnnxImportError("DeformConv with a mask and no bias needs W's static output channels")
+        b = imp.const(np.zeros(m, numpy_dtype(_t(x).dtype)))
+    a = _conv_attrs(attrs, x, w)
+    a["offset_group"] = int(attrs.get("offset_group", 1))
+    return [imp.emit("DeformConv", [x, w, off] + [v for v in (b, mask) if v is not None], a)]
+
+
+@converts("Col2Im")
+def _col2im(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    image = [int(v) for v in np.asarray(imp.need_value(_req(ins[1], "image_shape"), "image_shape")).reshape(-1)]
+    block = [int(v) for v in np.asarray(imp.need_value(_req(ins[2], "block_shape"), "block_shape")).reshape(-1)]
+    n = len(image)
+    return [imp.emit("Col2Im", [_req(ins[0], "input")],
+                     {"image_shape": tuple(image), "block_shape": tuple(block),
+                      "strides": tuple(attrs.get("strides") or [1] * n),
+                      "pads": tuple(attrs.get("pads") or [0] * (2 * n)),
+                      "dilations": tuple(attrs.get("dilations") or [1] * n)})]
+
+
 @converts("MaxUnpool")
 def _max_unpool(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     """MaxPool's inverse: X's values at their flat indices (over the whole unpooled tensor)
