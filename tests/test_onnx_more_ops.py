@@ -292,3 +292,27 @@ def test_col2im_undoes_im2col_of_torch() -> None:
                                                                     "b": np.array([2, 3], np.int64)},
                                 strides=[2, 1], pads=[1, 1, 1, 1]))(cols.numpy())
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# --- Scan before opset 9 -------------------------------------------------------------------------
+def scan8_model(with_lens: bool, direction: int) -> Any:
+    """Scan-8: a running sum state [2] and its stacked values over x [B, T, 2]."""
+    body = h.make_graph([h.make_node("Add", ["s_in", "x_t"], ["s_out"]), h.make_node("Identity", ["s_out"], ["y_t"])],
+                        "body", [h.make_tensor_value_info(n, T.FLOAT, [2]) for n in ("s_in", "x_t")],
+                        [h.make_tensor_value_info(n, T.FLOAT, [2]) for n in ("s_out", "y_t")])
+    node = h.make_node("Scan", ["lens" if with_lens else "", "s0", "x"], ["s", "y"], body=body, num_scan_inputs=1,
+                       directions=[direction])
+    ins = ([h.make_tensor_value_info("lens", T.INT64, [3])] if with_lens else []) + [
+        h.make_tensor_value_info("s0", T.FLOAT, [3, 2]), h.make_tensor_value_info("x", T.FLOAT, [3, 4, 2])]
+    return h.make_model(h.make_graph([node], "m", ins, [h.make_tensor_value_info("s", T.FLOAT, [3, 2]),
+                                                        h.make_tensor_value_info("y", T.FLOAT, [3, 4, 2])]),
+                        opset_imports=[h.make_opsetid("", 8)])
+
+
+@pytest.mark.parametrize("with_lens", [False, True])
+@pytest.mark.parametrize("direction", [0, 1])
+def test_scan_before_opset_9(with_lens: bool, direction: int) -> None:
+    ins = {"s0": RNG.normal(size=(3, 2)).astype(np.float32), "x": RNG.normal(size=(3, 4, 2)).astype(np.float32)}
+    if with_lens:
+        ins = {"lens": np.array([4, 1, 3], np.int64), **ins}
+    check(scan8_model(with_lens, direction), ins, export=False)
