@@ -5,7 +5,8 @@
 input) and its attributes as Python values (with ONNX's defaults where the converter
 asks ``attrs.get``), and returns the node's outputs (None for one it does not produce).
 Ops Nexus has map one to one; the others are compositions of Nexus ops.  Inputs that
-Nexus takes as attributes (Squeeze's axes, say) must be known at import time.
+Nexus takes as attributes (Squeeze's axes, say) are read at import time when they are
+known then; axes known only at run time make a composition instead (``axes.py``).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from nexus.frontend.onnx.ops import (
     _t,
     converts,
 )
+from nexus.frontend.onnx.ops import axes as axes_rt
 from nexus.ir.node import Node
 from nexus.ir.types import FLOAT_DTYPES
 
@@ -65,14 +66,31 @@ def _flatten(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None
     return [imp.emit("Flatten", [_req(ins[0], "input")], {"axis": int(attrs.get("axis", 1))})]
 
 
+def _run_time_axes(imp: Importer, ins: Ins) -> Node | None:
+    """Input 1 when it holds axes that only the run knows."""
+    v = ins[1] if len(ins) > 1 else None
+    return v if v is not None and imp.value_of(v) is None else None
+
+
 @converts("Squeeze")
 def _squeeze(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "data")
+    rt = _run_time_axes(imp, ins)
+    if rt is not None:
+        k = axes_rt.count(imp, rt, "axes")
+        if k:
+            return [axes_rt.squeeze(imp, x, rt, _rank(x), k)]
+        return [imp.emit("Squeeze", [x], {"axes": None})]
     axes = _axes(imp, ins, 1, attrs)
     return [imp.emit("Squeeze", [_req(ins[0], "data")], {"axes": tuple(axes) if axes else None})]
 
 
 @converts("Unsqueeze")
 def _unsqueeze(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    rt = _run_time_axes(imp, ins)
+    if rt is not None:
+        x = _req(ins[0], "data")
+        return [axes_rt.unsqueeze(imp, x, rt, _rank(x), axes_rt.count(imp, rt, "axes"))]
     axes = _axes(imp, ins, 1, attrs)
     if not axes:
         raise OnnxImportError("Unsqueeze needs axes")
@@ -302,12 +320,14 @@ def _pad(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
             value = float(np.asarray(imp.value_of(cv)).reshape(-1)[0])
             cv = None
         if len(ins) > 3 and ins[3] is not None:
-            axes = _ints(imp, ins[3], "axes")
-            assert axes is not None
             r = _rank(x)
-            where = [a % r for a in axes] + [a % r + r for a in axes]
-            pads = imp.emit("ScatterND", [imp.const(np.zeros(2 * r, np.int64)),
-                                          imp.const(np.array(where, np.int64).reshape(-1, 1)), pads])
+            if imp.value_of(ins[3]) is None:  # axes known at run time: where their pads go, computed
+                where = axes_rt.pad_positions(imp, ins[3], r)
+            else:
+                axes = _ints(imp, ins[3], "axes")
+                assert axes is not None
+                where = imp.const(np.array([a % r for a in axes] + [a % r + r for a in axes], np.int64).reshape(-1, 1))
+            pads = imp.emit("ScatterND", [imp.const(np.zeros(2 * r, np.int64)), where, pads])
     else:
         cv = None
         pads = imp.const(np.array(attrs["pads"], np.int64))
