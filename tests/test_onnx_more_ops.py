@@ -401,3 +401,20 @@ def test_run_time_axes_on_other_backends_run_or_refuse_by_name() -> None:
             assert "%" in str(e) or "op" in str(e), str(e)
             continue
         np.testing.assert_array_equal(np.asarray(got), x[:, None, :])
+
+
+def test_dropout_training_mode_at_run_time() -> None:
+    x = RNG.normal(size=(3, 4)).astype(np.float32)
+    node = h.make_node("Dropout", ["x", "r", "t"], ["y", "mask"], seed=3)
+    m = h.make_model(h.make_graph([node], "m", [h.make_tensor_value_info("x", T.FLOAT, [3, 4]),
+                                                h.make_tensor_value_info("t", T.BOOL, [])],
+                                  [h.make_tensor_value_info("y", T.FLOAT, None),
+                                   h.make_tensor_value_info("mask", T.BOOL, None)],
+                                  [onnx.numpy_helper.from_array(np.array(0.4, np.float32), "r")]),
+                     opset_imports=[h.make_opsetid("", 18)])
+    g = nx.from_onnx(m)
+    ref = ReferenceEvaluator(m)
+    for t in (np.array(False), np.array(True)):
+        got, want = g(x, t), ref.run(None, {"x": x, "t": t})
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+        np.testing.assert_array_equal(got[1], want[1])

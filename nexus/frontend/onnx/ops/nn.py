@@ -421,10 +421,15 @@ def _lrn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 @converts("Dropout")
 def _dropout(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "data")
-    if len(ins) > 2 and ins[2] is not None:
-        mode = imp.need_value(ins[2], "Dropout's training_mode")
-        if bool(np.asarray(mode)):
-            return _dropout_training(imp, x, ins[1] if len(ins) > 1 else None, attrs)
+    ratio = ins[1] if len(ins) > 1 else None
+    mode = ins[2] if len(ins) > 2 else None
+    if mode is not None and imp.value_of(mode) is None:  # training or not, known at run time: both, one picked
+        on = imp.emit("Reshape", [_cast(imp, mode, "bool"), imp.const(np.zeros(0, np.int64))])
+        y_train, keep = _dropout_training(imp, x, ratio, attrs)
+        assert y_train is not None and keep is not None
+        return [imp.emit("Where", [on, y_train, x]), imp.emit("Or", [keep, imp.emit("Not", [on])])]
+    if mode is not None and bool(np.asarray(imp.value_of(mode))):
+        return _dropout_training(imp, x, ratio, attrs)
     y = imp.emit("Identity", [x])
     mask = imp.emit("ConstantOfShape", [imp.emit("ShapeOf", [x])], {"value": np.array([True])})
     return [y, mask]
