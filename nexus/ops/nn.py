@@ -635,7 +635,7 @@ def _grid_sample_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _:
     return x.with_shape((x.shape[0], x.shape[1]) + tuple(grid.shape[1:-1]))
 
 
-define("GridSample", FAMILY, ("x", "grid"), _grid_sample_rule, _sp.grid_sample, may_fail=True,
+define("GridSample", FAMILY, ("x", "grid"), _grid_sample_rule, _sp.grid_sample,
        attrs={"mode": Attr("str", "linear", "linear, nearest (half to even) or cubic (Keys, a = -0.75)"),
               "padding_mode": Attr("str", "zeros", "what a tap outside x reads: zeros, border or reflection"),
               "align_corners": Attr("bool", False, "-1 and 1 are the corner pixels' centres (else their outer "
@@ -670,7 +670,7 @@ def _deform_conv_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _:
 
 
 define("DeformConv", FAMILY, ("x", "w", "offset", "b_then_mask"), _deform_conv_rule, _sp.deform_conv,
-       variadic=True, may_fail=True, multithreaded=True,
+       variadic=True, multithreaded=True,
        attrs={**_CONV_ATTRS, "offset_group": Attr("int", 1, "channel groups that share one set of offsets")},
        doc="Deformable convolution (ONNX DeformConv): each kernel tap reads x bilinearly at its place plus "
            "offset [N, offset_group * prod(kernel) * n, *out], times the optional mask [N, offset_group * "
@@ -681,7 +681,7 @@ define("DeformConv", FAMILY, ("x", "w", "offset", "b_then_mask"), _deform_conv_r
 def _col2im_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
     x = tensor(op, ins[0], 0)
     check_dtype(op, x, FLOATS | {"i32", "i64"})
-    image, block = tuple(attrs["image_shape"] or ()), tuple(attrs["block_shape"] or ())
+    image, block = tuple(attrs.get("image_shape") or ()), tuple(attrs.get("block_shape") or ())
     n = len(image)
     if n < 1 or len(block) != n or min(image + block) < 1:
         raise OpTypeError(f"{op}: image_shape and block_shape need one positive size per spatial dim, "
