@@ -22,7 +22,7 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 RNG = np.random.default_rng(29)
 ONNX_OF = {np.dtype(np.float32): T.FLOAT, np.dtype(np.float64): T.DOUBLE, np.dtype(np.int64): T.INT64,
            np.dtype(np.int32): T.INT32, np.dtype(np.bool_): T.BOOL, np.dtype(np.uint8): T.UINT8,
-           np.dtype(np.int8): T.INT8}
+           np.dtype(np.int8): T.INT8, np.dtype(np.uint16): T.UINT16, np.dtype(np.int16): T.INT16}
 
 
 def one_node(op: str, inputs: dict[str, np.ndarray], n_out: int = 1, opset: int = 22,
@@ -418,3 +418,53 @@ def test_dropout_training_mode_at_run_time() -> None:
         got, want = g(x, t), ref.run(None, {"x": x, "t": t})
         np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
         np.testing.assert_array_equal(got[1], want[1])
+
+
+# --- BitShift's out-of-range counts, BitCast, Det, MatMulInteger ----------------------------------
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint8])
+def test_bitshift_counts_outside_the_width(direction: str, dtype: Any) -> None:
+    info = np.iinfo(dtype)
+    x = RNG.integers(info.min, info.max, size=12, endpoint=True).astype(dtype)
+    bits = info.bits
+    y = np.clip(np.array([-1, 0, 1, bits - 1, bits, bits + 3, 2, 3, -bits, 5, 7, 1]), info.min, info.max).astype(dtype)
+    got = nx.from_onnx(one_node("BitShift", {"x": x, "y": y}, opset=22, direction=direction))(x, y)
+    # The oracle: the shift on unbounded Python ints, wrapped to the width.
+    want = []
+    for a, b in zip(x.tolist(), y.tolist()):
+        if b < 0 or b >= bits:
+            want.append(0 if direction == "LEFT" or a >= 0 else -1)
+        else:
+            want.append(a << b if direction == "LEFT" else a >> b)
+    np.testing.assert_array_equal(got, np.array(want).astype(np.int64).astype(dtype))
+
+
+@pytest.mark.parametrize("src,dst", [(np.float32, T.INT32), (np.int64, T.DOUBLE), (np.uint16, T.INT16),
+                                     (np.bool_, T.UINT8)])
+def test_bitcast(src: Any, dst: int) -> None:
+    x = (RNG.normal(size=(2, 3)) * 1000).astype(src) if src != np.bool_ else RNG.random((2, 3)) > 0.5
+    got = nx.from_onnx(one_node("BitCast", {"x": x}, opset=26, to=dst, _out=[dst]))(x)
+    want = x.view(onnx.helper.tensor_dtype_to_np_dtype(dst))
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == x.shape
+
+
+def test_bitcast_refuses_different_widths() -> None:
+    with pytest.raises(Exception, match="width"):
+        nx.from_onnx(one_node("BitCast", {"x": np.zeros(3, np.float32)}, opset=26, to=T.INT64, _out=[T.INT64]))
+
+
+def test_det() -> None:
+    x = RNG.normal(size=(2, 3, 4, 4)).astype(np.float32)
+    check(one_node("Det", {"x": x}), {"x": x}, rtol=1e-4, atol=1e-5)
+
+
+def test_matmul_integer_with_per_row_zero_points() -> None:
+    a = RNG.integers(0, 256, size=(4, 3)).astype(np.uint8)
+    b = RNG.integers(0, 256, size=(3, 5)).astype(np.uint8)
+    ins = {"a": a, "b": b, "az": np.array([1, 2, 3, 4], np.uint8), "bz": np.array(128, np.uint8)}
+    got = nx.from_onnx(one_node("MatMulInteger", ins, _out=[T.INT32]))(*ins.values())
+    # ONNX Runtime takes only one zero point for a: the oracle is the product in int64.
+    want = (a.astype(np.int64) - ins["az"][:, None]) @ (b.astype(np.int64) - 128)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)

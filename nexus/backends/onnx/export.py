@@ -86,7 +86,7 @@ _DTYPE_OPSET = {"f8e4m3fn": 19, "f8e4m3fnuz": 19, "f8e5m2": 19, "f8e5m2fnuz": 19
 
 
 # The first opset with each op the exporter writes as the ONNX op of that name.
-_OP_OPSET = {"CumProd": 26, "GridSample": 20, "DeformConv": 19}
+_OP_OPSET = {"CumProd": 26, "GridSample": 20, "DeformConv": 19, "BitCast": 26}
 
 
 def _needed_opset(graph: Graph) -> tuple[int, str]:

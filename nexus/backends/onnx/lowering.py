@@ -70,6 +70,16 @@ def _cast(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("Cast", [x], to=NEXUS_TO_ONNX[n.attrs["to"]], **modes)[0]
 
 
+@register_lowering("onnx", "BitCast")
+def _bitcast(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("BitCast", [x], to=NEXUS_TO_ONNX[n.attrs["to"]])[0]
+
+
+@register_lowering("onnx", "Det")
+def _det(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("Det", [x])[0]
+
+
 @register_lowering("onnx", "Rsqrt")
 def _rsqrt(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("Reciprocal", ex.add("Sqrt", [x]))[0]

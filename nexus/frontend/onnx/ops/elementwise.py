@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.frontend.onnx.data import ONE_TO_ONE
+from nexus.frontend.onnx.data import ONE_TO_ONE, nexus_dtype
 from nexus.frontend.onnx.ops import (
     INT64_MAX,
     RULES,
@@ -142,8 +142,27 @@ def _elu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 
 @converts("BitShift")
 def _bitshift(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    op = "LeftShift" if attrs.get("direction") == "LEFT" else "RightShift"
-    return [imp.emit(op, [_req(ins[0], "X"), _req(ins[1], "Y")])]
+    """A count outside [0, bits) shifts every bit out (ONNX): 0 to the left, the sign to
+    the right; Nexus's shifts take the counts inside."""
+    x, y = _req(ins[0], "X"), _req(ins[1], "Y")
+    left = attrs.get("direction") == "LEFT"
+    bits = np.dtype(numpy_dtype(_t(x).dtype)).itemsize * 8
+    inside = imp.emit("Clip", [y, _like(imp, 0, y), _like(imp, bits - 1, y)])
+    out = imp.emit("Or", [imp.emit("Less", [y, _like(imp, 0, y)]), imp.emit("Greater", [y, _like(imp, bits - 1, y)])])
+    shifted = imp.emit("LeftShift" if left else "RightShift", [x, inside])
+    gone = _like(imp, 0, x) if left or _t(x).dtype.startswith("u") else imp.emit(
+        "Where", [imp.emit("Less", [x, _like(imp, 0, x)]), _like(imp, -1, x), _like(imp, 0, x)])
+    return [imp.emit("Where", [out, gone, shifted])]
+
+
+@converts("BitCast")
+def _bitcast(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [imp.emit("BitCast", [_req(ins[0], "input")], {"to": nexus_dtype(int(attrs["to"]), "BitCast's 'to'")})]
+
+
+@converts("Det")
+def _det(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [imp.emit("Det", [_req(ins[0], "X")])]
 
 
 @converts("Swish")

@@ -99,6 +99,19 @@ def _conv_integer(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node |
     return [_cast(imp, y, "i32")]
 
 
+@converts("MatMulInteger")
+def _matmul_integer(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """(a - a_zero_point) @ (b - b_zero_point) with an i32 result, in f64 (exact for 8-bit
+    values); a's zero point may be per row, b's per column."""
+    a, b = _req(ins[0], "A"), _req(ins[1], "B")
+    a_zp, b_zp = (ins[i] if len(ins) > i else None for i in (2, 3))
+    if a_zp is not None and _rank(a_zp) == 1 and _rank(a) > 1:
+        a_zp = imp.emit("Unsqueeze", [a_zp], {"axes": (1,)})  # [M] -> [M, 1]: one per row
+    ca = _cast(imp, a, "f64") if a_zp is None else imp.emit("Sub", [_cast(imp, a, "f64"), _cast(imp, a_zp, "f64")])
+    cb = _cast(imp, b, "f64") if b_zp is None else imp.emit("Sub", [_cast(imp, b, "f64"), _cast(imp, b_zp, "f64")])
+    return [_cast(imp, imp.emit("MatMul", [ca, cb]), "i32")]
+
+
 @converts("QLinearConv")
 def _qlinear_conv(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     """The integer Conv (plus the i32 bias) requantized by x_scale * w_scale / y_scale,
