@@ -468,3 +468,18 @@ def test_matmul_integer_with_per_row_zero_points() -> None:
     want = (a.astype(np.int64) - ins["az"][:, None]) @ (b.astype(np.int64) - 128)
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want)
+
+
+# --- RoiAlign ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ctm", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_roi_align(mode: str, ctm: str, sampling_ratio: int) -> None:
+    x = RNG.normal(size=(2, 3, 10, 12)).astype(np.float32)
+    rois = np.array([[0, 0, 9, 9], [1.5, 2.2, 7.1, 5.3], [-2, -1, 3, 4], [10, 8, 14, 12], [4, 4, 4, 4]], np.float32)
+    ins = {"x": x, "rois": rois, "b": np.array([0, 1, 1, 0, 1], np.int64)}
+    m = one_node("RoiAlign", ins, opset=16, mode=mode, coordinate_transformation_mode=ctm, output_height=3,
+                 output_width=4, sampling_ratio=sampling_ratio, spatial_scale=0.9)
+    check(m, ins, oracle="ref", rtol=1e-5, atol=1e-5)  # the reference sums in f32
+    if mode == "avg":  # ONNX Runtime's max mode differs from the reference's (it maxes unweighted samples)
+        check(m, ins, rtol=1e-4, atol=1e-5)

@@ -180,3 +180,60 @@ def col2im(x: Any, image_shape: Sequence[int], block_shape: Sequence[int], strid
         img[(slice(None), slice(None)) + where] += cols[(slice(None), slice(None)) + k]
     crop = tuple(slice(pads[d], pads[d] + image_shape[d]) for d in range(n))
     return np.ascontiguousarray(img[(slice(None), slice(None)) + crop])
+
+
+def _roi_taps(start: float, bin_size: float, grid: int, pooled: int, size: int) -> tuple[np.ndarray, ...]:
+    """One axis of RoiAlign's samples, [pooled, grid]: whether each lies on the map, and
+    its two taps with their weights (Caffe2's rule: within one pixel outside the map, the
+    position clamps to it; farther out, the sample reads nothing)."""
+    p = np.arange(pooled, dtype=np.float64)[:, None]
+    g = np.arange(grid, dtype=np.float64)[None, :]
+    v = start + p * bin_size + (g + 0.5) * bin_size / max(grid, 1)
+    on = (v >= -1.0) & (v <= size)
+    v = np.maximum(v, 0.0)
+    low = np.minimum(v.astype(np.int64), size - 1)
+    edge = low >= size - 1
+    high = np.where(edge, low, low + 1)
+    v = np.where(edge, low.astype(np.float64), v)
+    frac = v - low
+    return on, low, high, 1.0 - frac, frac
+
+
+def roi_align(x: Any, rois: Any, batch_indices: Any, mode: str = "avg", output_height: int = 1,
+              output_width: int = 1, sampling_ratio: int = 0, spatial_scale: float = 1.0,
+              coordinate_transformation_mode: str = "half_pixel") -> np.ndarray:
+    """ONNX RoiAlign: each region of interest [x1, y1, x2, y2] of image batch_indices[r],
+    divided into output_height x output_width bins, each the average (or the max) of a
+    grid of bilinear samples (sampling_ratio per side, or ceil(bin size) when 0)."""
+    xa = np.asarray(x)
+    boxes = np.asarray(rois, np.float64)
+    which = np.asarray(batch_indices).astype(np.int64).reshape(-1)
+    nr, c = len(which), xa.shape[1]
+    h, w = xa.shape[2:]
+    oh, ow = output_height, output_width
+    out = np.zeros((nr, c, oh, ow), np.float64)
+    shift = 0.5 if coordinate_transformation_mode == "half_pixel" else 0.0
+    for r in range(nr):
+        x1, y1, x2, y2 = (float(v) * spatial_scale - shift for v in boxes[r, :4])
+        rw, rh = x2 - x1, y2 - y1
+        if not shift:  # output_half_pixel: a malformed region counts as 1 x 1
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        gh = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rh / oh))
+        gw = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rw / ow))
+        if gh <= 0 or gw <= 0:
+            continue  # no samples: the bins stay 0, as the reference leaves them
+        on_y, ylo, yhi, hy, ly = _roi_taps(y1, rh / oh, gh, oh, h)
+        on_x, xlo, xhi, hx, lx = _roi_taps(x1, rw / ow, gw, ow, w)
+        on = on_y[:, :, None, None] & on_x[None, None]  # [oh, gh, ow, gw]
+        img = xa[which[r]].astype(np.float64)
+
+        def tap(yi: np.ndarray, xi: np.ndarray, wy: np.ndarray, wx: np.ndarray) -> np.ndarray:
+            vals = img[:, yi[:, :, None, None], xi[None, None]]  # [C, oh, gh, ow, gw]
+            return vals * np.where(on, wy[:, :, None, None] * wx[None, None], 0.0)
+
+        taps = [tap(ylo, xlo, hy, hx), tap(ylo, xhi, hy, lx), tap(yhi, xlo, ly, hx), tap(yhi, xhi, ly, lx)]
+        if mode == "avg":
+            out[r] = np.add.reduce(taps).sum(axis=(2, 4)) / (gh * gw)
+        else:  # the largest weighted tap of any sample, as ONNX Runtime and the reference
+            out[r] = np.maximum.reduce(taps).max(axis=(2, 4))
+    return out.astype(xa.dtype)

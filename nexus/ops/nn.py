@@ -708,3 +708,38 @@ define("Col2Im", FAMILY, ("x",), _col2im_rule, _sp.col2im,
               "dilations": _CONV_ATTRS["dilations"]},
        doc="The inverse of im2col (ONNX Col2Im, torch fold): x [N, C * prod(block_shape), L] summed back into "
            "[N, C, *image_shape], overlapping blocks adding up.")
+
+
+def _roi_align_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, rois, idx = (tensor(op, t, i) for i, t in enumerate(ins))
+    check_dtype(op, x, FLOATS, 0)
+    check_dtype(op, rois, FLOATS, 1)
+    check_dtype(op, idx, frozenset({"i32", "i64"}), 2)
+    if attrs["mode"] not in ("avg", "max"):
+        raise OpTypeError(f"{op}: mode must be avg or max, got {attrs['mode']!r}")
+    if attrs["coordinate_transformation_mode"] not in ("half_pixel", "output_half_pixel"):
+        raise OpTypeError(f"{op}: coordinate_transformation_mode must be half_pixel or output_half_pixel")
+    if min(attrs["output_height"], attrs["output_width"]) < 1:
+        raise OpTypeError(f"{op}: output_height and output_width must be >= 1")
+    if x.shape is not None and len(x.shape) != 4:
+        raise OpTypeError(f"{op}: x must be [N, C, H, W], got {x}")
+    if rois.shape is not None and (len(rois.shape) != 2 or (isinstance(rois.shape[1], int) and rois.shape[1] != 4)):
+        raise OpTypeError(f"{op}: rois must be [num_rois, 4], got {rois}")
+    n = idx.shape[0] if idx.shape is not None and len(idx.shape) == 1 else (
+        rois.shape[0] if rois.shape is not None else None)
+    c = x.shape[1] if x.shape is not None else None
+    if n is None or c is None:
+        return x.with_shape(None)
+    return x.with_shape((n, c, attrs["output_height"], attrs["output_width"]))
+
+
+define("RoiAlign", FAMILY, ("x", "rois", "batch_indices"), _roi_align_rule, _sp.roi_align, may_fail=True,
+       attrs={"mode": Attr("str", "avg", "avg or max over each bin's samples"),
+              "output_height": Attr("int", 1, "bins per region, vertically"),
+              "output_width": Attr("int", 1, "bins per region, horizontally"),
+              "sampling_ratio": Attr("int", 0, "samples per bin side (0: ceil of the bin size)"),
+              "spatial_scale": Attr("float", 1.0, "from the rois' coordinates to x's pixels"),
+              "coordinate_transformation_mode": Attr("str", "half_pixel", "half_pixel (pixel centres at +0.5) or "
+                                                                          "output_half_pixel (legacy)")},
+       doc="Region-of-interest pooling by bilinear samples (ONNX RoiAlign): rois [R, 4] as x1, y1, x2, y2 on "
+           "image batch_indices[r] of x [N, C, H, W] give [R, C, output_height, output_width].")

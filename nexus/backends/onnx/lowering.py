@@ -249,6 +249,12 @@ def _col2im(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("Col2Im", [x, image, block], **_attrs(n, "strides", "pads", "dilations"))[0]
 
 
+@register_lowering("onnx", "RoiAlign")
+def _roi_align(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("RoiAlign", ins, **_attrs(n, "mode", "output_height", "output_width", "sampling_ratio",
+                                            "spatial_scale", "coordinate_transformation_mode"))[0]
+
+
 @register_lowering("onnx", "BatchNormalization")
 def _bn(ex: Exporter, n: Node, *ins: str) -> str:
     return ex.add("BatchNormalization", ins, epsilon=n.attrs["epsilon"])[0]

@@ -173,6 +173,17 @@ def _col2im(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]
                       "dilations": tuple(attrs.get("dilations") or [1] * n)})]
 
 
+@converts("RoiAlign")
+def _roi_align(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    ctm = attrs.get("coordinate_transformation_mode", "half_pixel" if imp.opset >= 16 else "output_half_pixel")
+    return [imp.emit("RoiAlign", [_req(ins[0], "X"), _req(ins[1], "rois"), _req(ins[2], "batch_indices")],
+                     {"mode": attrs.get("mode", "avg"), "output_height": int(attrs.get("output_height", 1)),
+                      "output_width": int(attrs.get("output_width", 1)),
+                      "sampling_ratio": int(attrs.get("sampling_ratio", 0)),
+                      "spatial_scale": float(attrs.get("spatial_scale", 1.0)),
+                      "coordinate_transformation_mode": ctm})]
+
+
 @converts("MaxUnpool")
 def _max_unpool(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     """MaxPool's inverse: X's values at their flat indices (over the whole unpooled tensor)
