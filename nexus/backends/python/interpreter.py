@@ -28,6 +28,8 @@ from nexus.backends.python.pool import cores, get_pool
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
+from nexus.ir.types import is_container
+from nexus.ops.sequence import plain
 from nexus.passes.placement import Place, PlacementError, needs_placement
 
 
@@ -164,15 +166,20 @@ class PythonExecutable(Executable):
         mode = "on" if self.parallel else "off" if self.parallel is not None or cores() < 2 else "auto"
         self.fn = p.variant(counting, mode).fn
         self._version = g.version
+        # Sequences are SeqValues inside; the caller gets lists (see nexus.ops.sequence).
+        self._plain = any(is_container(t) for t in g.result_types)
 
     def __call__(self, *args: Any) -> Any:
         if self.graph.version != self._version:
             self._refresh()
         values = self.convert(args)
         try:
-            return self.fn(self.max_iterations, *values)
+            out = self.fn(self.max_iterations, *values)
         except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
             self.prepared.reraise(e)
+        if self._plain:
+            return tuple(plain(v) for v in out) if isinstance(out, tuple) else plain(out)
+        return out
 
     def source(self) -> str:
         return source(self.graph, max_iterations=self.max_iterations is not None, parallel=self.parallel)
