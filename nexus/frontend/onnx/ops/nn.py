@@ -9,8 +9,9 @@ import numpy as np
 
 from nexus.frontend.onnx.data import OnnxImportError
 from nexus.frontend.onnx.ops import INT64_MAX, Ins, _cast, _i64_vec, _like, _rank, _req, _t, converts
+from nexus.frontend.onnx.ops.quantized import requantize
 from nexus.ir.node import Node
-from nexus.ir.types import int_range, numpy_dtype
+from nexus.ir.types import numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.onnx.importer import Importer
@@ -128,14 +129,7 @@ def _qlinear_conv(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node |
     factor = _cast(imp, factor, "f64")
     if _rank(factor) == 1:
         factor = imp.emit("Unsqueeze", [factor], {"axes": tuple(a for a in range(_rank(x)) if a != 1)})
-    d = imp.emit("Mul", [acc, factor])
-    out = _t(y_zp).dtype if y_zp is not None else _t(x).dtype
-    if y_zp is not None:
-        d = imp.emit("Add", [d, _cast(imp, y_zp, "f64")])
-    lo, hi = int_range(out)
-    d = imp.emit("Clip", [imp.emit("Round", [d]), imp.const(np.array(lo, np.float64)),
-                          imp.const(np.array(hi, np.float64))])
-    return [_cast(imp, d, out)]
+    return [requantize(imp, acc, factor, y_zp, x)]
 
 
 @converts("GridSample")
