@@ -37,7 +37,7 @@ ReduceMean ReduceSum ReduceMax ReduceMin ArgMax CumSum Reshape Transpose Concat 
 ScatterND Squeeze Unsqueeze Flatten Expand Tile Shape ConstantOfShape Constant Range Cast Identity Pad Resize Trilu
 If Loop Scan NonMaxSuppression TopK NonZero
 """.split())
-_SECTIONS = ("elementwise", "nn", "shapes", "quantized", "dynamic", "rnn", "sequence")
+_SECTIONS = ("elementwise", "nn", "shapes", "quantized", "dynamic", "rnn", "sequence", "signal")
 RULES: Registry[Converter] = Registry(*(f"nexus.frontend.onnx.ops.{m}" for m in _SECTIONS), required=CORE_OPS)
 converts = RULES.converts
 INT64_MAX = np.iinfo(np.int64).max
