@@ -558,3 +558,30 @@ def test_dft_refuses_the_last_axis() -> None:
 
     with pytest.raises(OnnxImportError, match="DFT: x must be"):
         nx.from_onnx(one_node("DFT", {"x": x}, opset=17, axis=2))
+
+
+# --- STFT ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("parts,onesided", [(1, 1), (1, 0), (2, 0)])
+@pytest.mark.parametrize("window,frame_length", [(True, None), (False, 8), (True, 8)])
+def test_stft_against_numpy(parts: int, onesided: int, window: bool, frame_length: int | None) -> None:
+    """Frames every 3 samples, times a Hann window, FFT'd: numpy builds the same frames."""
+    x = RNG.normal(size=(2, 30, parts)).astype(np.float32)
+    w = np.hanning(8 if window and frame_length else 10).astype(np.float32)
+    ins = {"x": x, **({"w": w} if window else {})}
+    consts = {"step": np.array(3, np.int64), **({"n": np.array(frame_length, np.int64)} if frame_length else {})}
+    order = ["x", "step", "w" if window else "", "n" if frame_length else ""]
+    while not order[-1]:
+        order.pop()
+    m = one_node("STFT", ins, opset=17, consts=consts, _order=order, onesided=onesided)
+    length = frame_length or len(w)
+    frames = 1 + (30 - length) // 3
+    z = _complex(x)
+    seg = np.stack([z[:, f * 3:f * 3 + length] for f in range(frames)], axis=1)
+    if window:
+        seg = seg * w[:length].astype(np.float64)
+    f = np.fft.fft(seg, axis=-1)
+    if onesided:
+        f = f[..., :length // 2 + 1]
+    got = np.asarray(nx.from_onnx(m)(*ins.values()))
+    np.testing.assert_allclose(got, _pairs(f), rtol=1e-5, atol=1e-5)
+    check(m, ins, oracle="ref", rtol=1e-4, atol=1e-5)

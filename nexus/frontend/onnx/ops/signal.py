@@ -38,22 +38,25 @@ def _dft(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     (the first length // 2 + 1 frequencies) and the inverse of a one-sided one (a real
     signal, numpy.fft.irfft)."""
     x = _req(ins[0], "input")
-    r = _rank(x)
     length_in = ins[1] if len(ins) > 1 else None
     if imp.opset >= 20:
         axis = int(imp.need_value(ins[2], "DFT's axis").reshape(())) if len(ins) > 2 and ins[2] is not None else -2
     else:
         axis = int(attrs.get("axis", 1))
-    inverse, onesided = bool(attrs.get("inverse", 0)), bool(attrs.get("onesided", 0))
+    length = None if length_in is None else int(imp.need_value(length_in, "DFT's dft_length").reshape(()))
+    return [dft(imp, x, axis, length, bool(attrs.get("inverse", 0)), bool(attrs.get("onesided", 0)))]
+
+
+def dft(imp: Importer, x: Node, axis: int, length: int | None, inverse: bool, onesided: bool) -> Node:
+    """DFT's composition (``length`` None: the signal's own, or 2 * (m - 1) for irfft)."""
+    r = _rank(x)
     axis = axis % r
     shape = _t(x).shape or ()
     parts, m = shape[-1], shape[axis]
     if axis == r - 1 or parts not in (1, 2) or not isinstance(m, int):
         raise OnnxImportError(f"DFT: x must be [..., signal, ..., 1 or 2] with a static signal length along an axis "
                               f"other than the last, got {_t(x)} and axis {axis}")
-    if length_in is not None:
-        length = int(imp.need_value(length_in, "DFT's dft_length").reshape(()))
-    else:
+    if length is None:
         length = 2 * (m - 1) if inverse and onesided else m
     if length < 1:
         raise OnnxImportError(f"DFT: dft_length must be >= 1, got {length}")
@@ -72,10 +75,10 @@ def _dft(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     def mm(v: Node, w: np.ndarray) -> Node:
         return imp.emit("MatMul", [v, imp.const(w)])
 
-    def result(*vs: Node) -> list[Node | None]:
+    def result(*vs: Node) -> Node:
         outs = [imp.emit("Unsqueeze", [_cast(imp, imp.emit("Transpose", [v], {"perm": back}), dtype)],
                          {"axes": (r - 1,)}) for v in vs]
-        return [outs[0] if len(outs) == 1 else imp.emit("Concat", outs, {"axis": r - 1})]
+        return outs[0] if len(outs) == 1 else imp.emit("Concat", outs, {"axis": r - 1})
 
     if inverse and onesided:  # numpy.fft.irfft: the hermitian spectrum's first half, a real signal
         n = min(m, length // 2 + 1)
@@ -97,3 +100,38 @@ def _dft(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
         return result(mm(re, c), imp.emit("Neg", [mm(re, s)]))
     im = along(part[1], n)
     return result(imp.emit("Add", [mm(re, c), mm(im, s)]), imp.emit("Sub", [mm(im, c), mm(re, s)]))
+
+
+@converts("STFT")
+def _stft(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """Short-time Fourier transform of signal [batch, length, 1 or 2]: frames of the window's
+    length every frame_step samples (a Gather with constant indices; a frame running past
+    the end reads zeros), times the window, then DFT of frame_length along each frame:
+    [batch, frames, bins, 2], bins = frame_length // 2 + 1 when one-sided (the default)."""
+    x = _req(ins[0], "signal")
+    step = int(imp.need_value(_req(ins[1], "frame_step"), "STFT's frame_step").reshape(()))
+    window = ins[2] if len(ins) > 2 else None
+    flen = ins[3] if len(ins) > 3 else None
+    shape = _t(x).shape or ()
+    if len(shape) != 3 or not isinstance(shape[1], int):
+        raise OnnxImportError(f"STFT: the signal must be [batch, length, 1 or 2] with a static length, got {_t(x)}")
+    n = shape[1]
+    wlen = None
+    if window is not None:
+        ws = _t(window).shape
+        if ws is None or len(ws) != 1 or not isinstance(ws[0], int):
+            raise OnnxImportError(f"STFT: the window must be a vector of static length, got {_t(window)}")
+        wlen = ws[0]
+    length = int(imp.need_value(flen, "STFT's frame_length").reshape(())) if flen is not None else wlen or n
+    wlen = wlen or length
+    if step < 1 or length < 1 or length > n:
+        raise OnnxImportError(f"STFT: frame_step {step} and frame_length {length} do not fit a signal of {n}")
+    frames = 1 + (n - length) // step
+    idx = np.arange(frames, dtype=np.int64)[:, None] * step + np.arange(wlen, dtype=np.int64)[None, :]
+    if idx.max() >= n:  # zeros past the end
+        x = imp.emit("Pad", [x, imp.const(np.array([0, 0, 0, 0, int(idx.max()) + 1 - n, 0], np.int64))])
+    y = imp.emit("Gather", [x, imp.const(idx)], {"axis": 1})  # [batch, frames, wlen, parts]
+    if window is not None:
+        w = imp.emit("Reshape", [_cast(imp, window, _t(x).dtype), imp.const(np.array([1, 1, wlen, 1], np.int64))])
+        y = imp.emit("Mul", [y, w])
+    return [dft(imp, y, 2, length, False, bool(attrs.get("onesided", 1)))]
