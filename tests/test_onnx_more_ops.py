@@ -585,3 +585,27 @@ def test_stft_against_numpy(parts: int, onesided: int, window: bool, frame_lengt
     got = np.asarray(nx.from_onnx(m)(*ins.values()))
     np.testing.assert_allclose(got, _pairs(f), rtol=1e-5, atol=1e-5)
     check(m, ins, oracle="ref", rtol=1e-4, atol=1e-5)
+
+
+# --- MelWeightMatrix -----------------------------------------------------------------------------
+@pytest.mark.parametrize("mel_bins,dft_length,out", [(8, 16, T.FLOAT), (10, 64, T.DOUBLE), (5, 31, T.FLOAT)])
+def test_mel_weight_matrix(mel_bins: int, dft_length: int, out: int) -> None:
+    """The sizes as initializers, the rates and edges as graph inputs: one graph, checked
+    against ONNX Runtime for several sample rates and edges."""
+    consts = {"m": np.array(mel_bins, np.int32), "n": np.array(dft_length, np.int32)}
+    first = {"sr": np.array(16000, np.int32), "lo": np.array(20.0, np.float32), "hi": np.array(7000.0, np.float32)}
+    m = one_node("MelWeightMatrix", first, opset=17, consts=consts, _order=["m", "n", "sr", "lo", "hi"],
+                 _out=[out], output_datatype=out)
+    g = check(m, first, export=False)  # its run-time range check has no ONNX form
+    for sr, lo, hi in [(8000, 0.0, 3500.0), (22050, 133.3, 6000.5), (16000, 300.0, 301.0)]:
+        ins = {"sr": np.array(sr, np.int32), "lo": np.array(lo, np.float32), "hi": np.array(hi, np.float32)}
+        want = ort.InferenceSession(m.SerializeToString()).run(None, ins)[0]
+        np.testing.assert_array_equal(np.asarray(g(*ins.values())), want)
+    # An upper edge past the spectrum: ONNX Runtime refuses it, and so does Nexus, by name.
+    bad = {"sr": np.array(8000, np.int32), "lo": np.array(0.0, np.float32), "hi": np.array(8000.0, np.float32)}
+    with pytest.raises(Exception, match="out of range"):
+        ort.InferenceSession(m.SerializeToString()).run(None, bad)
+    from nexus.backends.base import NexusRuntimeError
+
+    with pytest.raises(NexusRuntimeError, match="Assert .*MelWeightMatrix: the edges give mel bins outside"):
+        g(*bad.values())

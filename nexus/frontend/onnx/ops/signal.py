@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.frontend.onnx.data import OnnxImportError
-from nexus.frontend.onnx.ops import Ins, _cast, _rank, _req, _t, converts
+from nexus.frontend.onnx.data import OnnxImportError, nexus_dtype
+from nexus.frontend.onnx.ops import Ins, _cast, _like, _rank, _req, _t, converts
 from nexus.ir.node import Node
 
 if TYPE_CHECKING:
@@ -135,3 +135,63 @@ def _stft(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
         w = imp.emit("Reshape", [_cast(imp, window, _t(x).dtype), imp.const(np.array([1, 1, wlen, 1], np.int64))])
         y = imp.emit("Mul", [y, w])
     return [dft(imp, y, 2, length, False, bool(attrs.get("onesided", 1)))]
+
+
+@converts("MelWeightMatrix")
+def _mel_weight_matrix(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """[dft_length // 2 + 1, num_mel_bins] triangular filters between mel-spaced bins, as
+    the reference computes them: the band edges in the inputs' float type, the bin numbers
+    floor((dft_length + 1) * hertz / sample_rate) in f64, each filter rising from its left
+    bin to its centre and falling to its right one.  The two sizes must be known at import;
+    the rates and edges are data."""
+    m = int(imp.need_value(_req(ins[0], "num_mel_bins"), "MelWeightMatrix's num_mel_bins").reshape(()))
+    n = int(imp.need_value(_req(ins[1], "dft_length"), "MelWeightMatrix's dft_length").reshape(()))
+    rate, lo, hi = (_req(v, w) for v, w in zip(ins[2:5], ("sample_rate", "lower_edge_hertz", "upper_edge_hertz")))
+    if m < 1 or n < 1:
+        raise OnnxImportError(f"MelWeightMatrix: num_mel_bins {m} and dft_length {n} must be >= 1")
+    out = nexus_dtype(int(attrs.get("output_datatype", 1)), "MelWeightMatrix's output_datatype")
+
+    def f64(v: float | np.ndarray) -> Node:
+        return imp.const(np.asarray(v, np.float64))
+
+    def mel(hz: Node) -> Node:  # 2595 log10(1 + hz / 700), in hz's own type
+        one = imp.emit("Add", [imp.emit("Div", [hz, _like(imp, 700.0, hz)]), _like(imp, 1.0, hz)])
+        return imp.emit("Mul", [imp.emit("Log", [one]), _like(imp, 2595.0 / np.log(10.0), hz)])
+
+    low = mel(lo)
+    step = imp.emit("Div", [imp.emit("Sub", [mel(_cast(imp, hi, _t(lo).dtype)), low]), _like(imp, float(m + 2), low)])
+    mels = imp.emit("Add", [imp.emit("Mul", [f64(np.arange(m + 2, dtype=np.float64)), _cast(imp, step, "f64")]),
+                            _cast(imp, low, "f64")])
+    hz = imp.emit("Mul", [f64(700.0), imp.emit("Sub", [imp.emit("Exp", [imp.emit("Mul", [
+        mels, f64(np.log(10.0) / 2595.0)])]), f64(1.0)])])
+    bins = imp.emit("Floor", [imp.emit("Div", [imp.emit("Mul", [hz, f64(float(n + 1))]), _cast(imp, rate, "f64")])])
+
+    def part(start: int) -> Node:  # [1, m]: bins[start:start + m]
+        s = imp.emit("Slice", [bins, imp.const(np.array([start], np.int64)), imp.const(np.array([start + m], np.int64)),
+                               imp.const(np.array([0], np.int64))])
+        return imp.emit("Unsqueeze", [s], {"axes": (0,)})
+
+    left, centre, right = part(0), part(1), part(2)
+    top, bottom = (imp.emit(op, [bins], {"axes": (0,), "keepdims": False}) for op in ("ReduceMax", "ReduceMin"))
+    fits = imp.emit("And", [imp.emit("Less", [top, f64(float(n // 2 + 1))]),
+                            imp.emit("Not", [imp.emit("Less", [bottom, f64(0.0)])])])
+    imp.emit("Assert", [fits], {"message": "MelWeightMatrix: the edges give mel bins outside the dft_length // 2 + 1 "
+                                           "spectrogram bins at this sample_rate (ONNX Runtime refuses them too)"})
+    j = f64(np.arange(n // 2 + 1, dtype=np.float64)[:, None])
+
+    def both(a: Node, b: Node) -> Node:
+        return imp.emit("And", [a, b])
+
+    def not_less(a: Node, b: Node) -> Node:
+        return imp.emit("Not", [imp.emit("Less", [a, b])])
+
+    def ramp(num: Node, lo_: Node, hi_: Node) -> Node:  # num / max(hi - lo, 1)
+        return imp.emit("Div", [num, imp.emit("Maximum", [imp.emit("Sub", [hi_, lo_]), f64(1.0)])])
+
+    rising = both(both(not_less(j, left), not_less(centre, j)), imp.emit("Greater", [centre, left]))
+    spike = both(imp.emit("Equal", [centre, left]), imp.emit("Equal", [j, centre]))
+    falling = both(both(not_less(j, centre), imp.emit("Less", [j, right])), imp.emit("Greater", [right, centre]))
+    w = imp.emit("Where", [falling, ramp(imp.emit("Sub", [right, j]), centre, right),
+                           imp.emit("Where", [rising, ramp(imp.emit("Sub", [j, left]), left, centre),
+                                              _cast(imp, spike, "f64")])])
+    return [_cast(imp, w, out)]
