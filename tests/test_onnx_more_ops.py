@@ -609,3 +609,38 @@ def test_mel_weight_matrix(mel_bins: int, dft_length: int, out: int) -> None:
 
     with pytest.raises(NexusRuntimeError, match="Assert .*MelWeightMatrix: the edges give mel bins outside"):
         g(*bad.values())
+
+
+# --- ai.onnx.ml ----------------------------------------------------------------------------------
+def ml_node(op: str, inputs: dict[str, np.ndarray], consts: dict[str, np.ndarray] | None = None,
+            **attrs: Any) -> Any:
+    consts = consts or {}
+    ins = [h.make_tensor_value_info(k, ONNX_OF[v.dtype], list(v.shape)) for k, v in inputs.items()]
+    first = next(iter(inputs.values()))
+    node = h.make_node(op, list(inputs) + list(consts), ["y"], domain="ai.onnx.ml", **attrs)
+    inits = [onnx.numpy_helper.from_array(v, k) for k, v in consts.items()]
+    return h.make_model(h.make_graph([node], "m", ins, [h.make_tensor_value_info("y", ONNX_OF[first.dtype], None)],
+                                     inits),
+                        opset_imports=[h.make_opsetid("", 21), h.make_opsetid("ai.onnx.ml", 3)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_binarizer(dtype: type) -> None:
+    x = (RNG.normal(size=(3, 5)) * 4).astype(dtype)
+    # ONNX Runtime has Binarizer for float only: the reference judges the others.
+    check(ml_node("Binarizer", {"x": x}, threshold=0.5), {"x": x}, oracle="ort" if dtype == np.float32 else "ref",
+          rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape,idx", [((3, 6), [4, 0, 4]), ((6,), [5, 1]), ((2, 3, 6), [[2], [3]])])
+def test_array_feature_extractor(shape: tuple[int, ...], idx: list[Any]) -> None:
+    x = RNG.normal(size=shape).astype(np.float32)
+    check(ml_node("ArrayFeatureExtractor", {"x": x}, {"i": np.array(idx, np.int64)}), {"x": x}, rtol=0, atol=0)
+
+
+def test_an_ml_op_without_rule_names_itself() -> None:
+    from nexus.frontend.onnx.data import OnnxImportError
+
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(OnnxImportError, match="ONNX op ai.onnx.ml.Normalizer has no Nexus import rule"):
+        nx.from_onnx(ml_node("Normalizer", {"x": x}, norm="MAX"))

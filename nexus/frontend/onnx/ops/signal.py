@@ -195,3 +195,4 @@ def _mel_weight_matrix(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[N
                            imp.emit("Where", [rising, ramp(imp.emit("Sub", [j, left]), left, centre),
                                               _cast(imp, spike, "f64")])])
     return [_cast(imp, w, out)]
+
