@@ -644,3 +644,70 @@ def test_an_ml_op_without_rule_names_itself() -> None:
     x = np.zeros((2, 3), np.float32)
     with pytest.raises(OnnxImportError, match="ONNX op ai.onnx.ml.Normalizer has no Nexus import rule"):
         nx.from_onnx(ml_node("Normalizer", {"x": x}, norm="MAX"))
+
+
+def _tree_ensemble(seed: int, aggregate: int, n_targets: int = 3, n_features: int = 4) -> tuple[Any, int]:
+    """Two random full trees of depth 2 and 3: every mode, NaN tracking on some nodes."""
+    rng = np.random.default_rng(seed)
+    nodes: dict[str, list[Any]] = {k: [] for k in ("split", "feat", "mode", "t", "f", "tl", "fl", "miss")}
+    leaf_t: list[int] = []
+    leaf_w: list[float] = []
+    members: list[float] = []
+    roots: list[int] = []
+
+    def leaf() -> int:
+        leaf_t.append(int(rng.integers(n_targets)))
+        leaf_w.append(float(rng.choice([0.0, *np.round(rng.normal(size=3) * 10, 2)])))
+        return len(leaf_t) - 1
+
+    def build(depth: int) -> int:
+        i = len(nodes["split"])
+        mode = int(rng.integers(7))
+        for k in nodes:
+            nodes[k].append(0)
+        nodes["split"][i] = float(np.round(rng.normal(), 1)) if mode != 6 else float("nan")
+        nodes["feat"][i], nodes["mode"][i], nodes["miss"][i] = int(rng.integers(n_features)), mode, int(rng.integers(2))
+        if mode == 6:
+            # ORT takes integer members only; the reference ends a set at a 0 member (a falsy value)
+            members.extend([*rng.choice([-2.0, -1.0, 1.0, 2.0], size=2, replace=False).tolist(), float("nan")])
+        for side, flag in (("t", "tl"), ("f", "fl")):
+            if depth == 1:
+                nodes[side][i], nodes[flag][i] = leaf(), 1
+            else:
+                nodes[side][i], nodes[flag][i] = build(depth - 1), 0
+        return i
+
+    roots = [build(2), build(3)]
+    attrs = dict(nodes_splits=h.make_tensor("s", T.DOUBLE, [len(nodes["split"])], nodes["split"]),
+                 nodes_featureids=nodes["feat"], nodes_modes=h.make_tensor("m", T.UINT8, [len(nodes["mode"])],
+                                                                            nodes["mode"]),
+                 nodes_truenodeids=nodes["t"], nodes_falsenodeids=nodes["f"], nodes_trueleafs=nodes["tl"],
+                 nodes_falseleafs=nodes["fl"], nodes_missing_value_tracks_true=nodes["miss"],
+                 leaf_targetids=leaf_t, leaf_weights=h.make_tensor("w", T.DOUBLE, [len(leaf_w)], leaf_w),
+                 tree_roots=roots, n_targets=n_targets, aggregate_function=aggregate, post_transform=0)
+    if members:
+        attrs["membership_values"] = h.make_tensor("mv", T.DOUBLE, [len(members)], members)
+    return attrs, n_features
+
+
+@pytest.mark.parametrize("aggregate", [0, 1, 2, 3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tree_ensemble_against_the_reference(aggregate: int, seed: int) -> None:
+    """Random trees with every comparison mode and NaN inputs, against onnx.reference and
+    ONNX Runtime."""
+    attrs, nf = _tree_ensemble(seed, aggregate)
+    x = np.round(RNG.normal(size=(40, nf)) * 2)  # integers: ONNX Runtime tests set membership on int(x)
+    x[RNG.random(x.shape) < 0.1] = np.nan
+    m = ml_node("TreeEnsemble", {"x": x}, **attrs)
+    m.opset_import[1].version = 5
+    g = nx.from_onnx(m)
+    got = np.asarray(g(x))
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    if aggregate >= 2:  # a target no tree reaches: 0 in ONNX Runtime and Nexus, the dtype's max/min in the reference
+        want = np.where(np.abs(want) == np.finfo(np.float64).max, 0.0, want)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    theirs = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, theirs, rtol=1e-12)
+    e = nx.to_onnx(g)  # exported as plain ONNX ops (Gather, comparisons, MatMul)
+    back = ort.InferenceSession(e.SerializeToString()).run(None, {e.graph.input[0].name: x})[0]
+    np.testing.assert_allclose(back, theirs, rtol=1e-12)
