@@ -711,3 +711,33 @@ def test_tree_ensemble_against_the_reference(aggregate: int, seed: int) -> None:
     e = nx.to_onnx(g)  # exported as plain ONNX ops (Gather, comparisons, MatMul)
     back = ort.InferenceSession(e.SerializeToString()).run(None, {e.graph.input[0].name: x})[0]
     np.testing.assert_allclose(back, theirs, rtol=1e-12)
+
+
+# --- ai.onnx.preview.training --------------------------------------------------------------------
+@pytest.mark.parametrize("op,states,attrs", [
+    ("Adagrad", 1, {"decay_factor": 0.1, "epsilon": 1e-6, "norm_coefficient": 0.01}),
+    ("Adam", 2, {"alpha": 0.85, "beta": 0.95, "epsilon": 1e-6, "norm_coefficient": 0.01,
+                 "norm_coefficient_post": 0.02}),
+    ("Momentum", 1, {"alpha": 0.9, "beta": 0.5, "norm_coefficient": 0.01, "mode": "standard"}),
+    ("Momentum", 1, {"alpha": 0.9, "beta": 0.5, "norm_coefficient": 0.01, "mode": "nesterov"}),
+])
+@pytest.mark.parametrize("step", [0, 3])
+def test_optimizer_updates_against_the_reference(op: str, states: int, attrs: dict[str, Any], step: int) -> None:
+    """Two tensors updated at once (the first step, t = 0, is special for Adam and Momentum)."""
+    shapes = [(3, 4), (5,)]
+    groups = [[RNG.normal(size=s).astype(np.float32) for s in shapes] for _ in range(2 + states)]
+    if states:  # accumulated squares are non-negative
+        groups[-1] = [np.abs(v) for v in groups[-1]]
+    ins = {"r": np.array(0.1, np.float32), "t": np.array(step, np.int64)}
+    ins.update({f"in{k}_{i}": v for k, grp in enumerate(groups) for i, v in enumerate(grp)})
+    n_out = len(shapes) * (1 + states)
+    node = h.make_node(op, list(ins), [f"y{i}" for i in range(n_out)], domain="ai.onnx.preview.training", **attrs)
+    vis = [h.make_tensor_value_info(k, ONNX_OF[v.dtype], list(v.shape)) for k, v in ins.items()]
+    outs = [h.make_tensor_value_info(f"y{i}", T.FLOAT, None) for i in range(n_out)]
+    m = h.make_model(h.make_graph([node], "m", vis, outs), opset_imports=[
+        h.make_opsetid("", 18), h.make_opsetid("ai.onnx.preview.training", 1)])
+    got = nx.from_onnx(m)(*ins.values())
+    want = ReferenceEvaluator(m).run(None, ins)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-5, atol=1e-6)

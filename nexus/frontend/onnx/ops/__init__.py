@@ -37,7 +37,7 @@ ReduceMean ReduceSum ReduceMax ReduceMin ArgMax CumSum Reshape Transpose Concat 
 ScatterND Squeeze Unsqueeze Flatten Expand Tile Shape ConstantOfShape Constant Range Cast Identity Pad Resize Trilu
 If Loop Scan NonMaxSuppression TopK NonZero
 """.split())
-_SECTIONS = ("elementwise", "nn", "shapes", "quantized", "dynamic", "rnn", "sequence", "signal", "ml")
+_SECTIONS = ("elementwise", "nn", "shapes", "quantized", "dynamic", "rnn", "sequence", "signal", "ml", "training")
 RULES: Registry[Converter] = Registry(*(f"nexus.frontend.onnx.ops.{m}" for m in _SECTIONS), required=CORE_OPS)
 converts = RULES.converts
 INT64_MAX = np.iinfo(np.int64).max
@@ -53,9 +53,10 @@ def convert_node(imp: Importer, nd: Any) -> None:
     fn = RULES.table.get(nd.op_type if default else f"{nd.domain}.{nd.op_type}")  # ai.onnx.ml.Binarizer
     if fn is None:
         body = function_body(imp, nd)
-        if body is None and not default and nd.domain != "ai.onnx.ml":
+        if body is None and not default and nd.domain not in ("ai.onnx.ml", "ai.onnx.preview.training"):
             raise OnnxImportError(f"op domain {nd.domain!r} is not supported (only the default ONNX domain, a few "
-                                  f"ai.onnx.ml ops, and ops of others that ONNX defines by a function)")
+                                  f"ai.onnx.ml and ai.onnx.preview.training ops, and ops of others that ONNX defines "
+                                  f"by a function)")
         if body is None:
             name = nd.op_type if default else f"{nd.domain}.{nd.op_type}"
             raise OnnxImportError(f"ONNX op {name} has no Nexus import rule (nor a function body in ONNX)")
