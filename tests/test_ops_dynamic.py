@@ -176,6 +176,21 @@ def test_unique(sorted_: bool, dtype: type, shape: tuple) -> None:
     assert int(got[4]) == len(want[0])
 
 
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("sorted_", [True, False])
+def test_unique_slices_against_numpy(axis: int, sorted_: bool) -> None:
+    x = RNG.integers(0, 2, size=(4, 3, 2)).astype(np.float32)
+    vals, first, inverse, counts, u = apply_op("UniqueSlices", x, axis=axis, sorted=sorted_)
+    want_v, want_f, want_i, want_c = np.unique(x, axis=axis, return_index=True, return_inverse=True,
+                                               return_counts=True)
+    order = np.arange(len(want_f)) if sorted_ else np.argsort(want_f, kind="stable")
+    np.testing.assert_array_equal(vals, np.take(want_v, order, axis=axis))
+    np.testing.assert_array_equal(first, want_f[order])
+    np.testing.assert_array_equal(counts, want_c[order])
+    np.testing.assert_array_equal(np.take(vals, inverse, axis=axis), x)  # inverse rebuilds x
+    assert int(u) == len(want_f)
+
+
 @pytest.mark.parametrize("xs,ms", [((6,), (6,)), ((3, 4), (3,)), ((3, 4), (3, 4)), ((2, 3, 2), (2, 3)), ((0, 2), (0,))])
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])
 def test_boolean_mask(xs: tuple, ms: tuple, dtype: type) -> None:

@@ -35,6 +35,8 @@ PROBE_ATTRS: dict[str, dict[str, Any]] = {
     "Split": {"num_outputs": 1},
     "Constant": {"value": np.zeros((), np.float32)},
     "Roll": {"axes": (0,)},
+    "Col2Im": {"image_shape": (2, 2), "block_shape": (1, 1)},
+    "BitCast": {"to": "i32"},
     "Send": {"peer": 1},
     "Recv": {"peer": 1},
 }

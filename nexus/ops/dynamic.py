@@ -1,5 +1,5 @@
 """Ops whose output size depends on the data: NonMaxSuppression, NonZero, Unique,
-BooleanMask and TopK (whose k may be a runtime value).
+UniqueSlices, BooleanMask and TopK (whose k may be a runtime value).
 
 Each returns a tuple whose last component is the data-dependent size as an i64 scalar;
 the type rule gives that dim a fresh symbol (``fresh_dim``), and shape inference makes
@@ -255,6 +255,59 @@ define("Unique", FAMILY, ("x",), _unique_rule, _unique,
        doc="Unique elements of the flattened x: (values [u], first indices [u], inverse [numel], "
            "counts [u], u) as ONNX Unique without axis.", may_fail=True,
        results=("values", "indices", "inverse", "counts", "u"), size_output=SizeOutput("u", of="values", dim=0))
+
+
+def _unique_slices_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x = tensor(op, ins[0], 0)
+    check_dtype(op, x, NUMERIC | {"bool"})
+    u = fresh_dim("u")
+    if x.shape is None:
+        return TupleType((x, TensorType("i64", (u,)), TensorType("i64", None), TensorType("i64", (u,)), I64))
+    if not x.shape:
+        raise OpTypeError(f"{op}: needs rank >= 1, got a scalar")
+    axis = normalize_axis(op, attrs["axis"], len(x.shape))
+    shape = x.shape[:axis] + (u,) + x.shape[axis + 1:]
+    return TupleType((x.with_shape(shape), TensorType("i64", (u,)), TensorType("i64", (x.shape[axis],)),
+                      TensorType("i64", (u,)), I64))
+
+
+def _unique_slices(x: Any, axis: int = 0, sorted: bool = True) -> tuple[Any, ...]:
+    arr = np.asarray(x)
+    axis = axis % arr.ndim
+    rows = np.moveaxis(arr, axis, 0).reshape(arr.shape[axis], -1)
+    if rows.shape[0] == 0:
+        z = np.zeros(0, np.int64)
+        return arr.copy(), z, z, z, _size(0)
+    # Sort the rows lexicographically (the first column most significant), as np.unique(axis=).
+    order = np.lexsort(rows.T[::-1], axis=-1) if rows.shape[1] else np.arange(rows.shape[0])
+    srt = rows[order]
+    new = np.ones(len(order), bool)
+    if rows.shape[1]:
+        new[1:] = np.any(srt[1:] != srt[:-1], axis=1)
+    else:
+        new[1:] = False
+    group = np.cumsum(new) - 1  # the sorted unique slice each sorted row belongs to
+    starts = np.flatnonzero(new)
+    first = np.minimum.reduceat(order, starts)  # stable sort: the first occurrence is the least index
+    counts = np.diff(np.append(starts, len(order)))
+    inverse = np.empty(len(order), np.int64)
+    inverse[order] = group
+    if not sorted:
+        perm = np.argsort(first, kind="stable")
+        rank = np.empty_like(perm)
+        rank[perm] = np.arange(len(perm))
+        first, counts, inverse = first[perm], counts[perm], rank[inverse]
+    vals = np.take(arr, first, axis=axis)
+    i64 = np.int64
+    return vals, first.astype(i64), inverse.astype(i64), counts.astype(i64), _size(len(first))
+
+
+define("UniqueSlices", FAMILY, ("x",), _unique_slices_rule, _unique_slices,
+       attrs={"axis": Attr("int", 0, "the axis whose slices are compared"),
+              "sorted": Attr("bool", True, "slices in lexicographic order; else in order of first occurrence")},
+       doc="Unique slices of x along `axis`: (values with u slices, first indices [u], inverse [x.shape[axis]], "
+           "counts [u], u) as ONNX Unique with an axis.", may_fail=True,
+       results=("values", "indices", "inverse", "counts", "u"), size_output=SizeOutput("u", of="values", dim="axis"))
 
 
 def _mask_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type | Inferred:

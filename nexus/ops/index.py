@@ -1,5 +1,5 @@
 """Indexing ops: Slice (ONNX form, with runtime starts/ends/axes/steps), GatherND,
-ScatterND, OneHot.  (Gather lives in shape.py.)"""
+ScatterND, OneHot, GatherElements, ScatterElements, SetItem.  (Gather lives in shape.py.)"""
 
 from __future__ import annotations
 
@@ -259,6 +259,51 @@ define("GatherElements", FAMILY, ("data", "indices"), _gather_elements_rule, _ga
        doc="out[i][j][k] = data[indices[i][j][k]][j][k] for axis 0 (and so on): picks one entry along `axis` "
            "per index, the result shaped like `indices` (ONNX GatherElements, NumPy take_along_axis); "
            "negative indices count from the end.")
+
+
+# --- ScatterElements -----------------------------------------------------------------------
+def _scatter_elements_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    data, idx, upd = (tensor(op, t, i) for i, t in enumerate(ins))
+    check_dtype(op, idx, INT_DTYPES, 1)
+    if upd.dtype != data.dtype:
+        raise OpTypeError(f"{op}: updates are {upd.dtype}, data is {data.dtype}; insert a Cast")
+    if attrs["reduction"] not in _REDUCTIONS:
+        raise OpTypeError(f"{op}: reduction must be one of {', '.join(_REDUCTIONS)}, got {attrs['reduction']!r}")
+    if data.shape is not None:
+        normalize_axis(op, attrs["axis"], max(len(data.shape), 1))
+        for t, what in ((idx, "indices"), (upd, "updates")):
+            if t.shape is not None and len(t.shape) != len(data.shape):
+                raise OpTypeError(f"{op}: {what} have rank {len(t.shape)}, data has rank {len(data.shape)}")
+    if idx.shape is not None and upd.shape is not None and any(
+            isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(idx.shape, upd.shape)):
+        raise OpTypeError(f"{op}: updates {upd} must have the shape of indices {idx}")
+    return data
+
+
+def _scatter_elements(data: Any, indices: Any, updates: Any, axis: int = 0, reduction: str = "none") -> Any:
+    out = np.array(data, copy=True)
+    idx = np.asarray(indices).astype(np.int64)
+    upd = np.asarray(updates)
+    axis = axis % max(out.ndim, 1)
+    n = out.shape[axis]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise IndexError(f"ScatterElements: an index is out of range for an axis of size {n}")
+    where: list[Any] = list(np.indices(idx.shape, sparse=True))
+    where[axis] = np.where(idx < 0, idx + n, idx)
+    fn = _REDUCTIONS[reduction]
+    if fn is None:
+        out[tuple(where)] = upd  # a repeated index keeps the last update, as ONNX Runtime
+    else:
+        fn.at(out, tuple(where), upd)
+    return out
+
+
+define("ScatterElements", FAMILY, ("data", "indices", "updates"), _scatter_elements_rule, _scatter_elements,
+       may_fail=True,
+       attrs={"axis": Attr("int", 0, "the axis indexed"),
+              "reduction": Attr("str", "none", "none (a repeated index: the last update), add, mul, max or min")},
+       doc="A copy of data with data[..., indices[i][j][k], ...] = updates[i][j][k] along `axis` (or combined "
+           "by `reduction`): the inverse of GatherElements (ONNX ScatterElements, Scatter).")
 
 
 # --- SetItem: NumPy's subscript assignment as a value ------------------------------------

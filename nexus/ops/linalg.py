@@ -112,6 +112,29 @@ define("Gemm", FAMILY, ("a", "b", "c"), _gemm_rule, _gemm, variadic=True, differ
 
 
 # --- Einsum ------------------------------------------------------------------------------
+def _det_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x = tensor(op, ins[0], 0)
+    check_dtype(op, x, frozenset({"f16", "f32", "f64"}))
+    if x.shape is None:
+        return x.with_shape(None)
+    if len(x.shape) < 2:
+        raise OpTypeError(f"{op}: needs [..., n, n], got {x}")
+    a, b = x.shape[-2:]
+    if isinstance(a, int) and isinstance(b, int) and a != b:
+        raise OpTypeError(f"{op}: the matrices must be square, got {x}")
+    return x.with_shape(x.shape[:-2])
+
+
+def _det(x: Any) -> Any:
+    arr = np.asarray(x)
+    wide = arr.astype(np.float32) if arr.dtype == np.float16 else arr
+    return np.asarray(np.linalg.det(wide), dtype=arr.dtype)
+
+
+define("Det", FAMILY, ("x",), _det_rule, _det,
+       doc="The determinant of each square matrix in the last two axes of x (ONNX Det, np.linalg.det).")
+
+
 def _parse_einsum(op: str, eq: str, n: int) -> tuple[list[str], str | None]:
     eq = eq.replace(" ", "")
     lhs, arrow, rhs = eq.partition("->")

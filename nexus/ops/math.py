@@ -21,7 +21,7 @@ from nexus.ir.types import (
     is_container,
     numpy_dtype,
 )
-from nexus.ops._rules import ANY_DTYPES, NUMERIC, broadcast, check_dtype, define, tensor, unary_rule
+from nexus.ops._rules import ALL_DTYPES, ANY_DTYPES, NUMERIC, broadcast, check_dtype, define, tensor, unary_rule
 from nexus.ops._special import erf
 
 FAMILY = "math"
@@ -359,3 +359,24 @@ define("Cast", FAMILY, ("x",), _cast_rule, _cast,
               "round_mode": Attr("str", None, "f8e8m0fnu targets: round up (the default), down or nearest to a "
                                         "power of two")},
        differentiable=True, doc="Converts to another dtype (floats to ints truncate toward zero).")
+
+
+def _bitcast_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    t = tensor(op, ins[0], 0)
+    check_dtype(op, t, ALL_DTYPES)
+    to = attrs["to"]
+    if to not in ALL_DTYPES:
+        raise OpTypeError(f"{op}: cannot reinterpret as {to}")
+    if np.dtype(numpy_dtype(to)).itemsize != np.dtype(numpy_dtype(t.dtype)).itemsize:
+        raise OpTypeError(f"{op}: {t.dtype} and {to} differ in width; BitCast keeps the bits of each element")
+    return t.with_dtype(to)
+
+
+def _bitcast(x: Any, to: str) -> Any:
+    arr = np.array(x, order="C")  # (a 0-d array stays 0-d, unlike ascontiguousarray)
+    return arr.view(numpy_dtype(to)).reshape(arr.shape)
+
+
+define("BitCast", FAMILY, ("x",), _bitcast_rule, _bitcast, attrs={"to": Attr("dtype", doc="target dtype")},
+       doc="Each element's bits read as another dtype of the same width (ONNX BitCast, NumPy's view; "
+           "bool is the byte 0 or 1).")

@@ -1,6 +1,6 @@
 """Neural-network ops: Conv (1-D, 2-D and up), ConvTranspose, MaxPool, AveragePool,
 GlobalAveragePool, BatchNormalization (inference), LayerNormalization, Dropout
-(inference: identity) and Resize (nearest / linear).
+(inference: identity), Resize, GridSample, DeformConv and Col2Im.
 
 Layouts and attributes follow ONNX: x is [N, C, *spatial]; ``pads`` lists all begins,
 then all ends; omitted strides / dilations are 1 and omitted pads are 0.  Kernels are
@@ -20,6 +20,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from nexus.ir.opdef import Attr, Inferred, OpTypeError
 from nexus.ir.types import FLOAT_DTYPES, TensorType, Type, simplify_dim
 from nexus.ops import _resize as _rs
+from nexus.ops import _sample as _sp
 from nexus.ops._rules import (
     assume_equal,
     assuming,
@@ -631,3 +632,135 @@ RESIZE_ATTRS = {
 define("Resize", FAMILY, ("x", "sizes"), _resize_rule, _resize, differentiable=True, attrs=RESIZE_ATTRS,
        doc="Resizes x to `sizes` (one entry per axis, a 1-D int tensor), as ONNX Resize (opset 19) "
            "with sizes; its scales and roi inputs are attributes.", may_fail=True)
+
+
+# --- GridSample, DeformConv, Col2Im (kernels in _sample.py) ------------------------------
+_GRID_MODES = ("linear", "nearest", "cubic")
+_GRID_PADDINGS = ("zeros", "border", "reflection")
+
+
+def _grid_sample_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, grid = tensor(op, ins[0], 0), tensor(op, ins[1], 1)
+    check_dtype(op, x, FLOATS, 0)
+    check_dtype(op, grid, FLOATS, 1)
+    if attrs["mode"] not in _GRID_MODES:
+        raise OpTypeError(f"{op}: mode must be one of {', '.join(_GRID_MODES)}, got {attrs['mode']!r}")
+    if attrs["padding_mode"] not in _GRID_PADDINGS:
+        raise OpTypeError(f"{op}: padding_mode must be one of {', '.join(_GRID_PADDINGS)}, "
+                          f"got {attrs['padding_mode']!r}")
+    if x.shape is None or grid.shape is None:
+        return x.with_shape(None)
+    n = len(x.shape) - 2
+    if n < 1 or len(grid.shape) != n + 2 or (isinstance(grid.shape[-1], int) and grid.shape[-1] != n):
+        raise OpTypeError(f"{op}: x [N, C, *spatial] needs grid [N, *out, {max(n, 1)}], got {x} and {grid}")
+    return x.with_shape((x.shape[0], x.shape[1]) + tuple(grid.shape[1:-1]))
+
+
+define("GridSample", FAMILY, ("x", "grid"), _grid_sample_rule, _sp.grid_sample,
+       attrs={"mode": Attr("str", "linear", "linear, nearest (half to even) or cubic (Keys, a = -0.75)"),
+              "padding_mode": Attr("str", "zeros", "what a tap outside x reads: zeros, border or reflection"),
+              "align_corners": Attr("bool", False, "-1 and 1 are the corner pixels' centres (else their outer "
+                                                   "edges)")},
+       doc="x [N, C, *spatial] sampled at grid [N, *out, n] ([-1, 1] per spatial dim, in reverse order: x, y, "
+           "z), giving [N, C, *out] (ONNX GridSample, torch.nn.functional.grid_sample).")
+
+
+def _deform_conv_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    if not 3 <= len(ins) <= 5:
+        raise OpTypeError(f"{op}: takes x, w, offset, an optional bias and an optional mask, got {len(ins)} inputs")
+    ts = [tensor(op, t, i) for i, t in enumerate(ins)]
+    check_dtype(op, ts[0], FLOATS)
+    check_same_dtype(op, ts)
+    x, w, off = ts[0], ts[1], ts[2]
+    if x.shape is None or w.shape is None or off.shape is None:
+        return x.with_shape(None)
+    n = len(x.shape) - 2
+    if n < 1 or len(w.shape) != n + 2 or len(off.shape) != n + 2:
+        raise OpTypeError(f"{op}: x [N, C, *spatial], w [M, C/group, *kernel] and offset [N, *, *out] must have "
+                          f"the same rank, got {x}, {w} and {off}")
+    strides, pads, dil = _geometry(op, attrs, n)
+    for i in range(n):
+        want, got = x.shape[2 + i], off.shape[2 + i]
+        k = w.shape[2 + i]
+        if isinstance(want, int) and isinstance(k, int) and isinstance(got, int):
+            want = _out_dim(want, k, strides[i], pads[i], pads[i + n], dil[i])
+            if want != got:
+                raise OpTypeError(f"{op}: the geometry makes {want} outputs along spatial dim {i}, the offsets "
+                                  f"have {got}")
+    return x.with_shape((x.shape[0], w.shape[0]) + tuple(off.shape[2:]))
+
+
+define("DeformConv", FAMILY, ("x", "w", "offset", "b_then_mask"), _deform_conv_rule, _sp.deform_conv,
+       variadic=True, multithreaded=True,
+       attrs={**_CONV_ATTRS, "offset_group": Attr("int", 1, "channel groups that share one set of offsets")},
+       doc="Deformable convolution (ONNX DeformConv): each kernel tap reads x bilinearly at its place plus "
+           "offset [N, offset_group * prod(kernel) * n, *out], times the optional mask [N, offset_group * "
+           "prod(kernel), *out]; then w [M, C/group, *kernel] and the optional bias [M] as Conv. Inputs: x, w, "
+           "offset, then bias and mask (a zero bias where only the mask is given).")
+
+
+def _col2im_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x = tensor(op, ins[0], 0)
+    check_dtype(op, x, FLOATS | {"i32", "i64"})
+    image, block = tuple(attrs.get("image_shape") or ()), tuple(attrs.get("block_shape") or ())
+    n = len(image)
+    if n < 1 or len(block) != n or min(image + block) < 1:
+        raise OpTypeError(f"{op}: image_shape and block_shape need one positive size per spatial dim, "
+                          f"got {list(image)} and {list(block)}")
+    strides, pads, dil = _geometry(op, attrs, n)
+    if x.shape is None:
+        return x.with_shape(None)
+    if len(x.shape) != 3:
+        raise OpTypeError(f"{op}: input must be [N, C * prod(block_shape), L], got {x}")
+    kk, cc = math.prod(block), x.shape[1]
+    if isinstance(cc, int) and cc % kk:
+        raise OpTypeError(f"{op}: {cc} rows do not divide into blocks of {kk}")
+    blocks = math.prod((image[d] + pads[d] + pads[n + d] - dil[d] * (block[d] - 1) - 1) // strides[d] + 1
+                       for d in range(n))
+    if isinstance(x.shape[2], int) and x.shape[2] != blocks:
+        raise OpTypeError(f"{op}: {x.shape[2]} columns, but the geometry makes {blocks} blocks")
+    return x.with_shape((x.shape[0], cc // kk if isinstance(cc, int) else simplify_dim(cc / kk)) + image)
+
+
+define("Col2Im", FAMILY, ("x",), _col2im_rule, _sp.col2im,
+       attrs={"image_shape": Attr("ints", None, "the spatial size of the image"),
+              "block_shape": Attr("ints", None, "the spatial size of a block (the kernel)"),
+              "strides": _CONV_ATTRS["strides"], "pads": _CONV_ATTRS["pads"],
+              "dilations": _CONV_ATTRS["dilations"]},
+       doc="The inverse of im2col (ONNX Col2Im, torch fold): x [N, C * prod(block_shape), L] summed back into "
+           "[N, C, *image_shape], overlapping blocks adding up.")
+
+
+def _roi_align_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[Any]) -> Type:
+    x, rois, idx = (tensor(op, t, i) for i, t in enumerate(ins))
+    check_dtype(op, x, FLOATS, 0)
+    check_dtype(op, rois, FLOATS, 1)
+    check_dtype(op, idx, frozenset({"i32", "i64"}), 2)
+    if attrs["mode"] not in ("avg", "max"):
+        raise OpTypeError(f"{op}: mode must be avg or max, got {attrs['mode']!r}")
+    if attrs["coordinate_transformation_mode"] not in ("half_pixel", "output_half_pixel"):
+        raise OpTypeError(f"{op}: coordinate_transformation_mode must be half_pixel or output_half_pixel")
+    if min(attrs["output_height"], attrs["output_width"]) < 1:
+        raise OpTypeError(f"{op}: output_height and output_width must be >= 1")
+    if x.shape is not None and len(x.shape) != 4:
+        raise OpTypeError(f"{op}: x must be [N, C, H, W], got {x}")
+    if rois.shape is not None and (len(rois.shape) != 2 or (isinstance(rois.shape[1], int) and rois.shape[1] != 4)):
+        raise OpTypeError(f"{op}: rois must be [num_rois, 4], got {rois}")
+    n = idx.shape[0] if idx.shape is not None and len(idx.shape) == 1 else (
+        rois.shape[0] if rois.shape is not None else None)
+    c = x.shape[1] if x.shape is not None else None
+    if n is None or c is None:
+        return x.with_shape(None)
+    return x.with_shape((n, c, attrs["output_height"], attrs["output_width"]))
+
+
+define("RoiAlign", FAMILY, ("x", "rois", "batch_indices"), _roi_align_rule, _sp.roi_align, may_fail=True,
+       attrs={"mode": Attr("str", "avg", "avg or max over each bin's samples"),
+              "output_height": Attr("int", 1, "bins per region, vertically"),
+              "output_width": Attr("int", 1, "bins per region, horizontally"),
+              "sampling_ratio": Attr("int", 0, "samples per bin side (0: ceil of the bin size)"),
+              "spatial_scale": Attr("float", 1.0, "from the rois' coordinates to x's pixels"),
+              "coordinate_transformation_mode": Attr("str", "half_pixel", "half_pixel (pixel centres at +0.5) or "
+                                                                          "output_half_pixel (legacy)")},
+       doc="Region-of-interest pooling by bilinear samples (ONNX RoiAlign): rois [R, 4] as x1, y1, x2, y2 on "
+           "image batch_indices[r] of x [N, C, H, W] give [R, C, output_height, output_width].")

@@ -86,6 +86,10 @@ _DTYPE_OPSET = {"f8e4m3fn": 19, "f8e4m3fnuz": 19, "f8e5m2": 19, "f8e5m2fnuz": 19
                 "f4e2m1fn": 23, "f8e8m0fnu": 24, "i2": 25, "u2": 25}
 
 
+# The first opset with each op the exporter writes as the ONNX op of that name.
+_OP_OPSET = {"CumProd": 26, "GridSample": 20, "DeformConv": 19, "BitCast": 26}
+
+
 def _needed_opset(graph: Graph) -> tuple[int, str]:
     """The first opset that can express ``graph``, and what needs it."""
     best, why = 0, ""
@@ -96,6 +100,8 @@ def _needed_opset(graph: Graph) -> tuple[int, str]:
                 best, why = v, f"dtype {t.dtype}"  # type: ignore[union-attr]
             if first_opset(t) > best:
                 best, why = first_opset(t), f"{type(t).__name__} {t}"
+        if _OP_OPSET.get(n.op.name, 0) > best:
+            best, why = _OP_OPSET[n.op.name], n.op.name
         if n.op.name == "Cast":
             for attr, v in (("saturate", 19), ("round_mode", 24)):
                 if n.attrs.get(attr) is not None and v > best:

@@ -71,6 +71,16 @@ def _cast(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("Cast", [x], to=NEXUS_TO_ONNX[n.attrs["to"]], **modes)[0]
 
 
+@register_lowering("onnx", "BitCast")
+def _bitcast(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("BitCast", [x], to=NEXUS_TO_ONNX[n.attrs["to"]])[0]
+
+
+@register_lowering("onnx", "Det")
+def _det(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("Det", [x])[0]
+
+
 @register_lowering("onnx", "Rsqrt")
 def _rsqrt(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("Reciprocal", ex.add("Sqrt", [x]))[0]
@@ -171,6 +181,11 @@ def _cumsum(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("CumSum", [x, axis], exclusive=int(n.attrs["exclusive"]), reverse=int(n.attrs["reverse"]))[0]
 
 
+@register_lowering("onnx", "CumProd")
+def _cumprod(ex: Exporter, n: Node, x: str) -> str:
+    return ex.add("CumProd", [x, ex.const(np.array(n.attrs["axis"], np.int64))])[0]
+
+
 @register_lowering("onnx", "Gemm")
 def _gemm(ex: Exporter, n: Node, *ins: str) -> str:
     attrs = _attrs(n, "alpha", "beta", "transA", "transB")
@@ -216,6 +231,29 @@ def _maxpool_indices(ex: Exporter, n: Node, x: str) -> str:
 def _avgpool(ex: Exporter, n: Node, x: str) -> str:
     return ex.add("AveragePool", [x], **_attrs(n, "kernel_shape", "strides", "pads", "ceil_mode",
                                                  "count_include_pad", "dilations"))[0]
+
+
+@register_lowering("onnx", "GridSample")
+def _grid_sample(ex: Exporter, n: Node, x: str, grid: str) -> str:
+    return ex.add("GridSample", [x, grid], mode=n.attrs["mode"], padding_mode=n.attrs["padding_mode"],
+                  align_corners=int(n.attrs["align_corners"]))[0]
+
+
+@register_lowering("onnx", "DeformConv")
+def _deform_conv(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("DeformConv", ins, **_attrs(n, "strides", "pads", "dilations", "group", "offset_group"))[0]
+
+
+@register_lowering("onnx", "Col2Im")
+def _col2im(ex: Exporter, n: Node, x: str) -> str:
+    image, block = (ex.const(np.array(n.attrs[k], np.int64)) for k in ("image_shape", "block_shape"))
+    return ex.add("Col2Im", [x, image, block], **_attrs(n, "strides", "pads", "dilations"))[0]
+
+
+@register_lowering("onnx", "RoiAlign")
+def _roi_align(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("RoiAlign", ins, **_attrs(n, "mode", "output_height", "output_width", "sampling_ratio",
+                                            "spatial_scale", "coordinate_transformation_mode"))[0]
 
 
 @register_lowering("onnx", "BatchNormalization")
@@ -311,6 +349,16 @@ def _slice(ex: Exporter, n: Node, *ins: str) -> str:
     return ex.add("Slice", ins)[0]
 
 
+@register_lowering("onnx", "PRelu")
+def _prelu(ex: Exporter, n: Node, x: str, slope: str) -> str:
+    return ex.add("PRelu", [x, slope])[0]
+
+
+@register_lowering("onnx", "GatherND")
+def _gather_nd(ex: Exporter, n: Node, x: str, i: str) -> str:
+    return ex.add("GatherND", [x, i], **_attrs(n, "batch_dims", ints=("batch_dims",)))[0]
+
+
 @register_lowering("onnx", "ScatterND")
 def _scatter_nd(ex: Exporter, n: Node, *ins: str) -> str:
     red = n.attrs["reduction"]
@@ -365,6 +413,18 @@ def _size_of(ex: Exporter, x: str, axis: int) -> str:
 def _nonzero(ex: Exporter, n: Node, x: str) -> list[str]:
     idx = ex.add("NonZero", [x])[0]
     return [idx, _size_of(ex, idx, 1)]
+
+
+@register_lowering("onnx", "Unique", "UniqueSlices")
+def _unique(ex: Exporter, n: Node, x: str) -> list[str]:
+    axis = {"axis": int(n.attrs["axis"])} if n.op.name == "UniqueSlices" else {}
+    outs = ex.add("Unique", [x], 4, sorted=int(n.attrs["sorted"]), **axis)
+    return outs + [_size_of(ex, outs[1], 0)]
+
+
+@register_lowering("onnx", "ScatterElements")
+def _scatter_elements(ex: Exporter, n: Node, *ins: str) -> str:
+    return ex.add("ScatterElements", ins, **_attrs(n, "axis", "reduction", ints=("axis",)))[0]
 
 
 @register_lowering("onnx", "NonMaxSuppression")

@@ -166,7 +166,7 @@ def convert_scan(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | 
     if gp is None or "num_scan_inputs" not in attrs:
         raise OnnxImportError("Scan needs 'body' and 'num_scan_inputs'")
     if imp.opset < 9:
-        raise OnnxImportError("Scan before opset 9 (batched, with sequence_lens) is not supported")
+        return _convert_scan8(imp, ins, attrs)
     m = int(attrs["num_scan_inputs"])
     vals = [_need(v, f"input {k}") for k, v in enumerate(ins)]
     n = len(vals) - m
@@ -181,6 +181,25 @@ def convert_scan(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | 
     if not xs:
         raise OnnxImportError("Scan needs at least one scan input")
     count = imp.emit("DimSize", [xs[0]], {"axis": axes_in[0]}, name="")
+    finals, stacks = _scan(imp, gp, state, xs, count, dirs_in, axes_in)
+    outs: list[Node | None] = list(finals)
+    for s, d, a in zip(stacks, dirs_out, axes_out):
+        if d:
+            s = _reversed(imp, s)
+        r = _rank(s)
+        a %= r
+        if a:
+            perm = (*range(1, a + 1), 0, *range(a + 1, r))
+            s = imp.emit("Transpose", [s], {"perm": perm})
+        outs.append(s)
+    return outs
+
+
+def _scan(imp: Importer, gp: Any, state: list[Node], xs: list[Node], count: Node, dirs_in: list[int],
+          axes_in: list[int]) -> tuple[list[Node], list[Node]]:
+    """``count`` iterations of the Scan body ``gp``: the final states and the stacked scan
+    outputs (along axis 0, in iteration order)."""
+    n = len(state)
 
     def body(i: Node, c: Node, vin: list[Node]) -> tuple[Node | None, list[Node], list[Node]]:
         last = imp.emit("Sub", [imp.emit("Sub", [count, i], name=""), imp.const(np.array(1, np.int64))], name="")
@@ -189,19 +208,52 @@ def convert_scan(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | 
         outs = imp.subgraph(gp, "Scan body", [*vin, *elems])
         return None, outs[:n], outs[n:]
 
-    finals, stacks = build_loop(imp, count, None, state, k_out, body)
-    outs: list[Node | None] = list(finals)
-    for s, d, a in zip(stacks, dirs_out, axes_out):
-        if d:
-            s = imp.emit("Slice", [s, imp.const(np.array([-1], np.int64)), imp.const(np.array([INT64_MIN], np.int64)),
-                                   imp.const(np.array([0], np.int64)), imp.const(np.array([-1], np.int64))], name="")
-        r = _rank(s)
-        a %= r
-        if a:
-            perm = (*range(1, a + 1), 0, *range(a + 1, r))
-            s = imp.emit("Transpose", [s], {"perm": perm})
-        outs.append(s)
-    return outs
+    return build_loop(imp, count, None, state, len(gp.output) - n, body)
+
+
+def _reversed(imp: Importer, s: Node) -> Node:
+    return imp.emit("Slice", [s, imp.const(np.array([-1], np.int64)), imp.const(np.array([INT64_MIN], np.int64)),
+                              imp.const(np.array([0], np.int64)), imp.const(np.array([-1], np.int64))], name="")
+
+
+def _convert_scan8(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """Scan before opset 9: every input has a leading batch axis and the scan inputs a
+    sequence axis after it; batch entry b runs its own scan of sequence_lens[b] steps
+    (all of them without sequence_lens), its scan outputs padded with zeros to the longest.
+    One loop per batch entry (the batch size must be static), the results stacked."""
+    gp = attrs["body"]
+    m = int(attrs["num_scan_inputs"])
+    lens = ins[0] if ins else None
+    vals = [_need(v, f"input {k + 1}") for k, v in enumerate(ins[1:])]
+    n = len(vals) - m
+    if n < 0 or m < 1:
+        raise OnnxImportError(f"Scan has {len(vals)} inputs but num_scan_inputs = {m}")
+    state, xs = vals[:n], vals[n:]
+    dirs_in = list(attrs.get("directions") or [0] * m)
+    batch = (_t(xs[0]).shape or (None,))[0]
+    if not isinstance(batch, int):
+        raise OnnxImportError(f"Scan before opset 9 needs a static batch size, got {_t(xs[0])}")
+    steps = imp.emit("DimSize", [xs[0]], {"axis": 1}, name="")
+    lens64 = imp.emit("Cast", [lens], {"to": "i64"}, name="") if lens is not None and _t(lens).dtype != "i64" \
+        else lens
+    per_b: list[list[Node]] = []
+    for b in range(batch):
+        at = imp.const(np.array(b, np.int64))
+        count = steps if lens64 is None else imp.emit("Gather", [lens64, at], {"axis": 0}, name="")
+        finals, stacks = _scan(imp, gp, [imp.emit("Gather", [v, at], {"axis": 0}, name="") for v in state],
+                               [imp.emit("Gather", [x, at], {"axis": 0}, name="") for x in xs], count, dirs_in,
+                               [0] * m)
+        if lens64 is not None:  # zeros after the entry's own length
+            short = imp.emit("Sub", [steps, count], name="")
+            for k, s in enumerate(stacks):
+                r = _rank(s)
+                pads = imp.emit("Concat", [imp.const(np.zeros(r, np.int64)), imp.emit(
+                    "Reshape", [short, imp.const(np.array([1], np.int64))], name=""),
+                    imp.const(np.zeros(r - 1, np.int64))], {"axis": 0}, name="")
+                stacks[k] = imp.emit("Pad", [s, pads], {"mode": "constant", "value": 0.0}, name="")
+        per_b.append([*finals, *stacks])
+    return [imp.emit("Concat", [imp.emit("Unsqueeze", [row[k]], {"axes": (0,)}, name="") for row in per_b],
+                     {"axis": 0}) for k in range(len(per_b[0]))]
 
 
 _t = tensor_type

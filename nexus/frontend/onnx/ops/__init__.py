@@ -5,7 +5,8 @@
 input) and its attributes as Python values (with ONNX's defaults where the converter
 asks ``attrs.get``), and returns the node's outputs (None for one it does not produce).
 Ops Nexus has map one to one; the others are compositions of Nexus ops.  Inputs that
-Nexus takes as attributes (Squeeze's axes, say) must be known at import time.
+Nexus takes as attributes (Squeeze's axes, say) are read at import time when they are
+known then; axes known only at run time make a composition instead (``axes.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ ReduceMean ReduceSum ReduceMax ReduceMin ArgMax CumSum Reshape Transpose Concat 
 ScatterND Squeeze Unsqueeze Flatten Expand Tile Shape ConstantOfShape Constant Range Cast Identity Pad Resize Trilu
 If Loop Scan NonMaxSuppression TopK NonZero
 """.split())
-_SECTIONS = ("elementwise", "nn", "shapes", "quantized", "dynamic", "rnn", "sequence")
+_SECTIONS = ("elementwise", "nn", "shapes", "quantized", "dynamic", "rnn", "sequence", "signal", "ml", "training")
 RULES: Registry[Converter] = Registry(*(f"nexus.frontend.onnx.ops.{m}" for m in _SECTIONS), required=CORE_OPS)
 converts = RULES.converts
 INT64_MAX = np.iinfo(np.int64).max
@@ -48,14 +49,17 @@ _GRAPH_ATTRS = 5  # AttributeProto.GRAPH
 
 def convert_node(imp: Importer, nd: Any) -> None:
     """Import ONNX node ``nd`` at the importer's current block."""
-    fn = RULES.table.get(nd.op_type) if nd.domain in ("", "ai.onnx") else None
+    default = nd.domain in ("", "ai.onnx")
+    fn = RULES.table.get(nd.op_type if default else f"{nd.domain}.{nd.op_type}")  # ai.onnx.ml.Binarizer
     if fn is None:
         body = function_body(imp, nd)
-        if body is None and nd.domain not in ("", "ai.onnx"):
-            raise OnnxImportError(f"op domain {nd.domain!r} is not supported (only the default ONNX domain, and "
-                                  f"ops of others that ONNX defines by a function)")
+        if body is None and not default and nd.domain not in ("ai.onnx.ml", "ai.onnx.preview.training"):
+            raise OnnxImportError(f"op domain {nd.domain!r} is not supported (only the default ONNX domain, a few "
+                                  f"ai.onnx.ml and ai.onnx.preview.training ops, and ops of others that ONNX defines "
+                                  f"by a function)")
         if body is None:
-            raise OnnxImportError(f"ONNX op {nd.op_type} has no Nexus import rule (nor a function body in ONNX)")
+            name = nd.op_type if default else f"{nd.domain}.{nd.op_type}"
+            raise OnnxImportError(f"ONNX op {name} has no Nexus import rule (nor a function body in ONNX)")
         opset, where = imp.opset, imp.where
         imp.opset, imp.where = body.opset, f"{where}: in its function body, "
         try:

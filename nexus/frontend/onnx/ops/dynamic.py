@@ -30,6 +30,16 @@ def _nonzero(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None
     return [imp.emit("Proj", [t], {"num": 0})]
 
 
+@converts("Unique")
+def _unique(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x, is_sorted = _req(ins[0], "X"), bool(attrs.get("sorted", 1))
+    if attrs.get("axis") is None:
+        t = imp.emit("Unique", [x], {"sorted": is_sorted})
+    else:
+        t = imp.emit("UniqueSlices", [x], {"axis": int(attrs["axis"]), "sorted": is_sorted})
+    return [imp.emit("Proj", [t], {"num": i}, name=None) for i in range(4)]
+
+
 @converts("NonMaxSuppression")
 def _nms(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     boxes, scores = _req(ins[0], "boxes"), _req(ins[1], "scores")

@@ -6,8 +6,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.frontend.onnx.data import ONE_TO_ONE
-from nexus.frontend.onnx.ops import RULES, Converter, Ins, _axes, _cast, _ints, _like, _req, _t, converts
+from nexus.frontend.onnx.data import ONE_TO_ONE, nexus_dtype
+from nexus.frontend.onnx.ops import (
+    INT64_MAX,
+    RULES,
+    Converter,
+    Ins,
+    _axes,
+    _cast,
+    _ints,
+    _like,
+    _rank,
+    _req,
+    _t,
+    converts,
+)
+from nexus.frontend.onnx.ops import axes as axes_rt
 from nexus.ir.node import Node
 from nexus.ir.types import FLOAT_DTYPES, numpy_dtype
 
@@ -86,6 +100,18 @@ def _leaky(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     return [imp.emit("LeakyRelu", [_req(ins[0], "X")], {"alpha": float(attrs.get("alpha", 0.01))})]
 
 
+@converts("PRelu")
+def _prelu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x, slope = _req(ins[0], "X"), _req(ins[1], "slope")
+    xs, ss = _t(x).shape, _t(slope).shape
+    # The legacy unidirectional broadcast (opset < 7, and what PyTorch's converter wrote):
+    # a slope [C] on [N, C, ...] is per channel, not per last-axis element.
+    if xs is not None and ss is not None and len(ss) == 1 and len(xs) > 2 and ss[0] != 1 and (
+            imp.opset < 7 or (ss[0] == xs[1] and ss[0] != xs[-1])):
+        slope = imp.emit("Unsqueeze", [slope], {"axes": tuple(range(1, len(xs) - 1))})
+    return [imp.emit("PRelu", [x, slope])]
+
+
 @converts("Gelu")
 def _gelu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     return [imp.emit("Gelu", [_req(ins[0], "X")], {"approximate": attrs.get("approximate", "none")})]
@@ -116,8 +142,27 @@ def _elu(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 
 @converts("BitShift")
 def _bitshift(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    op = "LeftShift" if attrs.get("direction") == "LEFT" else "RightShift"
-    return [imp.emit(op, [_req(ins[0], "X"), _req(ins[1], "Y")])]
+    """A count outside [0, bits) shifts every bit out (ONNX): 0 to the left, the sign to
+    the right; Nexus's shifts take the counts inside."""
+    x, y = _req(ins[0], "X"), _req(ins[1], "Y")
+    left = attrs.get("direction") == "LEFT"
+    bits = np.dtype(numpy_dtype(_t(x).dtype)).itemsize * 8
+    inside = imp.emit("Clip", [y, _like(imp, 0, y), _like(imp, bits - 1, y)])
+    out = imp.emit("Or", [imp.emit("Less", [y, _like(imp, 0, y)]), imp.emit("Greater", [y, _like(imp, bits - 1, y)])])
+    shifted = imp.emit("LeftShift" if left else "RightShift", [x, inside])
+    gone = _like(imp, 0, x) if left or _t(x).dtype.startswith("u") else imp.emit(
+        "Where", [imp.emit("Less", [x, _like(imp, 0, x)]), _like(imp, -1, x), _like(imp, 0, x)])
+    return [imp.emit("Where", [out, gone, shifted])]
+
+
+@converts("BitCast")
+def _bitcast(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [imp.emit("BitCast", [_req(ins[0], "input")], {"to": nexus_dtype(int(attrs["to"]), "BitCast's 'to'")})]
+
+
+@converts("Det")
+def _det(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [imp.emit("Det", [_req(ins[0], "X")])]
 
 
 @converts("Swish")
@@ -197,30 +242,38 @@ def _clip(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 def _reduce(op: str) -> Converter:
     def fn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
         x = _req(ins[0], "data")
-        axes = _axes(imp, ins, 1, attrs)
         keep = bool(attrs.get("keepdims", 1))
-        if not axes:
+        given = ins[1] if len(ins) > 1 else None
+        run_time = given is not None and imp.value_of(given) is None
+        k = axes_rt.count(imp, given, "axes") if given is not None and run_time else 0
+        axes = None if run_time else _axes(imp, ins, 1, attrs)
+        if (run_time and k == 0) or (not run_time and not axes):
             if attrs.get("noop_with_empty_axes", 0):
                 return [imp.emit("Identity", [x])]
-            axes = None
+            axes, run_time = None, False
+
+        def red(o: str, v: Node, keepdims: bool = keep) -> Node:
+            if run_time:
+                assert given is not None
+                return axes_rt.reduce(imp, o, v, given, _rank(v), k, keepdims)
+            return imp.emit(o, [v], {"axes": axes, "keepdims": keepdims})
+
         if op == "ReduceSumSquare":
-            return [imp.emit("ReduceSum", [imp.emit("Mul", [x, x])], {"axes": axes, "keepdims": keep})]
+            return [red("ReduceSum", imp.emit("Mul", [x, x]))]
         if op == "ReduceL1":
-            return [imp.emit("ReduceSum", [imp.emit("Abs", [x])], {"axes": axes, "keepdims": keep})]
+            return [red("ReduceSum", imp.emit("Abs", [x]))]
         if op == "ReduceL2":
-            s = imp.emit("ReduceSum", [imp.emit("Mul", [x, x])], {"axes": axes, "keepdims": keep})
-            return [imp.emit("Sqrt", [s])]
+            return [imp.emit("Sqrt", [red("ReduceSum", imp.emit("Mul", [x, x]))])]
         if op == "ReduceLogSum":
-            return [imp.emit("Log", [imp.emit("ReduceSum", [x], {"axes": axes, "keepdims": keep})])]
+            return [imp.emit("Log", [red("ReduceSum", x)])]
         if op == "ReduceLogSumExp":
-            m = imp.emit("ReduceMax", [x], {"axes": axes, "keepdims": True})
-            s = imp.emit("ReduceSum", [imp.emit("Exp", [imp.emit("Sub", [x, m])])], {"axes": axes, "keepdims": keep})
-            mk = m if keep else imp.emit("ReduceMax", [x], {"axes": axes, "keepdims": False})
+            m = red("ReduceMax", x, True)
+            s = red("ReduceSum", imp.emit("Exp", [imp.emit("Sub", [x, m])]))
+            mk = m if keep else red("ReduceMax", x, False)
             return [imp.emit("Add", [imp.emit("Log", [s]), mk])]
         if _t(x).dtype == "bool" and op in ("ReduceMax", "ReduceMin"):
-            y = imp.emit(op, [_cast(imp, x, "u8")], {"axes": axes, "keepdims": keep})
-            return [_cast(imp, y, "bool")]
-        return [imp.emit(op, [x], {"axes": axes, "keepdims": keep})]
+            return [_cast(imp, red(op, _cast(imp, x, "u8")), "bool")]
+        return [red(op, x)]
 
     return fn
 
@@ -237,11 +290,41 @@ def _arg(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
                       "select_last_index": bool(attrs.get("select_last_index", 0))})]
 
 
+@converts("CumProd")
+def _cumprod(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x, axis_in = _req(ins[0], "x"), _req(ins[1], "axis")
+    if imp.value_of(axis_in) is None:  # an axis known only at run time: each candidate, one selected
+        return [axes_rt.per_axis(imp, x, axis_in, _rank(x), lambda j: _cumprod_along(imp, x, j, attrs))]
+    axis_v = _ints(imp, axis_in, "axis")
+    assert axis_v is not None
+    return [_cumprod_along(imp, x, axis_v[0] % max(_rank(x), 1), attrs)]
+
+
+def _cumprod_along(imp: Importer, x: Node, axis: int, attrs: dict[str, Any]) -> Node:
+    reverse, exclusive = bool(attrs.get("reverse", 0)), bool(attrs.get("exclusive", 0))
+    i64 = lambda *v: imp.const(np.array(v, np.int64))  # noqa: E731
+
+    def flip(v: Node) -> Node:
+        return imp.emit("Slice", [v, i64(-1), i64(-INT64_MAX), i64(axis), i64(-1)])
+
+    if reverse:
+        x = flip(x)
+    if exclusive:  # the product of the elements before: 1, then x shifted by one
+        one = imp.emit("Slice", [imp.emit("OnesLike", [x]), i64(0), i64(1), i64(axis)])
+        x = imp.emit("Concat", [one, imp.emit("Slice", [x, i64(0), i64(-1), i64(axis)])], {"axis": axis})
+    y = imp.emit("CumProd", [x], {"axis": axis})
+    return flip(y) if reverse else y
+
+
 @converts("CumSum")
 def _cumsum(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    axis = _ints(imp, _req(ins[1], "axis"), "axis")
+    x, axis_in = _req(ins[0], "x"), _req(ins[1], "axis")
+    flags = {"exclusive": bool(attrs.get("exclusive", 0)), "reverse": bool(attrs.get("reverse", 0))}
+    if imp.value_of(axis_in) is None:  # an axis known only at run time: each candidate, one selected
+        return [axes_rt.per_axis(imp, x, axis_in, _rank(x),
+                                 lambda j: imp.emit("CumSum", [x], {"axis": j, **flags}))]
+    axis = _ints(imp, axis_in, "axis")
     assert axis is not None
-    return [imp.emit("CumSum", [_req(ins[0], "x")], {"axis": axis[0], "exclusive": bool(attrs.get("exclusive", 0)),
-                                                      "reverse": bool(attrs.get("reverse", 0))})]
+    return [imp.emit("CumSum", [x], {"axis": axis[0], **flags})]
 
 

@@ -9,7 +9,9 @@ import numpy as np
 
 from nexus.frontend.onnx.data import OnnxImportError
 from nexus.frontend.onnx.ops import INT64_MAX, Ins, _cast, _i64_vec, _like, _rank, _req, _t, converts
+from nexus.frontend.onnx.ops.quantized import requantize
 from nexus.ir.node import Node
+from nexus.ir.types import numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.onnx.importer import Importer
@@ -57,19 +59,152 @@ def _auto_pads(attrs: dict[str, Any], x: Node, kernel: Sequence[int], strides: S
     return begins + ends
 
 
-@converts("Conv")
-def _conv(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    x, w = _req(ins[0], "X"), _req(ins[1], "W")
+def _conv_attrs(attrs: dict[str, Any], x: Node, w: Node) -> dict[str, Any]:
+    """Nexus Conv's attributes for an ONNX Conv-like node (auto_pad made explicit)."""
     wshape = _t(w).shape
-    assert wshape is not None
+    if wshape is None:
+        raise OnnxImportError("the weights' rank must be known")
     kernel = attrs.get("kernel_shape") or list(wshape[2:])
     n = len(kernel)
     strides = attrs.get("strides") or [1] * n
     dil = attrs.get("dilations") or [1] * n
-    a = {"strides": tuple(strides), "dilations": tuple(dil), "group": int(attrs.get("group", 1)),
-         "pads": _auto_pads(attrs, x, kernel, strides, dil)}
+    return {"strides": tuple(strides), "dilations": tuple(dil), "group": int(attrs.get("group", 1)),
+            "pads": _auto_pads(attrs, x, kernel, strides, dil)}
+
+
+@converts("Conv")
+def _conv(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x, w = _req(ins[0], "X"), _req(ins[1], "W")
     args = [x, w] + ([ins[2]] if len(ins) > 2 and ins[2] is not None else [])
-    return [imp.emit("Conv", args, a)]
+    return [imp.emit("Conv", args, _conv_attrs(attrs, x, w))]
+
+
+def _centred(imp: Importer, v: Node, zp: Node | None, axis: int) -> Node:
+    """``v - zp`` in f64 (exact for 8-bit values and their sums), a zero point [C] along ``axis``."""
+    v = _cast(imp, v, "f64")
+    if zp is None:
+        return v
+    zp = _cast(imp, zp, "f64")
+    if _rank(zp) == 1 and _rank(v) > 1:
+        zp = imp.emit("Unsqueeze", [zp], {"axes": tuple(a for a in range(_rank(v)) if a != axis)})
+    return imp.emit("Sub", [v, zp])
+
+
+@converts("ConvInteger")
+def _conv_integer(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """Conv of (x - x_zero_point) and (w - w_zero_point) with an i32 result, computed in f64
+    (every partial sum of 8-bit products is an integer f64 holds exactly)."""
+    x, w = _req(ins[0], "x"), _req(ins[1], "w")
+    x_zp, w_zp = (ins[i] if len(ins) > i else None for i in (2, 3))
+    y = imp.emit("Conv", [_centred(imp, x, x_zp, 1), _centred(imp, w, w_zp, 0)], _conv_attrs(attrs, x, w))
+    return [_cast(imp, y, "i32")]
+
+
+@converts("MatMulInteger")
+def _matmul_integer(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """(a - a_zero_point) @ (b - b_zero_point) with an i32 result, in f64 (exact for 8-bit
+    values); a's zero point may be per row, b's per column."""
+    a, b = _req(ins[0], "A"), _req(ins[1], "B")
+    a_zp, b_zp = (ins[i] if len(ins) > i else None for i in (2, 3))
+    if a_zp is not None and _rank(a_zp) == 1 and _rank(a) > 1:
+        a_zp = imp.emit("Unsqueeze", [a_zp], {"axes": (1,)})  # [M] -> [M, 1]: one per row
+    ca = _cast(imp, a, "f64") if a_zp is None else imp.emit("Sub", [_cast(imp, a, "f64"), _cast(imp, a_zp, "f64")])
+    cb = _cast(imp, b, "f64") if b_zp is None else imp.emit("Sub", [_cast(imp, b, "f64"), _cast(imp, b_zp, "f64")])
+    return [_cast(imp, imp.emit("MatMul", [ca, cb]), "i32")]
+
+
+@converts("QLinearConv")
+def _qlinear_conv(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """The integer Conv (plus the i32 bias) requantized by x_scale * w_scale / y_scale,
+    rounded half to even and saturated, as QLinearMatMul."""
+    x, x_s, x_zp, w, w_s, w_zp, y_s = (_req(v, n) for v, n in zip(
+        ins, ("x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale")))
+    y_zp = ins[7] if len(ins) > 7 else None
+    b = ins[8] if len(ins) > 8 else None
+    acc = imp.emit("Conv", [_centred(imp, x, x_zp, 1), _centred(imp, w, w_zp, 0)], _conv_attrs(attrs, x, w))
+    if b is not None:
+        acc = imp.emit("Add", [acc, imp.emit("Unsqueeze", [_cast(imp, b, "f64")],
+                                             {"axes": tuple(a for a in range(_rank(x)) if a != 1)})])
+    factor = imp.emit("Div", [imp.emit("Mul", [x_s, _cast(imp, w_s, _t(x_s).dtype)]), _cast(imp, y_s, _t(x_s).dtype)])
+    factor = _cast(imp, factor, "f64")
+    if _rank(factor) == 1:
+        factor = imp.emit("Unsqueeze", [factor], {"axes": tuple(a for a in range(_rank(x)) if a != 1)})
+    return [requantize(imp, acc, factor, y_zp, x)]
+
+
+@converts("GridSample")
+def _grid_sample(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(attrs.get("mode", "linear"), attrs.get("mode", "linear"))
+    return [imp.emit("GridSample", [_req(ins[0], "X"), _req(ins[1], "grid")],
+                     {"mode": mode, "padding_mode": attrs.get("padding_mode", "zeros"),
+                      "align_corners": bool(attrs.get("align_corners", 0))})]
+
+
+@converts("DeformConv")
+def _deform_conv(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x, w, off = _req(ins[0], "X"), _req(ins[1], "W"), _req(ins[2], "offset")
+    b = ins[3] if len(ins) > 3 else None
+    mask = ins[4] if len(ins) > 4 else None
+    if mask is not None and b is None:
+        m = (_t(w).shape or (None,))[0]
+        if not isinstance(m, int):
+            raise OnnxImportError("DeformConv with a mask and no bias needs W's static output channels")
+        b = imp.const(np.zeros(m, numpy_dtype(_t(x).dtype)))
+    a = _conv_attrs(attrs, x, w)
+    a["offset_group"] = int(attrs.get("offset_group", 1))
+    return [imp.emit("DeformConv", [x, w, off] + [v for v in (b, mask) if v is not None], a)]
+
+
+@converts("Col2Im")
+def _col2im(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    image = [int(v) for v in np.asarray(imp.need_value(_req(ins[1], "image_shape"), "image_shape")).reshape(-1)]
+    block = [int(v) for v in np.asarray(imp.need_value(_req(ins[2], "block_shape"), "block_shape")).reshape(-1)]
+    n = len(image)
+    return [imp.emit("Col2Im", [_req(ins[0], "input")],
+                     {"image_shape": tuple(image), "block_shape": tuple(block),
+                      "strides": tuple(attrs.get("strides") or [1] * n),
+                      "pads": tuple(attrs.get("pads") or [0] * (2 * n)),
+                      "dilations": tuple(attrs.get("dilations") or [1] * n)})]
+
+
+@converts("RoiAlign")
+def _roi_align(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    ctm = attrs.get("coordinate_transformation_mode", "half_pixel" if imp.opset >= 16 else "output_half_pixel")
+    return [imp.emit("RoiAlign", [_req(ins[0], "X"), _req(ins[1], "rois"), _req(ins[2], "batch_indices")],
+                     {"mode": attrs.get("mode", "avg"), "output_height": int(attrs.get("output_height", 1)),
+                      "output_width": int(attrs.get("output_width", 1)),
+                      "sampling_ratio": int(attrs.get("sampling_ratio", 0)),
+                      "spatial_scale": float(attrs.get("spatial_scale", 1.0)),
+                      "coordinate_transformation_mode": ctm})]
+
+
+@converts("MaxUnpool")
+def _max_unpool(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """MaxPool's inverse: X's values at their flat indices (over the whole unpooled tensor)
+    in zeros, one ScatterElements; an output_shape larger than the pooling's pads with
+    zeros at the end of each axis (as the reference does)."""
+    x, idx = _req(ins[0], "X"), _req(ins[1], "I")
+    shape = _t(x).shape
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        raise OnnxImportError("MaxUnpool needs X's static shape")
+    kernel = list(attrs["kernel_shape"])
+    n = len(kernel)
+    strides = list(attrs.get("strides") or [1] * n)
+    pads = list(attrs.get("pads") or [0] * (2 * n))
+    inferred = [int(shape[0]), int(shape[1])] + [(int(shape[2 + i]) - 1) * strides[i] - pads[i] - pads[n + i]
+                                                   + kernel[i] for i in range(n)]
+    flat = imp.const(np.array([-1], np.int64))
+    zeros = imp.emit("ConstantOfShape", [imp.const(np.array([int(np.prod(inferred))], np.int64))],
+                     {"value": np.zeros(1, numpy_dtype(_t(x).dtype))})
+    y = imp.emit("ScatterElements", [zeros, imp.emit("Reshape", [_cast(imp, idx, "i64"), flat]),
+                                     imp.emit("Reshape", [x, flat])], {"axis": 0})
+    y = imp.emit("Reshape", [y, imp.const(np.array(inferred, np.int64))])
+    out_shape = ins[2] if len(ins) > 2 else None
+    if out_shape is None:
+        return [y]
+    grow = imp.emit("Sub", [_cast(imp, out_shape, "i64"), imp.const(np.array(inferred, np.int64))])
+    pads_v = imp.emit("Concat", [imp.const(np.zeros(n + 2, np.int64)), grow], {"axis": 0})
+    return [imp.emit("Pad", [y, pads_v], {"mode": "constant", "value": 0.0})]
 
 
 @converts("ConvTranspose")
@@ -304,10 +439,15 @@ def _lrn(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
 @converts("Dropout")
 def _dropout(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     x = _req(ins[0], "data")
-    if len(ins) > 2 and ins[2] is not None:
-        mode = imp.need_value(ins[2], "Dropout's training_mode")
-        if bool(np.asarray(mode)):
-            return _dropout_training(imp, x, ins[1] if len(ins) > 1 else None, attrs)
+    ratio = ins[1] if len(ins) > 1 else None
+    mode = ins[2] if len(ins) > 2 else None
+    if mode is not None and imp.value_of(mode) is None:  # training or not, known at run time: both, one picked
+        on = imp.emit("Reshape", [_cast(imp, mode, "bool"), imp.const(np.zeros(0, np.int64))])
+        y_train, keep = _dropout_training(imp, x, ratio, attrs)
+        assert y_train is not None and keep is not None
+        return [imp.emit("Where", [on, y_train, x]), imp.emit("Or", [keep, imp.emit("Not", [on])])]
+    if mode is not None and bool(np.asarray(imp.value_of(mode))):
+        return _dropout_training(imp, x, ratio, attrs)
     y = imp.emit("Identity", [x])
     mask = imp.emit("ConstantOfShape", [imp.emit("ShapeOf", [x])], {"value": np.array([True])})
     return [y, mask]

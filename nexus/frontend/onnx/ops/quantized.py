@@ -89,14 +89,20 @@ def _qlinear_matmul(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node
 
     c = imp.emit("MatMul", [centred(a, a_zp), centred(b, b_zp)])
     factor = imp.emit("Div", [imp.emit("Mul", [a_s, _cast(imp, b_s, _t(a_s).dtype)]), _cast(imp, y_s, _t(a_s).dtype)])
-    d = imp.emit("Mul", [_cast(imp, c, "f64"), _cast(imp, factor, "f64")])
-    out = _t(y_zp).dtype if y_zp is not None else _t(a).dtype
+    return [requantize(imp, c, factor, y_zp, a)]
+
+
+def requantize(imp: Importer, acc: Node, factor: Node, y_zp: Node | None, x: Node) -> Node:
+    """acc * factor (+ y_zp) in f64, rounded half to even and saturated to y_zp's dtype
+    (x's when there is none): the tail of QLinearMatMul and QLinearConv."""
+    d = imp.emit("Mul", [_cast(imp, acc, "f64"), _cast(imp, factor, "f64")])
+    out = _t(y_zp).dtype if y_zp is not None else _t(x).dtype
     if y_zp is not None:
         d = imp.emit("Add", [d, _cast(imp, y_zp, "f64")])
     lo, hi = int_range(out)
     d = imp.emit("Clip", [imp.emit("Round", [d]), imp.const(np.array(lo, np.float64)),
                           imp.const(np.array(hi, np.float64))])
-    return [_cast(imp, d, out)]
+    return _cast(imp, d, out)
 
 
 @converts("Hardmax")

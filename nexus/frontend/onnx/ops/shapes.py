@@ -21,6 +21,7 @@ from nexus.frontend.onnx.ops import (
     _t,
     converts,
 )
+from nexus.frontend.onnx.ops import axes as axes_rt
 from nexus.ir.node import Node
 from nexus.ir.types import FLOAT_DTYPES
 
@@ -71,14 +72,31 @@ def _flatten(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None
     return [imp.emit("Flatten", [_req(ins[0], "input")], {"axis": int(attrs.get("axis", 1))})]
 
 
+def _run_time_axes(imp: Importer, ins: Ins) -> Node | None:
+    """Input 1 when it holds axes that only the run knows."""
+    v = ins[1] if len(ins) > 1 else None
+    return v if v is not None and imp.value_of(v) is None else None
+
+
 @converts("Squeeze")
 def _squeeze(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    x = _req(ins[0], "data")
+    rt = _run_time_axes(imp, ins)
+    if rt is not None:
+        k = axes_rt.count(imp, rt, "axes")
+        if k:
+            return [axes_rt.squeeze(imp, x, rt, _rank(x), k)]
+        return [imp.emit("Squeeze", [x], {"axes": None})]
     axes = _axes(imp, ins, 1, attrs)
     return [imp.emit("Squeeze", [_req(ins[0], "data")], {"axes": tuple(axes) if axes else None})]
 
 
 @converts("Unsqueeze")
 def _unsqueeze(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    rt = _run_time_axes(imp, ins)
+    if rt is not None:
+        x = _req(ins[0], "data")
+        return [axes_rt.unsqueeze(imp, x, rt, _rank(x), axes_rt.count(imp, rt, "axes"))]
     axes = _axes(imp, ins, 1, attrs)
     if not axes:
         raise OnnxImportError("Unsqueeze needs axes")
@@ -151,6 +169,78 @@ def _gather_el(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | No
                      {"axis": int(attrs.get("axis", 0))})]
 
 
+@converts("GatherND")
+def _gather_nd(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    return [imp.emit("GatherND", [_req(ins[0], "data"), _req(ins[1], "indices")],
+                     {"batch_dims": int(attrs.get("batch_dims", 0))})]
+
+
+@converts("ReverseSequence")
+def _reverse_sequence(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """Each batch entry's first sequence_lens[b] steps reversed: GatherElements along the
+    time axis with index lens[b] - 1 - t where t < lens[b], else t."""
+    x, lens = _req(ins[0], "input"), _cast(imp, _req(ins[1], "sequence_lens"), "i64")
+    t_axis, b_axis = int(attrs.get("time_axis", 0)), int(attrs.get("batch_axis", 1))
+    if {t_axis, b_axis} != {0, 1}:
+        raise OnnxImportError(f"ReverseSequence: time_axis and batch_axis must be 0 and 1, got {t_axis}, {b_axis}")
+    r = _rank(x)
+    zero, one = imp.const(np.array(0, np.int64)), imp.const(np.array(1, np.int64))
+    t = imp.emit("Range", [zero, imp.emit("DimSize", [x], {"axis": t_axis}), one])
+    t = imp.emit("Unsqueeze", [t], {"axes": (1,) if t_axis == 0 else (0,)})
+    lens = imp.emit("Unsqueeze", [lens], {"axes": (0,) if t_axis == 0 else (1,)})
+    back = imp.emit("Sub", [imp.emit("Sub", [lens, one]), t])
+    idx = imp.emit("Where", [imp.emit("Less", [t, lens]), back, imp.emit("Add", [t, imp.emit("ZerosLike", [lens])])])
+    if r > 2:
+        idx = imp.emit("Unsqueeze", [idx], {"axes": tuple(range(2, r))})
+    idx = imp.emit("Expand", [idx, imp.emit("ShapeOf", [x])])
+    return [imp.emit("GatherElements", [x, idx], {"axis": t_axis})]
+
+
+@converts("Compress")
+def _compress(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """The slices where condition is true: Gather by NonZero's indices (a condition shorter
+    than the axis leaves out the rest, as ONNX says)."""
+    x, cond = _req(ins[0], "input"), _cast(imp, _req(ins[1], "condition"), "bool")
+    nz = imp.emit("Proj", [imp.emit("NonZero", [cond])], {"num": 0})
+    idx = imp.emit("Reshape", [nz, imp.const(np.array([-1], np.int64))])
+    if attrs.get("axis") is None:
+        return [imp.emit("Gather", [imp.emit("Reshape", [x, imp.const(np.array([-1], np.int64))]), idx], {"axis": 0})]
+    return [imp.emit("Gather", [x, idx], {"axis": int(attrs["axis"])})]
+
+
+@converts("ScatterElements", "Scatter")
+def _scatter_elements(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    args = [_req(ins[0], "data"), _req(ins[1], "indices"), _req(ins[2], "updates")]
+    return [imp.emit("ScatterElements", args, {"axis": int(attrs.get("axis", 0)),
+                                               "reduction": attrs.get("reduction", "none")})]
+
+
+@converts("TensorScatter")
+def _tensor_scatter(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
+    """A KV-cache write: update's steps go to past_cache at write_indices[b] + s along
+    `axis` (modulo its length in circular mode), one ScatterElements."""
+    past, upd = _req(ins[0], "past_cache"), _req(ins[1], "update")
+    r = _rank(past)
+    axis = int(attrs.get("axis", -2)) % r
+    if axis == 0:
+        raise OnnxImportError("TensorScatter: axis must not be the batch axis 0")
+    mode = attrs.get("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise OnnxImportError(f"TensorScatter: mode must be linear or circular, got {mode!r}")
+    zero, one = imp.const(np.array(0, np.int64)), imp.const(np.array(1, np.int64))
+    steps = imp.emit("Range", [zero, imp.emit("DimSize", [upd], {"axis": axis}), one])
+    steps = imp.emit("Unsqueeze", [steps], {"axes": tuple(a for a in range(r) if a != axis)})
+    w = ins[2] if len(ins) > 2 else None
+    idx = steps
+    if w is not None:
+        w = imp.emit("Unsqueeze", [_cast(imp, w, "i64")], {"axes": tuple(range(1, r))})
+        idx = imp.emit("Add", [w, steps])
+    if mode == "circular":
+        idx = imp.emit("Mod", [idx, imp.emit("DimSize", [past], {"axis": axis})])
+    idx = imp.emit("Expand", [idx, imp.emit("ShapeOf", [upd])])
+    return [imp.emit("ScatterElements", [past, idx, upd], {"axis": axis})]
+
+
 @converts("ScatterND")
 def _scatter_nd(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
     args = [_req(ins[0], "data"), _req(ins[1], "indices"), _req(ins[2], "updates")]
@@ -193,7 +283,10 @@ def _constant(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | Non
 
 @converts("Range")
 def _range(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
-    return [imp.emit("Range", [_req(v, n) for v, n in zip(ins, ("start", "limit", "delta"))])]
+    # ONNX wants scalars; a [1] tensor whose size the types lose (an If's join) is one too.
+    args = [_req(v, n) for v, n in zip(ins, ("start", "limit", "delta"))]
+    return [imp.emit("Range", [v if _t(v).shape == () else imp.emit("Reshape", [v, imp.const(np.array([], np.int64))])
+                               for v in args])]
 
 
 @converts("Cast")
@@ -233,12 +326,14 @@ def _pad(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:
             value = float(np.asarray(imp.value_of(cv)).reshape(-1)[0])
             cv = None
         if len(ins) > 3 and ins[3] is not None:
-            axes = _ints(imp, ins[3], "axes")
-            assert axes is not None
             r = _rank(x)
-            where = [a % r for a in axes] + [a % r + r for a in axes]
-            pads = imp.emit("ScatterND", [imp.const(np.zeros(2 * r, np.int64)),
-                                          imp.const(np.array(where, np.int64).reshape(-1, 1)), pads])
+            if imp.value_of(ins[3]) is None:  # axes known at run time: where their pads go, computed
+                where = axes_rt.pad_positions(imp, ins[3], r)
+            else:
+                axes = _ints(imp, ins[3], "axes")
+                assert axes is not None
+                where = imp.const(np.array([a % r for a in axes] + [a % r + r for a in axes], np.int64).reshape(-1, 1))
+            pads = imp.emit("ScatterND", [imp.const(np.zeros(2 * r, np.int64)), where, pads])
     else:
         cv = None
         pads = imp.const(np.array(attrs["pads"], np.int64))
