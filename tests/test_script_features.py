@@ -11,6 +11,7 @@ import pytest
 import nexus as nx
 from nexus.frontend.script import script_source
 from nexus.ir.printer import structural_diff
+from nexus.testing.extras import compiled_script
 
 SCALE = 3
 TABLE = np.array([10.0, 20.0, 30.0])
@@ -218,6 +219,42 @@ def test_script_calls_script_through_call_node() -> None:
     same(caller, 6)
     calls_ = [n for n in caller.graph.nodes() if n.op.name == "Call"]
     assert len(calls_) == 1 and calls_[0].attrs["callee"] is callee.graphs[(("i64", 0), ("f64", 0))]
+
+
+DOUBLE = """
+graph @double {
+^entry:
+  %0 = Start : (f32[n])
+  %x = Proj %0 {num = 0} : f32[n]
+  %two = Constant {value = tensor<f32: 2.0>} : f32
+  %y = Mul %x, %two : f32[n]
+  %r = Return %y : X
+^exit(%r):
+  End : X
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["python", "llvm", "xla"])
+def test_script_calls_a_graph_it_was_given(backend: str) -> None:
+    # an imported or parsed graph is called as a script is: one Call node of it
+    double = nx.parse(DOUBLE)
+
+    def plus_one(x):  # noqa: ANN001, ANN202
+        return double(x) + 1.0
+
+    x = np.arange(5, dtype=np.float32)
+    np.testing.assert_array_equal(compiled_script(plus_one, backend)(x), x * np.float32(2) + np.float32(1))
+
+
+def test_a_graph_called_with_the_wrong_arity_names_it() -> None:
+    double = nx.parse(DOUBLE)
+
+    def twice(x):  # noqa: ANN001, ANN202
+        return double(x, x)
+
+    with pytest.raises(nx.ScriptError, match="graph @double takes 1 arguments, got 2"):
+        nx.script(twice)(np.ones(3, np.float32))
 
 
 def make_closure(k: float):

@@ -23,6 +23,7 @@ from nexus.frontend.script.numpy_creation import _hashable
 from nexus.frontend.script.source import parse_function
 from nexus.frontend.script.ssa import generalize_all
 from nexus.frontend.script.values import Edge, NexusOp, Scope, Static, TupleVal, Val, _dtype
+from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import REGISTRY, REQUIRED, UNIVERSAL_ATTRS, get_op
 from nexus.ir.types import DTYPES, TensorType, TupleType, dtype_of, numpy_dtype
@@ -75,6 +76,8 @@ def expr_Call(low: Lowering, node: ast.Call) -> Val:
     if isinstance(obj, StateMethod):
         return script_state_call(low, obj, node)
     if getattr(obj, "__nexus_script__", False):
+        return call_script(low, obj, node)
+    if isinstance(obj, Graph):  # an imported or parsed graph: a Call of it
         return call_script(low, obj, node)
     if obj in _MATH if _hashable(obj) else False:
         op, result = _MATH[obj]
@@ -344,7 +347,12 @@ def call_script(low: Lowering, fn: Any, node: ast.Call) -> Val:
     if node.keywords:
         raise low.error(node, "keyword arguments to a script call are not supported", "pass them by position")
     args = [low.as_node(a) for a in positional(low, node)]
-    callee = low.script_builder(fn, [a.type for a in args], node)
+    if isinstance(fn, Graph):
+        if len(args) != len(fn.args):
+            raise low.error(node, f"graph @{fn.name} takes {len(fn.args)} arguments, got {len(args)}")
+        callee = fn
+    else:
+        callee = low.script_builder(fn, [a.type for a in args], node)
     deps = effect_deps(low.cur) if has_state(callee) else []
     out = low.emit("Call", args, {"callee": callee})
     for d in deps:  # a callee with state: in order with this block's state ops
