@@ -262,6 +262,143 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # einsum subscripts: output dims, then kernel dims
 
 
+def planned_conv(strides: Any = None, pads: Any = None, dilations: Any = None, group: int = 1) -> Any:
+    """The Conv kernel of one node (the attributes given), planned once per input shape
+    and weights: ``f(x, w, b=None)`` gives :func:`_conv`'s result.  A backend that runs a
+    node many times with the same constant weights uses it instead of ``_conv``: what
+    ``_conv`` works out on every call (the geometry, the padded and window shapes and
+    strides, the weights as GEMM rows or depthwise taps, the bias's broadcast shape) is
+    worked out on the first call for an input shape and kept; MobileNet's 52 convolutions
+    spent ~40 us of Python each on it at batch 1.  Another input shape or other weights
+    plan again (the latest plan is kept); what the plans do not cover (float16, mixed
+    dtypes, empty arrays) goes to ``_conv``."""
+    cell: list[tuple[Any, ...]] = [()]
+
+    def conv(x: Any, w: Any, b: Any = None) -> np.ndarray:
+        last = cell[0]  # one read: another thread may replace the plan meanwhile
+        if last and type(x) is np.ndarray and x.shape == last[0] and x.dtype is last[1] and w is last[2] \
+                and b is last[3]:
+            return last[4](x)  # type: ignore[no-any-return]
+        run = _conv_plan(x, w, b, strides, pads, dilations, group)
+        if run is None:
+            return _conv(x, w, b, strides, pads, dilations, group)
+        cell[0] = (x.shape, x.dtype, w, b, run)
+        return run(x)
+
+    return conv
+
+
+def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, group: int) -> Any:
+    """A function of x alone that computes Conv for ``x``'s shape and dtype with these
+    weights, or None where :func:`_conv` should (see :func:`planned_conv`)."""
+    if not (type(x) is np.ndarray and type(w) is np.ndarray and x.dtype == w.dtype and x.dtype in _BLAS_FLOATS
+            and x.ndim == w.ndim > 2 and 0 not in x.shape and 0 not in w.shape):
+        return None
+    if b is not None and not (type(b) is np.ndarray and b.shape == w.shape[:1]):
+        return None
+    n = x.ndim - 2
+    strides, pads, dil = _geometry("Conv", {"strides": strides, "pads": pads, "dilations": dilations}, n)
+    nb, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    ks = tuple(w.shape[2:])
+    if c != cg * group or m % group:
+        return None  # _conv raises what it raises
+    dtype = x.dtype
+    padded = x.shape[:2] + tuple(x.shape[2 + i] + pads[i] + pads[i + n] for i in range(n))
+    out_sp = tuple((padded[2 + i] - dil[i] * (ks[i] - 1) - 1) // strides[i] + 1 for i in range(n))
+    if min(out_sp) < 1:
+        return None
+    inner = (slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(n))
+    bias = None if b is None else np.ascontiguousarray(b.astype(dtype, copy=False))
+    if cg == 1 and group == c and m == c and c >= 32:
+        return _depthwise_last_plan(x.shape, dtype, w, bias, padded, inner, out_sp, strides, dil)
+    pad = any(pads)
+    bias_nc = None if bias is None else bias.reshape((1, m) + (1,) * n)
+    if cg == 1 and group == c:
+        def depthwise(x: np.ndarray) -> np.ndarray:
+            xp = x
+            if pad:
+                xp = np.zeros(padded, dtype)
+                xp[inner] = x
+            out = _conv_depthwise(xp, w, dtype, out_sp, strides, dil)
+            if bias_nc is not None:
+                out += bias_nc
+            return out
+        return depthwise
+    # GEMM: [G, M/G, C/G * K] @ [N, G, C/G * K, P], the windows' [N, C, *k, *out] view (C
+    # major, then the kernel position, as w's rows flatten) copied into the im2col matrix.
+    kk, p = math.prod(ks), math.prod(out_sp)
+    rows = np.ascontiguousarray(w).reshape(group, m // group, cg * kk)
+    item = dtype.itemsize
+    steps = [item * math.prod(padded[i + 1:]) for i in range(n + 2)]  # a C-ordered padded array's strides
+    ones = all(k == 1 for k in ks)
+    direct = ones and not pad and all(s == 1 for s in strides)
+    win_shape = (nb, c) + ks + out_sp
+    win_strides = (steps[0], steps[1]) + tuple(steps[2 + i] * dil[i] for i in range(n)) + \
+        tuple(steps[2 + i] * strides[i] for i in range(n))
+    cols_shape = (nb, group, cg * kk, p)
+    out_shape = (nb, m) + out_sp
+
+    def gemm(x: np.ndarray) -> np.ndarray:
+        if direct:  # 1x1, unit strides: the input is its own im2col
+            cols = x.reshape(cols_shape)
+        else:
+            xp = x
+            if pad:
+                xp = np.zeros(padded, dtype)
+                xp[inner] = x
+            elif not x.flags.c_contiguous:
+                xp = np.ascontiguousarray(x)
+            cols = np.ndarray(win_shape, dtype, xp, 0, win_strides).reshape(cols_shape)
+        out = np.matmul(rows, cols).reshape(out_shape)
+        if bias_nc is not None:
+            out += bias_nc
+        return out
+    return gemm
+
+
+def _depthwise_last_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias: np.ndarray | None,
+                         padded: tuple[int, ...], inner: tuple[slice, ...], out_sp: tuple[int, ...],
+                         strides: Sequence[int], dil: Sequence[int]) -> Any:
+    """:func:`_conv_depthwise_last` planned: the input padded and moved channels-last in
+    one zeroed [N, *padded, C] array, the windows a strided view of it, one ``einsum``
+    with the taps, the bias added channels-last, then one copy back to [N, C, *out].  The
+    input is copied into the channels-last array directly on small images and through a
+    padded channels-first copy on large ones: a channel's stride of a power of two floats
+    (32x32, 64x64) makes the direct transposing copy 4x slower (cache sets)."""
+    n = len(out_sp)
+    nb, c = shape[:2]
+    ks = tuple(w.shape[2:])
+    last = (nb,) + padded[2:] + (c,)
+    item = dtype.itemsize
+    steps = [item * math.prod(last[i + 1:]) for i in range(n + 2)]
+    win_shape = (nb,) + out_sp + ks + (c,)
+    win_strides = (steps[0],) + tuple(steps[1 + i] * strides[i] for i in range(n)) + \
+        tuple(steps[1 + i] * dil[i] for i in range(n)) + (item,)
+    taps = np.ascontiguousarray(w.reshape(c, -1).T).reshape(*ks, c)
+    o, k = _LETTERS[:n], _LETTERS[n:2 * n]
+    spec = f"N{o}{k}C,{k}C->N{o}C"
+    to_first = (0, n + 1) + tuple(range(1, n + 1))
+    pad = padded != shape
+    two_step = pad and math.prod(shape[2:]) >= 256
+    moved = (0,) + tuple(range(2, n + 2)) + (1,)
+    inner_last = (slice(None),) + inner[2:] + (slice(None),)
+
+    def depthwise(x: np.ndarray) -> np.ndarray:
+        if two_step:
+            xp = np.zeros(padded, dtype)
+            xp[inner] = x
+            buf = np.ascontiguousarray(xp.transpose(moved))
+        else:
+            buf = np.zeros(last, dtype) if pad else np.empty(last, dtype)
+            buf[inner_last] = x.transpose(moved)
+        out = np.einsum(spec, np.ndarray(win_shape, dtype, buf, 0, win_strides), taps)
+        if bias is not None:
+            out += bias
+        return np.ascontiguousarray(out.transpose(to_first))
+    return depthwise
+
+
 define("Conv", FAMILY, ("x", "w", "b"), _conv_rule, _conv, attrs=_CONV_ATTRS, variadic=True, differentiable=True,
        multithreaded=True,
        doc="N-d convolution (cross-correlation) of x [N, C, *spatial] with w [M, C/group, *kernel] and an "
