@@ -310,6 +310,49 @@ def test_planned_conv_plans_again_for_new_shapes_weights_and_layouts() -> None:
                                            rtol=1e-2 if x.dtype == np.float16 else 1e-5, atol=1e-2)
 
 
+def test_planned_conv_zeroes_the_borders_of_reused_work_arrays() -> None:
+    """The planned kernels pad into per-thread work arrays that other convolutions used
+    before: with every work array filled with NaN between the calls (and made too small
+    for the next), each result is still the plain kernel's."""
+    rng = np.random.default_rng(8)
+    cases = [((2, 4, 7, 7), (6, 4, 3, 3), 1), ((2, 4, 7, 7), (4, 1, 3, 3), 4), ((2, 40, 7, 7), (40, 1, 3, 3), 40),
+             ((2, 40, 17, 17), (40, 1, 3, 3), 40), ((2, 40, 9), (40, 1, 5), 40), ((1, 6, 5, 5, 5), (6, 3, 3, 3, 3), 2)]
+    for shape, w_shape, group in cases * 2:
+        n = len(shape) - 2
+        attrs = {"strides": (2,) * n, "pads": (1,) * n + (2,) * n, "group": group}
+        x = rng.standard_normal(shape)
+        w = rng.standard_normal(w_shape)
+        for slot in range(3):
+            nn._scratch(slot, (1 << 12,), np.dtype(np.float64)).fill(np.nan)
+        got = planned_conv(**attrs)(x, w, None)
+        np.testing.assert_allclose(got, CONV(x, w, None, **attrs), rtol=1e-12, atol=1e-12)
+
+
+def test_planned_conv_from_two_threads() -> None:
+    """Two threads running planned kernels at once (each has its own work arrays; one
+    kernel is shared, planned for another shape by the other thread)."""
+    import threading
+
+    rng = np.random.default_rng(9)
+    conv = planned_conv(pads=(1, 1, 1, 1), group=32)
+    w = rng.standard_normal((32, 1, 3, 3))
+    inputs = [rng.standard_normal((b, 32, 10, 10)) for b in (1, 2)]
+    wants = [CONV(x, w, None, pads=(1, 1, 1, 1), group=32) for x in inputs]
+    bad: list[int] = []
+
+    def work(i: int) -> None:
+        for _ in range(200):
+            if not np.allclose(conv(inputs[i], w), wants[i], rtol=1e-12, atol=1e-12):
+                bad.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
 def test_planned_conv_does_not_write_its_inputs() -> None:
     rng = np.random.default_rng(6)
     for group, w_shape, pads in [(1, (4, 4, 1, 1), (0,) * 4), (4, (4, 1, 3, 3), (1,) * 4),

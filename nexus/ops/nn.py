@@ -10,6 +10,7 @@ float-only and return the input dtype (f16 is computed in f32).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -288,6 +289,53 @@ def planned_conv(strides: Any = None, pads: Any = None, dilations: Any = None, g
     return conv
 
 
+# Work arrays of the planned kernels, per thread: a kernel's padded input and im2col matrix
+# live only during its call, and fresh arrays of megabytes cost more than the work on them
+# (each new page is faulted in and zeroed by the OS: MobileNet's stem at batch 8, 5.4 ms with
+# fresh arrays, 1.4 ms reusing them).  Each thread keeps the largest it has needed, per slot;
+# above SCRATCH_MAX bytes a call allocates its own.
+_SCRATCH = threading.local()
+SCRATCH_MAX = 1 << 28
+_SLOTS = 3
+
+
+def _scratch(slot: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    """An uninitialised C-ordered array of this thread's work slot ``slot``."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > SCRATCH_MAX:
+        return np.empty(shape, dtype)
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = [np.empty(0, np.uint8)] * _SLOTS
+    buf = bufs[slot]
+    if buf.nbytes < nbytes:
+        buf = bufs[slot] = np.empty(nbytes, np.uint8)
+    return np.ndarray(shape, dtype, buf)
+
+
+def _borders(shape: tuple[int, ...], axes: Sequence[int], pads: Sequence[int]) -> list[tuple[slice, ...]]:
+    """The index of each border slab of a padded array (``pads``: the begins, then the ends,
+    of ``axes``), which a reused work array must have zeroed again."""
+    n = len(axes)
+    out = []
+    for i, a in enumerate(axes):
+        for lo, hi in ((0, pads[i]), (shape[a] - pads[i + n], shape[a])):
+            if hi > lo:
+                out.append(tuple(slice(lo, hi) if d == a else slice(None) for d in range(len(shape))))
+    return out
+
+
+def _padded(slot: int, x: np.ndarray, shape: tuple[int, ...], inner: tuple[slice, ...],
+            borders: list[tuple[slice, ...]]) -> np.ndarray:
+    """``x`` (or its transposed view) written into a work array of ``shape`` at ``inner``,
+    the ``borders`` around it zeroed."""
+    buf = _scratch(slot, shape, x.dtype)
+    for idx in borders:
+        buf[idx] = 0
+    buf[inner] = x
+    return buf
+
+
 def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, group: int) -> Any:
     """A function of x alone that computes Conv for ``x``'s shape and dtype with these
     weights, or None where :func:`_conv` should (see :func:`planned_conv`)."""
@@ -309,17 +357,15 @@ def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, 
     if min(out_sp) < 1:
         return None
     inner = (slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(n))
+    borders = _borders(padded, range(2, n + 2), pads)
     bias = None if b is None else np.ascontiguousarray(b.astype(dtype, copy=False))
     if cg == 1 and group == c and m == c and c >= 32:
-        return _depthwise_last_plan(x.shape, dtype, w, bias, padded, inner, out_sp, strides, dil)
+        return _depthwise_last_plan(x.shape, dtype, w, bias, padded, pads, out_sp, strides, dil)
     pad = any(pads)
     bias_nc = None if bias is None else bias.reshape((1, m) + (1,) * n)
     if cg == 1 and group == c:
         def depthwise(x: np.ndarray) -> np.ndarray:
-            xp = x
-            if pad:
-                xp = np.zeros(padded, dtype)
-                xp[inner] = x
+            xp = _padded(0, x, padded, inner, borders) if pad else x
             out = _conv_depthwise(xp, w, dtype, out_sp, strides, dil)
             if bias_nc is not None:
                 out += bias_nc
@@ -331,8 +377,7 @@ def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, 
     rows = np.ascontiguousarray(w).reshape(group, m // group, cg * kk)
     item = dtype.itemsize
     steps = [item * math.prod(padded[i + 1:]) for i in range(n + 2)]  # a C-ordered padded array's strides
-    ones = all(k == 1 for k in ks)
-    direct = ones and not pad and all(s == 1 for s in strides)
+    direct = all(k == 1 for k in ks) and not pad and all(s == 1 for s in strides)
     win_shape = (nb, c) + ks + out_sp
     win_strides = (steps[0], steps[1]) + tuple(steps[2 + i] * dil[i] for i in range(n)) + \
         tuple(steps[2 + i] * strides[i] for i in range(n))
@@ -343,13 +388,9 @@ def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, 
         if direct:  # 1x1, unit strides: the input is its own im2col
             cols = x.reshape(cols_shape)
         else:
-            xp = x
-            if pad:
-                xp = np.zeros(padded, dtype)
-                xp[inner] = x
-            elif not x.flags.c_contiguous:
-                xp = np.ascontiguousarray(x)
-            cols = np.ndarray(win_shape, dtype, xp, 0, win_strides).reshape(cols_shape)
+            xp = _padded(0, x, padded, inner, borders) if pad or not x.flags.c_contiguous else x
+            cols = _scratch(1, cols_shape, dtype)
+            np.copyto(cols.reshape(win_shape), np.ndarray(win_shape, dtype, xp, 0, win_strides))
         out = np.matmul(rows, cols).reshape(out_shape)
         if bias_nc is not None:
             out += bias_nc
@@ -358,14 +399,14 @@ def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, 
 
 
 def _depthwise_last_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias: np.ndarray | None,
-                         padded: tuple[int, ...], inner: tuple[slice, ...], out_sp: tuple[int, ...],
+                         padded: tuple[int, ...], pads: Sequence[int], out_sp: tuple[int, ...],
                          strides: Sequence[int], dil: Sequence[int]) -> Any:
-    """:func:`_conv_depthwise_last` planned: the input padded and moved channels-last in
-    one zeroed [N, *padded, C] array, the windows a strided view of it, one ``einsum``
-    with the taps, the bias added channels-last, then one copy back to [N, C, *out].  The
-    input is copied into the channels-last array directly on small images and through a
-    padded channels-first copy on large ones: a channel's stride of a power of two floats
-    (32x32, 64x64) makes the direct transposing copy 4x slower (cache sets)."""
+    """:func:`_conv_depthwise_last` planned: the input padded and moved channels-last into
+    a [N, *padded, C] work array, the windows a strided view of it, one ``einsum`` with the
+    taps into another, the bias added channels-last, then one copy to [N, C, *out].  The
+    input is moved channels-last directly on small images and through a padded
+    channels-first copy on large ones: a channel's stride of a power of two floats (32x32,
+    64x64) makes the direct transposing copy 4x slower (cache sets)."""
     n = len(out_sp)
     nb, c = shape[:2]
     ks = tuple(w.shape[2:])
@@ -382,17 +423,20 @@ def _depthwise_last_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias
     pad = padded != shape
     two_step = pad and math.prod(shape[2:]) >= 256
     moved = (0,) + tuple(range(2, n + 2)) + (1,)
-    inner_last = (slice(None),) + inner[2:] + (slice(None),)
+    first_inner = (slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + shape[2 + i]) for i in range(n))
+    last_inner = (slice(None),) + first_inner[2:] + (slice(None),)
+    first_borders = _borders(padded, range(2, n + 2), pads)
+    last_borders = _borders(last, range(1, n + 1), pads)
+    out_last = (nb,) + out_sp + (c,)
 
     def depthwise(x: np.ndarray) -> np.ndarray:
         if two_step:
-            xp = np.zeros(padded, dtype)
-            xp[inner] = x
-            buf = np.ascontiguousarray(xp.transpose(moved))
+            xp = _padded(0, x, padded, first_inner, first_borders)
+            buf = _scratch(1, last, dtype)
+            np.copyto(buf, xp.transpose(moved))
         else:
-            buf = np.zeros(last, dtype) if pad else np.empty(last, dtype)
-            buf[inner_last] = x.transpose(moved)
-        out = np.einsum(spec, np.ndarray(win_shape, dtype, buf, 0, win_strides), taps)
+            buf = _padded(1, x.transpose(moved), last, last_inner, last_borders)
+        out = np.einsum(spec, np.ndarray(win_shape, dtype, buf, 0, win_strides), taps, out=_scratch(2, out_last, dtype))
         if bias is not None:
             out += bias
         return np.ascontiguousarray(out.transpose(to_first))
