@@ -266,6 +266,8 @@ def test_planned_conv_float64_matches_the_loop(cin: int, cout: int, group: int, 
     ((2, 72, 32, 32), (72, 1, 3, 3), 72, 2, 1),    # MobileNet's, a power-of-two image
     ((3, 576, 4, 4), (576, 1, 5, 5), 576, 1, 2),   # small image, many channels
     ((2, 40, 16, 16), (40, 1, 3, 3), 40, 1, 0),    # no padding
+    ((2, 32, 26, 26), (32, 1, 3, 3), 32, 1, 1),    # 20 pixels a channel and more: shifted multiply-adds
+    ((1, 36, 30, 30), (36, 1, 5, 5), 36, 1, 0),    # the same, unpadded
     ((2, 16, 9, 9), (32, 1, 3, 3), 16, 2, 1),      # channel multiplier 2
     ((2, 64, 12, 12), (64, 2, 3, 3), 32, 1, 1),    # grouped
     ((3, 16, 15, 15), (40, 16, 1, 1), 1, 2, 0),    # pointwise, strided

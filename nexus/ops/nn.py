@@ -191,7 +191,7 @@ def _conv(x: Any, w: Any, b: Any = None, strides: Any = None, pads: Any = None, 
 
 
 def _conv_depthwise(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[int, ...],
-                    strides: Sequence[int], dil: Sequence[int]) -> np.ndarray:
+                    strides: Sequence[int], dil: Sequence[int], planned: bool = False) -> np.ndarray:
     """Depthwise Conv (group == C, one input channel per group, M = C * mult): for each
     kernel position, the shifted input view times that tap of every channel's filter.
 
@@ -201,17 +201,18 @@ def _conv_depthwise(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[in
     valid corner cut out at the end.  With many channels (and one filter per channel) the
     channels go last instead and one einsum contracts the windows with the taps
     (:func:`_conv_depthwise_last`): 3-10x faster on MobileNet's 72- to 576-channel layers,
-    slower on its 16-channel one."""
+    slower on its 16-channel one.  ``planned``: called by a planned kernel, which chose
+    this path (never channels-last); the temporaries are this thread's work arrays."""
     nb, c = xp.shape[:2]
     n = len(out_sp)
     mult = wa.shape[0] // c
     ks = wa.shape[2:]
-    if mult == 1 and c >= 32:
+    if mult == 1 and c >= 32 and not planned:
         return _conv_depthwise_last(xp, wa, dtype, out_sp, strides, dil)
     taps = wa.reshape(c, mult, math.prod(ks), 1)
     if any(s != 1 for s in strides):
         out = np.empty((nb, c, mult, *out_sp), dtype)
-        tmp = np.empty_like(out)
+        tmp = _scratch(1, out.shape, dtype) if planned else np.empty_like(out)
         per_dim = taps.reshape(taps.shape[:3] + (1,) * n)
         for i, kpos in enumerate(np.ndindex(*ks)):
             view = _tap(xp, kpos, out_sp, strides, dil)[:, :, None]  # [N, C, 1, *out]
@@ -223,16 +224,17 @@ def _conv_depthwise(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[in
     place = [math.prod(sp[i + 1:]) for i in range(n)]  # the flat step of each spatial dim
     length = sum((o - 1) * p for o, p in zip(out_sp, place)) + 1  # up to the last valid output
     flat = xp.reshape(nb, c, 1, math.prod(sp))
-    grid = np.empty((nb, c, mult, math.prod(sp)), dtype)
+    grid = (_scratch(1, (nb, c, mult, math.prod(sp)), dtype) if planned else
+            np.empty((nb, c, mult, math.prod(sp)), dtype))
     acc = grid[..., :length]
-    tmp = np.empty_like(acc)
+    tmp = _scratch(2, acc.shape, dtype) if planned else np.empty_like(acc)
     for i, kpos in enumerate(np.ndindex(*ks)):
         off = sum(k * d * p for k, d, p in zip(kpos, dil, place))
         np.multiply(flat[..., off:off + length], taps[:, :, i], out=acc if i == 0 else tmp)
         if i:
             acc += tmp
     valid = grid.reshape(nb, c * mult, *sp)[(slice(None), slice(None)) + tuple(slice(0, o) for o in out_sp)]
-    return np.ascontiguousarray(valid)
+    return valid.copy() if planned else np.ascontiguousarray(valid)
 
 
 def _conv_depthwise_last(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[int, ...],
@@ -359,14 +361,19 @@ def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, 
     inner = (slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(n))
     borders = _borders(padded, range(2, n + 2), pads)
     bias = None if b is None else np.ascontiguousarray(b.astype(dtype, copy=False))
-    if cg == 1 and group == c and m == c and c >= 32:
+    if cg == 1 and group == c and m == c and c >= 32 and not (
+            all(st == 1 for st in strides) and math.prod(x.shape[2:]) >= 20 * c):
+        # channels-last, but for unit strides on images of 20 pixels a channel or more, where
+        # the shifted multiply-adds on whole flattened images win (EfficientNet's 32 channels
+        # of 64x64 at batch 8: 9.1 ms channels-last, 2.5 ms; MobileNet's 88 of 16x16: 0.84,
+        # 1.2 ms; break-even near 48 channels of 32x32)
         return _depthwise_last_plan(x.shape, dtype, w, bias, padded, pads, out_sp, strides, dil)
     pad = any(pads)
     bias_nc = None if bias is None else bias.reshape((1, m) + (1,) * n)
     if cg == 1 and group == c:
         def depthwise(x: np.ndarray) -> np.ndarray:
             xp = _padded(0, x, padded, inner, borders) if pad else x
-            out = _conv_depthwise(xp, w, dtype, out_sp, strides, dil)
+            out = _conv_depthwise(xp, w, dtype, out_sp, strides, dil, planned=True)
             if bias_nc is not None:
                 out += bias_nc
             return out
