@@ -330,6 +330,24 @@ def test_planned_conv_zeroes_the_borders_of_reused_work_arrays() -> None:
         np.testing.assert_allclose(got, CONV(x, w, None, **attrs), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("images_per_slice", [1, 2, 5])
+def test_planned_depthwise_goes_through_a_batch_in_slices(monkeypatch: pytest.MonkeyPatch,
+                                                           images_per_slice: int) -> None:
+    """Channels-last depthwise layers take a large batch in slices (cache-sized): with
+    slices of one, two (the last one short) and all five images, on a padded large image
+    (moved channels-last in two steps), a small one and an unpadded one, with a bias."""
+    rng = np.random.default_rng(10)
+    for shape, k, stride, pad in [((5, 32, 17, 17), 3, 2, 1), ((5, 48, 6, 6), 5, 1, 2), ((5, 40, 9, 9), 3, 2, 0)]:
+        padded_bytes = shape[1] * (shape[2] + 2 * pad) * (shape[3] + 2 * pad) * 8
+        monkeypatch.setattr(nn, "DEPTHWISE_SLICE", padded_bytes * images_per_slice)
+        x = rng.standard_normal(shape)
+        w = rng.standard_normal((shape[1], 1, k, k))
+        b = rng.standard_normal(shape[1])
+        attrs = {"strides": (stride,) * 2, "pads": (pad,) * 4, "group": shape[1]}
+        got = _planned_twice(x, w, b, **attrs)
+        np.testing.assert_allclose(got, CONV(x, w, b, **attrs), rtol=1e-12, atol=1e-12)
+
+
 def test_planned_conv_from_two_threads() -> None:
     """Two threads running planned kernels at once (each has its own work arrays; one
     kernel is shared, planned for another shape by the other thread)."""

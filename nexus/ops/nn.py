@@ -298,6 +298,7 @@ def planned_conv(strides: Any = None, pads: Any = None, dilations: Any = None, g
 # above SCRATCH_MAX bytes a call allocates its own.
 _SCRATCH = threading.local()
 SCRATCH_MAX = 1 << 28
+DEPTHWISE_SLICE = 1 << 20
 _SLOTS = 3
 
 
@@ -410,17 +411,22 @@ def _depthwise_last_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias
                          strides: Sequence[int], dil: Sequence[int]) -> Any:
     """:func:`_conv_depthwise_last` planned: the input padded and moved channels-last into
     a [N, *padded, C] work array, the windows a strided view of it, one ``einsum`` with the
-    taps into another, the bias added channels-last, then one copy to [N, C, *out].  The
+    taps into another, the bias added channels-last, then one copy into [N, C, *out].  The
     input is moved channels-last directly on small images and through a padded
     channels-first copy on large ones: a channel's stride of a power of two floats (32x32,
-    64x64) makes the direct transposing copy 4x slower (cache sets)."""
+    64x64) makes the direct transposing copy 4x slower (cache sets).  A large batch goes
+    through in slices of about DEPTHWISE_SLICE bytes of padded input, so that each slice's
+    arrays stay in the core's cache from one step to the next (EfficientNet's 96 channels
+    of 64x64 at batch 8: 8.6 ms whole, a batch of one 0.6 ms)."""
     n = len(out_sp)
     nb, c = shape[:2]
     ks = tuple(w.shape[2:])
-    last = (nb,) + padded[2:] + (c,)
     item = dtype.itemsize
-    steps = [item * math.prod(last[i + 1:]) for i in range(n + 2)]
-    win_shape = (nb,) + out_sp + ks + (c,)
+    per_image = math.prod(padded[1:]) * item
+    part = max(1, min(nb, DEPTHWISE_SLICE // per_image))
+    last = padded[2:] + (c,)  # a channels-last image
+    steps = [item * math.prod(last[i:]) for i in range(n + 2)]
+    win_shape = out_sp + ks + (c,)
     win_strides = (steps[0],) + tuple(steps[1 + i] * strides[i] for i in range(n)) + \
         tuple(steps[1 + i] * dil[i] for i in range(n)) + (item,)
     taps = np.ascontiguousarray(w.reshape(c, -1).T).reshape(*ks, c)
@@ -432,21 +438,26 @@ def _depthwise_last_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias
     moved = (0,) + tuple(range(2, n + 2)) + (1,)
     first_inner = (slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + shape[2 + i]) for i in range(n))
     last_inner = (slice(None),) + first_inner[2:] + (slice(None),)
-    first_borders = _borders(padded, range(2, n + 2), pads)
-    last_borders = _borders(last, range(1, n + 1), pads)
-    out_last = (nb,) + out_sp + (c,)
+    first_borders = _borders(padded, range(2, n + 2), pads)  # the batch dim is whole: any slice's
+    last_borders = _borders((nb,) + last, range(1, n + 1), pads)
 
     def depthwise(x: np.ndarray) -> np.ndarray:
-        if two_step:
-            xp = _padded(0, x, padded, first_inner, first_borders)
-            buf = _scratch(1, last, dtype)
-            np.copyto(buf, xp.transpose(moved))
-        else:
-            buf = _padded(1, x.transpose(moved), last, last_inner, last_borders)
-        out = np.einsum(spec, np.ndarray(win_shape, dtype, buf, 0, win_strides), taps, out=_scratch(2, out_last, dtype))
-        if bias is not None:
-            out += bias
-        return np.ascontiguousarray(out.transpose(to_first))
+        res = np.empty((nb, c) + out_sp, dtype)
+        for lo in range(0, nb, part):
+            xs = x[lo:lo + part]
+            m = xs.shape[0]
+            if two_step:
+                xp = _padded(0, xs, (m,) + padded[1:], first_inner, first_borders)
+                buf = _scratch(1, (m,) + last, dtype)
+                np.copyto(buf, xp.transpose(moved))
+            else:
+                buf = _padded(1, xs.transpose(moved), (m,) + last, last_inner, last_borders)
+            win = np.ndarray((m,) + win_shape, dtype, buf, 0, win_strides)
+            out = np.einsum(spec, win, taps, out=_scratch(2, (m,) + out_sp + (c,), dtype))
+            if bias is not None:
+                out += bias
+            np.copyto(res[lo:lo + part], out.transpose(to_first))
+        return res
     return depthwise
 
 
