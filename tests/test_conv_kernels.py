@@ -387,9 +387,9 @@ def test_planned_conv_does_not_write_its_inputs() -> None:
 
 
 def test_python_backend_plans_convolutions_with_constant_weights(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The python backend runs a Conv whose weights are constants through a planned kernel
-    (and one whose weights are an argument through the plain one), at two batch sizes of a
-    symbolic batch, against the loop oracle."""
+    """The python backend runs a Conv whose weights are constants (its bias an Identity of
+    one) through a planned kernel, and one whose weights are an argument through the plain
+    one, at two batch sizes of a symbolic batch, against the loop oracle."""
     rng = np.random.default_rng(7)
     g = Graph("planned", [TensorType("f64", ("n", 32, 6, 6)), TensorType("f64", (8, 32, 1, 1))], ["x", "wp"])
     blk = g.start_block
@@ -397,7 +397,8 @@ def test_python_backend_plans_convolutions_with_constant_weights(monkeypatch: py
     bd = rng.standard_normal(32)
     c1 = g.add("Constant", [], blk, {"value": wd})
     c2 = g.add("Constant", [], blk, {"value": bd})
-    h = g.add("Conv", [g.args[0], c1, c2], blk, {"group": 32, "pads": (1, 1, 1, 1), "strides": (2, 2)})
+    shared = g.add("Identity", [c2], blk)  # as ONNX files share an initializer
+    h = g.add("Conv", [g.args[0], c1, shared], blk, {"group": 32, "pads": (1, 1, 1, 1), "strides": (2, 2)})
     y = g.add("Conv", [h, g.args[1]], blk)
     g.end_block.append_input(g.add("Return", [y], blk))
     nx.verify(g)

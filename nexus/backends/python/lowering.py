@@ -142,10 +142,18 @@ def _stack_pop(node: Node, args: list[str]) -> str:
 PLANNED: dict[str, Callable[[Node], Callable[..., Any] | None]] = {}
 
 
+def _constant(node: Node) -> bool:
+    """Whether ``node`` is a constant, or an Identity of one (this backend runs an Identity
+    as its input: ONNX files share an initializer through them)."""
+    while node.op.name == "Identity":
+        node = node.input(0)
+    return known_value(node) is not None
+
+
 def _planned_conv(node: Node) -> Callable[..., Any] | None:
     """A Conv with constant weights (and bias) runs a kernel that plans its work once per
     input shape (``nexus.ops.nn.planned_conv``): the weights are the same on every call."""
-    if any(known_value(v) is None for v in node.inputs[1:]):
+    if not all(_constant(v) for v in node.inputs[1:]):
         return None
     return planned_conv(**kernel_attrs(node))  # type: ignore[no-any-return]
 
