@@ -17,6 +17,8 @@ import nexus as nx
 from nexus.ir.graph import Graph
 from nexus.ir.opdef import get_op
 from nexus.ir.types import TensorType
+from nexus.ops import nn
+from nexus.ops.nn import planned_conv
 from nexus.testing.extras import require
 
 CONV = get_op("Conv").kernel
@@ -216,6 +218,206 @@ def test_python_backend_runs_a_depthwise_block() -> None:
     want = naive_conv(naive_conv(x, wd, None, (2, 2), (1, 1, 1, 1), (1, 1), 3), wp, None, (1, 1), (0,) * 4,
                       (1, 1), 1)
     np.testing.assert_allclose(nx.compile(g, backend="python")(x), want, rtol=1e-12, atol=1e-12)
+
+
+
+# --- the planned kernel (nexus.ops.nn.planned_conv: what the python backend runs) ---------
+def _planned_twice(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, **attrs: Any) -> np.ndarray:
+    """The planned kernel's result on its second call (the first plans; the second runs
+    the kept plan), checked equal to the first."""
+    conv = planned_conv(**attrs)
+    first = conv(x, w, b)
+    second = conv(x, w, b)
+    np.testing.assert_array_equal(first, second)
+    assert second.flags.c_contiguous and second.dtype == x.dtype
+    return second  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("cin,cout,group", GROUPINGS)
+@pytest.mark.parametrize("k,stride,dil,pad", GEOMETRIES)
+def test_planned_conv_matches_pytorch(n: int, cin: int, cout: int, group: int, k: int, stride: int, dil: int,
+                                      pad: tuple[int, int]) -> None:
+    torch = require("torch", "torch")
+    rng = np.random.default_rng(n * 3 + cin + cout + group + k + stride + dil)
+    x, w, b = _case(cin, cout, group, k, n, rng, size={1: 11, 2: 8, 3: 6}[n], batch=3, dtype=np.float32)
+    geo = {"strides": (stride,) * n, "pads": _pads(pad, n), "dilations": (dil,) * n}
+    got = _planned_twice(x, w, b, group=group, **geo)
+    want = _torch_conv(torch, x, w, b, geo["strides"], geo["pads"], geo["dilations"], group)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cin,cout,group", GROUPINGS)
+@pytest.mark.parametrize("k,stride,dil,pad", GEOMETRIES[:4])
+@pytest.mark.parametrize("bias", [True, False])
+def test_planned_conv_float64_matches_the_loop(cin: int, cout: int, group: int, k: int, stride: int, dil: int,
+                                               pad: tuple[int, int], bias: bool) -> None:
+    rng = np.random.default_rng(cin + cout + group + k + stride + dil + bias)
+    x, w, b = _case(cin, cout, group, k, 2, rng, size=5)
+    pads = _pads(pad, 2)
+    got = _planned_twice(x, w, b if bias else None, strides=(stride,) * 2, pads=pads, dilations=(dil,) * 2,
+                         group=group)
+    want = naive_conv(x, w, b if bias else None, (stride,) * 2, pads, (dil,) * 2, group)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,w_shape,group,stride,pad", [
+    ((2, 32, 20, 20), (32, 1, 3, 3), 32, 1, 1),    # depthwise, 400 pixels: padded, then moved channels-last
+    ((2, 72, 32, 32), (72, 1, 3, 3), 72, 2, 1),    # MobileNet's, a power-of-two image
+    ((3, 576, 4, 4), (576, 1, 5, 5), 576, 1, 2),   # small image, many channels
+    ((2, 40, 16, 16), (40, 1, 3, 3), 40, 1, 0),    # no padding
+    ((2, 32, 26, 26), (32, 1, 3, 3), 32, 1, 1),    # 20 pixels a channel and more: shifted multiply-adds
+    ((1, 36, 30, 30), (36, 1, 5, 5), 36, 1, 0),    # the same, unpadded
+    ((2, 16, 9, 9), (32, 1, 3, 3), 16, 2, 1),      # channel multiplier 2
+    ((2, 64, 12, 12), (64, 2, 3, 3), 32, 1, 1),    # grouped
+    ((3, 16, 15, 15), (40, 16, 1, 1), 1, 2, 0),    # pointwise, strided
+    ((1, 3, 33, 33), (8, 3, 7, 7), 1, 2, 3),       # a stem
+])
+def test_planned_conv_model_sizes_match_pytorch(shape: tuple[int, ...], w_shape: tuple[int, ...], group: int,
+                                                stride: int, pad: int) -> None:
+    torch = require("torch", "torch")
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    got = _planned_twice(x, w, b, strides=(stride,) * 2, pads=(pad,) * 4, group=group)
+    want = _torch_conv(torch, x, w, b, (stride,) * 2, (pad,) * 4, (1, 1), group)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_planned_conv_plans_again_for_new_shapes_weights_and_layouts() -> None:
+    """One planned kernel called with another batch, image size, weights, bias, a
+    non-contiguous input, float16 and a mixed dtype: each answer is the plain kernel's."""
+    rng = np.random.default_rng(5)
+    for group, w_shape in [(1, (6, 4, 3, 3)), (4, (4, 1, 3, 3)), (2, (6, 2, 1, 1))]:
+        attrs = {"strides": (1, 2), "pads": (1, 0, 1, 1), "group": group}
+        conv = planned_conv(**attrs)
+        w = rng.standard_normal(w_shape)
+        b = rng.standard_normal(w_shape[0])
+        for x, wi, bi in [
+            (rng.standard_normal((1, 4, 7, 7)), w, b),
+            (rng.standard_normal((3, 4, 7, 7)), w, b),             # another batch
+            (rng.standard_normal((3, 4, 9, 5)), w, b),             # another image
+            (rng.standard_normal((3, 4, 9, 5)), w * 2, b),         # other weights
+            (rng.standard_normal((3, 4, 9, 5)), w * 2, None),      # no bias
+            (rng.standard_normal((3, 9, 5, 4)).transpose(0, 3, 1, 2), w, b),  # not contiguous
+            (rng.standard_normal((2, 4, 6, 6)).astype(np.float16), w.astype(np.float16), b.astype(np.float16)),
+            (rng.standard_normal((2, 4, 6, 6)).astype(np.float32), w.astype(np.float32), b.astype(np.float32)),
+        ]:
+            for _ in range(2):
+                got = conv(x, wi, bi)
+                want = CONV(x, wi, bi, **attrs)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_allclose(got, naive_conv(x, wi, bi, (1, 2), (1, 0, 1, 1), (1, 1), group),
+                                           rtol=1e-2 if x.dtype == np.float16 else 1e-5, atol=1e-2)
+
+
+def test_planned_conv_zeroes_the_borders_of_reused_work_arrays() -> None:
+    """The planned kernels pad into per-thread work arrays that other convolutions used
+    before: with every work array filled with NaN between the calls (and made too small
+    for the next), each result is still the plain kernel's."""
+    rng = np.random.default_rng(8)
+    cases = [((2, 4, 7, 7), (6, 4, 3, 3), 1), ((2, 4, 7, 7), (4, 1, 3, 3), 4), ((2, 40, 7, 7), (40, 1, 3, 3), 40),
+             ((2, 40, 17, 17), (40, 1, 3, 3), 40), ((2, 40, 9), (40, 1, 5), 40), ((1, 6, 5, 5, 5), (6, 3, 3, 3, 3), 2)]
+    for shape, w_shape, group in cases * 2:
+        n = len(shape) - 2
+        attrs = {"strides": (2,) * n, "pads": (1,) * n + (2,) * n, "group": group}
+        x = rng.standard_normal(shape)
+        w = rng.standard_normal(w_shape)
+        for slot in range(3):
+            nn._scratch(slot, (1 << 12,), np.dtype(np.float64)).fill(np.nan)
+        got = planned_conv(**attrs)(x, w, None)
+        np.testing.assert_allclose(got, CONV(x, w, None, **attrs), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("images_per_slice", [1, 2, 5])
+def test_planned_depthwise_goes_through_a_batch_in_slices(monkeypatch: pytest.MonkeyPatch,
+                                                           images_per_slice: int) -> None:
+    """Channels-last depthwise layers take a large batch in slices (cache-sized): with
+    slices of one, two (the last one short) and all five images, on a padded large image
+    (moved channels-last in two steps), a small one and an unpadded one, with a bias."""
+    rng = np.random.default_rng(10)
+    for shape, k, stride, pad in [((5, 32, 17, 17), 3, 2, 1), ((5, 48, 6, 6), 5, 1, 2), ((5, 40, 9, 9), 3, 2, 0)]:
+        padded_bytes = shape[1] * (shape[2] + 2 * pad) * (shape[3] + 2 * pad) * 8
+        monkeypatch.setattr(nn, "DEPTHWISE_SLICE", padded_bytes * images_per_slice)
+        x = rng.standard_normal(shape)
+        w = rng.standard_normal((shape[1], 1, k, k))
+        b = rng.standard_normal(shape[1])
+        attrs = {"strides": (stride,) * 2, "pads": (pad,) * 4, "group": shape[1]}
+        got = _planned_twice(x, w, b, **attrs)
+        np.testing.assert_allclose(got, CONV(x, w, b, **attrs), rtol=1e-12, atol=1e-12)
+
+
+def test_planned_conv_from_two_threads() -> None:
+    """Two threads running planned kernels at once (each has its own work arrays; one
+    kernel is shared, planned for another shape by the other thread)."""
+    import threading
+
+    rng = np.random.default_rng(9)
+    conv = planned_conv(pads=(1, 1, 1, 1), group=32)
+    w = rng.standard_normal((32, 1, 3, 3))
+    inputs = [rng.standard_normal((b, 32, 10, 10)) for b in (1, 2)]
+    wants = [CONV(x, w, None, pads=(1, 1, 1, 1), group=32) for x in inputs]
+    bad: list[int] = []
+
+    def work(i: int) -> None:
+        for _ in range(200):
+            if not np.allclose(conv(inputs[i], w), wants[i], rtol=1e-12, atol=1e-12):
+                bad.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
+def test_planned_conv_does_not_write_its_inputs() -> None:
+    rng = np.random.default_rng(6)
+    for group, w_shape, pads in [(1, (4, 4, 1, 1), (0,) * 4), (4, (4, 1, 3, 3), (1,) * 4),
+                                 (32, (32, 1, 3, 3), (0,) * 4), (2, (4, 2, 3, 3), (0,) * 4)]:
+        x = rng.standard_normal((2, w_shape[1] * group, 5, 5))
+        w = rng.standard_normal(w_shape)
+        b = rng.standard_normal(w_shape[0])
+        copies = [a.copy() for a in (x, w, b)]
+        _planned_twice(x, w, b, pads=pads, group=group)
+        for a, c in zip((x, w, b), copies):
+            np.testing.assert_array_equal(a, c)
+
+
+def test_python_backend_plans_convolutions_with_constant_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The python backend runs a Conv whose weights are constants (its bias an Identity of
+    one) through a planned kernel, and one whose weights are an argument through the plain
+    one, at two batch sizes of a symbolic batch, against the loop oracle."""
+    rng = np.random.default_rng(7)
+    g = Graph("planned", [TensorType("f64", ("n", 32, 6, 6)), TensorType("f64", (8, 32, 1, 1))], ["x", "wp"])
+    blk = g.start_block
+    wd = rng.standard_normal((32, 1, 3, 3))
+    bd = rng.standard_normal(32)
+    c1 = g.add("Constant", [], blk, {"value": wd})
+    c2 = g.add("Constant", [], blk, {"value": bd})
+    shared = g.add("Identity", [c2], blk)  # as ONNX files share an initializer
+    h = g.add("Conv", [g.args[0], c1, shared], blk, {"group": 32, "pads": (1, 1, 1, 1), "strides": (2, 2)})
+    y = g.add("Conv", [h, g.args[1]], blk)
+    g.end_block.append_input(g.add("Return", [y], blk))
+    nx.verify(g)
+    plans: list[tuple[int, ...]] = []
+    plan = nn._conv_plan
+
+    def counted(x: Any, *args: Any) -> Any:
+        plans.append(x.shape)
+        return plan(x, *args)
+
+    monkeypatch.setattr(nn, "_conv_plan", counted)
+    exe = nx.compile(g, backend="python")
+    wp = rng.standard_normal((8, 32, 1, 1))
+    for batch in (1, 1, 3, 3, 1):
+        x = rng.standard_normal((batch, 32, 6, 6))
+        want = naive_conv(naive_conv(x, wd, bd, (2, 2), (1, 1, 1, 1), (1, 1), 32), wp, None, (1, 1), (0,) * 4,
+                          (1, 1), 1)
+        np.testing.assert_allclose(exe(x, wp), want, rtol=1e-12, atol=1e-12)
+    assert [s[0] for s in plans] == [1, 3, 1]  # the depthwise conv, planned once per batch size
 
 
 CONVT = get_op("ConvTranspose").kernel

@@ -54,6 +54,7 @@ UNARY = {
     "Sign": (torch.sign, -3, 3),
     "Gelu": (F.gelu, -3, 3),
     "Softplus": (F.softplus, -30, 30),
+    "Sigmoid": (torch.sigmoid, -10, 10),  # exp(-x) overflows float16 beyond 11
     "LeakyRelu": (F.leaky_relu, -3, 3),
     "HardSigmoid": (lambda x: torch.clamp(0.2 * x + 0.5, 0, 1), -4, 4),  # ONNX's default alpha, beta
     "HardSwish": (F.hardswish, -5, 5),

@@ -140,6 +140,13 @@ for _name, _fn, _allowed, _diff, _doc in _BINARY:
 
 # --- unary math --------------------------------------------------------------------------
 def _sigmoid(x: Any) -> Any:
+    if type(x) is np.ndarray and x.ndim and x.dtype.kind == "f":
+        # the same operations into one new array (each fresh temporary of a large array is
+        # faulted in page by page: EfficientNet's SiLUs, 15% of their time)
+        e = np.negative(x)
+        np.exp(e, out=e)
+        e += 1
+        return np.divide(1, e, out=e)
     return 1 / (1 + np.exp(-x))
 
 

@@ -10,6 +10,7 @@ float-only and return the input dtype (f16 is computed in f32).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -191,7 +192,7 @@ def _conv(x: Any, w: Any, b: Any = None, strides: Any = None, pads: Any = None, 
 
 
 def _conv_depthwise(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[int, ...],
-                    strides: Sequence[int], dil: Sequence[int]) -> np.ndarray:
+                    strides: Sequence[int], dil: Sequence[int], planned: bool = False) -> np.ndarray:
     """Depthwise Conv (group == C, one input channel per group, M = C * mult): for each
     kernel position, the shifted input view times that tap of every channel's filter.
 
@@ -201,17 +202,18 @@ def _conv_depthwise(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[in
     valid corner cut out at the end.  With many channels (and one filter per channel) the
     channels go last instead and one einsum contracts the windows with the taps
     (:func:`_conv_depthwise_last`): 3-10x faster on MobileNet's 72- to 576-channel layers,
-    slower on its 16-channel one."""
+    slower on its 16-channel one.  ``planned``: called by a planned kernel, which chose
+    this path (never channels-last); the temporaries are this thread's work arrays."""
     nb, c = xp.shape[:2]
     n = len(out_sp)
     mult = wa.shape[0] // c
     ks = wa.shape[2:]
-    if mult == 1 and c >= 32:
+    if mult == 1 and c >= 32 and not planned:
         return _conv_depthwise_last(xp, wa, dtype, out_sp, strides, dil)
     taps = wa.reshape(c, mult, math.prod(ks), 1)
     if any(s != 1 for s in strides):
         out = np.empty((nb, c, mult, *out_sp), dtype)
-        tmp = np.empty_like(out)
+        tmp = _scratch(1, out.shape, dtype) if planned else np.empty_like(out)
         per_dim = taps.reshape(taps.shape[:3] + (1,) * n)
         for i, kpos in enumerate(np.ndindex(*ks)):
             view = _tap(xp, kpos, out_sp, strides, dil)[:, :, None]  # [N, C, 1, *out]
@@ -223,16 +225,17 @@ def _conv_depthwise(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[in
     place = [math.prod(sp[i + 1:]) for i in range(n)]  # the flat step of each spatial dim
     length = sum((o - 1) * p for o, p in zip(out_sp, place)) + 1  # up to the last valid output
     flat = xp.reshape(nb, c, 1, math.prod(sp))
-    grid = np.empty((nb, c, mult, math.prod(sp)), dtype)
+    grid = (_scratch(1, (nb, c, mult, math.prod(sp)), dtype) if planned else
+            np.empty((nb, c, mult, math.prod(sp)), dtype))
     acc = grid[..., :length]
-    tmp = np.empty_like(acc)
+    tmp = _scratch(2, acc.shape, dtype) if planned else np.empty_like(acc)
     for i, kpos in enumerate(np.ndindex(*ks)):
         off = sum(k * d * p for k, d, p in zip(kpos, dil, place))
         np.multiply(flat[..., off:off + length], taps[:, :, i], out=acc if i == 0 else tmp)
         if i:
             acc += tmp
     valid = grid.reshape(nb, c * mult, *sp)[(slice(None), slice(None)) + tuple(slice(0, o) for o in out_sp)]
-    return np.ascontiguousarray(valid)
+    return valid.copy() if planned else np.ascontiguousarray(valid)
 
 
 def _conv_depthwise_last(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tuple[int, ...],
@@ -261,6 +264,202 @@ def _conv_depthwise_last(xp: np.ndarray, wa: np.ndarray, dtype: Any, out_sp: tup
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # einsum subscripts: output dims, then kernel dims
+
+
+def planned_conv(strides: Any = None, pads: Any = None, dilations: Any = None, group: int = 1) -> Any:
+    """The Conv kernel of one node (the attributes given), planned once per input shape
+    and weights: ``f(x, w, b=None)`` gives :func:`_conv`'s result.  A backend that runs a
+    node many times with the same constant weights uses it instead of ``_conv``: what
+    ``_conv`` works out on every call (the geometry, the padded and window shapes and
+    strides, the weights as GEMM rows or depthwise taps, the bias's broadcast shape) is
+    worked out on the first call for an input shape and kept; MobileNet's 52 convolutions
+    spent ~40 us of Python each on it at batch 1.  Another input shape or other weights
+    plan again (the latest plan is kept); what the plans do not cover (float16, mixed
+    dtypes, empty arrays) goes to ``_conv``."""
+    cell: list[tuple[Any, ...]] = [()]
+
+    def conv(x: Any, w: Any, b: Any = None) -> np.ndarray:
+        last = cell[0]  # one read: another thread may replace the plan meanwhile
+        if last and type(x) is np.ndarray and x.shape == last[0] and x.dtype is last[1] and w is last[2] \
+                and b is last[3]:
+            return last[4](x)  # type: ignore[no-any-return]
+        run = _conv_plan(x, w, b, strides, pads, dilations, group)
+        if run is None:
+            return _conv(x, w, b, strides, pads, dilations, group)
+        cell[0] = (x.shape, x.dtype, w, b, run)
+        return run(x)
+
+    return conv
+
+
+# Work arrays of the planned kernels, per thread: a kernel's padded input and im2col matrix
+# live only during its call, and fresh arrays of megabytes cost more than the work on them
+# (each new page is faulted in and zeroed by the OS: MobileNet's stem at batch 8, 5.4 ms with
+# fresh arrays, 1.4 ms reusing them).  Each thread keeps the largest it has needed, per slot;
+# above SCRATCH_MAX bytes a call allocates its own.
+_SCRATCH = threading.local()
+SCRATCH_MAX = 1 << 28
+DEPTHWISE_SLICE = 1 << 20
+_SLOTS = 3
+
+
+def _scratch(slot: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    """An uninitialised C-ordered array of this thread's work slot ``slot``."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > SCRATCH_MAX:
+        return np.empty(shape, dtype)
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = [np.empty(0, np.uint8)] * _SLOTS
+    buf = bufs[slot]
+    if buf.nbytes < nbytes:
+        buf = bufs[slot] = np.empty(nbytes, np.uint8)
+    return np.ndarray(shape, dtype, buf)
+
+
+def _borders(shape: tuple[int, ...], axes: Sequence[int], pads: Sequence[int]) -> list[tuple[slice, ...]]:
+    """The index of each border slab of a padded array (``pads``: the begins, then the ends,
+    of ``axes``), which a reused work array must have zeroed again."""
+    n = len(axes)
+    out = []
+    for i, a in enumerate(axes):
+        for lo, hi in ((0, pads[i]), (shape[a] - pads[i + n], shape[a])):
+            if hi > lo:
+                out.append(tuple(slice(lo, hi) if d == a else slice(None) for d in range(len(shape))))
+    return out
+
+
+def _padded(slot: int, x: np.ndarray, shape: tuple[int, ...], inner: tuple[slice, ...],
+            borders: list[tuple[slice, ...]]) -> np.ndarray:
+    """``x`` (or its transposed view) written into a work array of ``shape`` at ``inner``,
+    the ``borders`` around it zeroed."""
+    buf = _scratch(slot, shape, x.dtype)
+    for idx in borders:
+        buf[idx] = 0
+    buf[inner] = x
+    return buf
+
+
+def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, group: int) -> Any:
+    """A function of x alone that computes Conv for ``x``'s shape and dtype with these
+    weights, or None where :func:`_conv` should (see :func:`planned_conv`)."""
+    if not (type(x) is np.ndarray and type(w) is np.ndarray and x.dtype == w.dtype and x.dtype in _BLAS_FLOATS
+            and x.ndim == w.ndim > 2 and 0 not in x.shape and 0 not in w.shape):
+        return None
+    if b is not None and not (type(b) is np.ndarray and b.shape == w.shape[:1]):
+        return None
+    n = x.ndim - 2
+    strides, pads, dil = _geometry("Conv", {"strides": strides, "pads": pads, "dilations": dilations}, n)
+    nb, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    ks = tuple(w.shape[2:])
+    if c != cg * group or m % group:
+        return None  # _conv raises what it raises
+    dtype = x.dtype
+    padded = x.shape[:2] + tuple(x.shape[2 + i] + pads[i] + pads[i + n] for i in range(n))
+    out_sp = tuple((padded[2 + i] - dil[i] * (ks[i] - 1) - 1) // strides[i] + 1 for i in range(n))
+    if min(out_sp) < 1:
+        return None
+    inner = (slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(n))
+    borders = _borders(padded, range(2, n + 2), pads)
+    bias = None if b is None else np.ascontiguousarray(b.astype(dtype, copy=False))
+    if cg == 1 and group == c and m == c and c >= 32 and not (
+            all(st == 1 for st in strides) and math.prod(x.shape[2:]) >= 20 * c):
+        # channels-last, but for unit strides on images of 20 pixels a channel or more, where
+        # the shifted multiply-adds on whole flattened images win (EfficientNet's 32 channels
+        # of 64x64 at batch 8: 9.1 ms channels-last, 2.5 ms; MobileNet's 88 of 16x16: 0.84,
+        # 1.2 ms; break-even near 48 channels of 32x32)
+        return _depthwise_last_plan(x.shape, dtype, w, bias, padded, pads, out_sp, strides, dil)
+    pad = any(pads)
+    bias_nc = None if bias is None else bias.reshape((1, m) + (1,) * n)
+    if cg == 1 and group == c:
+        def depthwise(x: np.ndarray) -> np.ndarray:
+            xp = _padded(0, x, padded, inner, borders) if pad else x
+            out = _conv_depthwise(xp, w, dtype, out_sp, strides, dil, planned=True)
+            if bias_nc is not None:
+                out += bias_nc
+            return out
+        return depthwise
+    # GEMM: [G, M/G, C/G * K] @ [N, G, C/G * K, P], the windows' [N, C, *k, *out] view (C
+    # major, then the kernel position, as w's rows flatten) copied into the im2col matrix.
+    kk, p = math.prod(ks), math.prod(out_sp)
+    rows = np.ascontiguousarray(w).reshape(group, m // group, cg * kk)
+    item = dtype.itemsize
+    steps = [item * math.prod(padded[i + 1:]) for i in range(n + 2)]  # a C-ordered padded array's strides
+    direct = all(k == 1 for k in ks) and not pad and all(s == 1 for s in strides)
+    win_shape = (nb, c) + ks + out_sp
+    win_strides = (steps[0], steps[1]) + tuple(steps[2 + i] * dil[i] for i in range(n)) + \
+        tuple(steps[2 + i] * strides[i] for i in range(n))
+    cols_shape = (nb, group, cg * kk, p)
+    out_shape = (nb, m) + out_sp
+
+    def gemm(x: np.ndarray) -> np.ndarray:
+        if direct:  # 1x1, unit strides: the input is its own im2col
+            cols = x.reshape(cols_shape)
+        else:
+            xp = _padded(0, x, padded, inner, borders) if pad or not x.flags.c_contiguous else x
+            cols = _scratch(1, cols_shape, dtype)
+            np.copyto(cols.reshape(win_shape), np.ndarray(win_shape, dtype, xp, 0, win_strides))
+        out = np.matmul(rows, cols).reshape(out_shape)
+        if bias_nc is not None:
+            out += bias_nc
+        return out
+    return gemm
+
+
+def _depthwise_last_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias: np.ndarray | None,
+                         padded: tuple[int, ...], pads: Sequence[int], out_sp: tuple[int, ...],
+                         strides: Sequence[int], dil: Sequence[int]) -> Any:
+    """:func:`_conv_depthwise_last` planned: the input padded and moved channels-last into
+    a [N, *padded, C] work array, the windows a strided view of it, one ``einsum`` with the
+    taps into another, the bias added channels-last, then one copy into [N, C, *out].  The
+    input is moved channels-last directly on small images and through a padded
+    channels-first copy on large ones: a channel's stride of a power of two floats (32x32,
+    64x64) makes the direct transposing copy 4x slower (cache sets).  A large batch goes
+    through in slices of about DEPTHWISE_SLICE bytes of padded input, so that each slice's
+    arrays stay in the core's cache from one step to the next (EfficientNet's 96 channels
+    of 64x64 at batch 8: 8.6 ms whole, a batch of one 0.6 ms)."""
+    n = len(out_sp)
+    nb, c = shape[:2]
+    ks = tuple(w.shape[2:])
+    item = dtype.itemsize
+    per_image = math.prod(padded[1:]) * item
+    part = max(1, min(nb, DEPTHWISE_SLICE // per_image))
+    last = padded[2:] + (c,)  # a channels-last image
+    steps = [item * math.prod(last[i:]) for i in range(n + 2)]
+    win_shape = out_sp + ks + (c,)
+    win_strides = (steps[0],) + tuple(steps[1 + i] * strides[i] for i in range(n)) + \
+        tuple(steps[1 + i] * dil[i] for i in range(n)) + (item,)
+    taps = np.ascontiguousarray(w.reshape(c, -1).T).reshape(*ks, c)
+    o, k = _LETTERS[:n], _LETTERS[n:2 * n]
+    spec = f"N{o}{k}C,{k}C->N{o}C"
+    to_first = (0, n + 1) + tuple(range(1, n + 1))
+    pad = padded != shape
+    two_step = pad and math.prod(shape[2:]) >= 256
+    moved = (0,) + tuple(range(2, n + 2)) + (1,)
+    first_inner = (slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + shape[2 + i]) for i in range(n))
+    last_inner = (slice(None),) + first_inner[2:] + (slice(None),)
+    first_borders = _borders(padded, range(2, n + 2), pads)  # the batch dim is whole: any slice's
+    last_borders = _borders((nb,) + last, range(1, n + 1), pads)
+
+    def depthwise(x: np.ndarray) -> np.ndarray:
+        res = np.empty((nb, c) + out_sp, dtype)
+        for lo in range(0, nb, part):
+            xs = x[lo:lo + part]
+            m = xs.shape[0]
+            if two_step:
+                xp = _padded(0, xs, (m,) + padded[1:], first_inner, first_borders)
+                buf = _scratch(1, (m,) + last, dtype)
+                np.copyto(buf, xp.transpose(moved))
+            else:
+                buf = _padded(1, xs.transpose(moved), (m,) + last, last_inner, last_borders)
+            win = np.ndarray((m,) + win_shape, dtype, buf, 0, win_strides)
+            out = np.einsum(spec, win, taps, out=_scratch(2, (m,) + out_sp + (c,), dtype))
+            if bias is not None:
+                out += bias
+            np.copyto(res[lo:lo + part], out.transpose(to_first))
+        return res
+    return depthwise
 
 
 define("Conv", FAMILY, ("x", "w", "b"), _conv_rule, _conv, attrs=_CONV_ATTRS, variadic=True, differentiable=True,

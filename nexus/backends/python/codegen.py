@@ -43,7 +43,7 @@ import numpy as np
 from nexus.backends.base import MissingLoweringError, lowering_table
 from nexus.backends.python.cost import is_heavy
 from nexus.backends.python.devices import constant_on, kernel_for
-from nexus.backends.python.lowering import BACKEND
+from nexus.backends.python.lowering import BACKEND, PLANNED
 from nexus.backends.python.plan import BlockPlan, Edge, Plan, value_inputs
 from nexus.backends.python.pool import blas_threads
 from nexus.ir.kernels import kernel_attrs
@@ -137,6 +137,8 @@ class _Gen:
             self.ns[key] = placed  # a node placed on a torch device, or a Memcpy
         elif n.op.kernel is None:
             raise MissingLoweringError(BACKEND, n)
+        elif (planned := PLANNED.get(n.op.name)) is not None and (fn := planned(n)) is not None:
+            self.ns[key] = fn  # a kernel planned for this node (its weights are constants)
         else:
             attrs = kernel_attrs(n)
             self.ns[key] = functools.partial(n.op.kernel, **attrs) if attrs else n.op.kernel

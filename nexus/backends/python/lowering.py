@@ -13,15 +13,18 @@ where the operator means something else on integers (``/``), only on floats
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from nexus.backends.base import register_lowering
 from nexus.ir.graph import known_value
+from nexus.ir.kernels import kernel_attrs
 from nexus.ir.node import Node
 from nexus.ir.opdef import all_ops
 from nexus.ir.types import TensorType, numpy_dtype
+from nexus.ops.nn import planned_conv
 
 BACKEND = "python"
 
@@ -132,3 +135,27 @@ def _stack_push(node: Node, args: list[str]) -> str:
 @register_lowering(BACKEND, "StackPop")
 def _stack_pop(node: Node, args: list[str]) -> str:
     return f"({args[0]}[1], {args[0]}[0])"  # IndexError on an empty stack, as the kernel
+
+
+# Kernels planned per node: op -> the callable that runs a node in place of its kernel
+# with its attributes (None: the kernel), made once when the code is generated.
+PLANNED: dict[str, Callable[[Node], Callable[..., Any] | None]] = {}
+
+
+def _constant(node: Node) -> bool:
+    """Whether ``node`` is a constant, or an Identity of one (this backend runs an Identity
+    as its input: ONNX files share an initializer through them)."""
+    while node.op.name == "Identity":
+        node = node.input(0)
+    return known_value(node) is not None
+
+
+def _planned_conv(node: Node) -> Callable[..., Any] | None:
+    """A Conv with constant weights (and bias) runs a kernel that plans its work once per
+    input shape (``nexus.ops.nn.planned_conv``): the weights are the same on every call."""
+    if not all(_constant(v) for v in node.inputs[1:]):
+        return None
+    return planned_conv(**kernel_attrs(node))  # type: ignore[no-any-return]
+
+
+PLANNED["Conv"] = _planned_conv
