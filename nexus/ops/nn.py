@@ -298,7 +298,7 @@ def planned_conv(strides: Any = None, pads: Any = None, dilations: Any = None, g
 # fresh arrays, 1.4 ms reusing them).  Each thread keeps the largest it has needed, per slot;
 # above SCRATCH_MAX bytes a call allocates its own.
 _SCRATCH = threading.local()
-SCRATCH_MAX = 1 << 28
+SCRATCH_MAX = 1 << 26  # 64 MiB: ResNet-18's biggest im2col at batch 8 is 59 MB
 DEPTHWISE_SLICE = 1 << 20
 _SLOTS = 3
 
