@@ -227,9 +227,10 @@ class Specializable(Protocol):
         """The graph for ``args``' signature and the conversion of its results."""
         ...
 
-    def run_error(self, e: RuntimeError) -> Exception:
+    def run_error(self, e: RuntimeError) -> Exception | None:
         """The error the function's own language raises where a run failed with ``e``
-        (a script's UnboundLocalError), or ``e``."""
+        (a script's UnboundLocalError), or ``e``; None where that language returns None
+        instead (a script's path that falls off its end)."""
         ...
 
 
@@ -256,6 +257,8 @@ class Specialized(Executable):
             raise e.called(g.name) from None
         except RuntimeError as e:  # as the function's language says it (Python: UnboundLocalError...)
             err = self.fn.run_error(e)
+            if err is None:  # the function returns None here (Python's implicit return)
+                return None
             if err is e:
                 raise
             raise err from e

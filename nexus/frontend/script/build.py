@@ -196,10 +196,10 @@ def assign_item(low: Lowering, target: ast.Subscript, value: Val) -> None:
                          "build a tensor, e.g. with np.zeros(n), and assign into it")
     x = low.as_node(base)
     kinds, idx = subscripts.store_index(low, x, target)
-    if isinstance(value, TupleVal):
-        raise low.error(target, "a tuple cannot be stored into a tensor", "stack it first")
     t = x.type
     assert isinstance(t, TensorType)
+    if isinstance(value, TupleVal):  # `x[i] = [a, b, c]`: NumPy stores np.array([a, b, c])
+        value = expr.stack(low, value)
     v = low.as_node(value, t.dtype)
     if isinstance(v.type, TensorType) and v.type.dtype != t.dtype:
         v = low.cast(v, t.dtype)  # NumPy casts the value to the array's dtype

@@ -391,7 +391,9 @@ def inline(low: Lowering, fn: types.FunctionType, node: ast.Call) -> Val:
     low.inline_stack.append(code)
     try:
         low.body(parsed.fdef.body)  # type: ignore[attr-defined]
-        if low.block is not None:
+        if low.block is not None and scope.ret_arity:  # Python returns None here
+            low.fall_off_end(parsed, [tuple(v.type for v in values) for _, values in scope.returns])
+        elif low.block is not None:
             control.add_return(low, parsed.fdef, [])  # type: ignore[attr-defined]
     finally:
         low.inline_stack.pop()

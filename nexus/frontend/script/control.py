@@ -213,8 +213,10 @@ def stmt_For(low: Lowering, node: ast.For) -> None:
             (vals[0], vals[1], vals[2] if len(vals) == 3 else Static(1))
     else:
         v = low.expr(it)
+        if isinstance(v, TupleVal):  # `for s in [a, b]`, a closure's tuple: their stacked values
+            v = iterables.literal_items(low, v, it)
         if not isinstance(v, Node):
-            raise low.error(it, "`for` loops run over range(...) or over a tensor's first axis",
+            raise low.error(it, "`for` loops run over range(...), a list or tuple, or a tensor's first axis",
                              "for other iterables write `for i in range(len(x))` and index")
         t = v.type
         if not isinstance(t, TensorType) or not t.shape:

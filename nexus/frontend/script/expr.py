@@ -149,6 +149,19 @@ def unify(low: Lowering, vals: list[Val], arith: bool) -> list[Node]:
     return [low.as_node(v, dt) for v in vals]
 
 
+def stack(low: Lowering, v: TupleVal, dtype: str | None = None) -> Node:
+    """A list or tuple of numbers and tensors (nested: rows) as one array, as
+    ``np.array`` makes it: NumPy's common dtype (or ``dtype``), the items on a new first
+    axis."""
+    items = [stack(low, i) if isinstance(i, TupleVal) else i for i in v.items]
+    if not items:
+        raise low.error(None, "an empty list has no dtype or shape here", "use np.zeros(0)")
+    nodes = unify(low, items, arith=False)
+    if dtype is not None:
+        nodes = [low.cast(n, dtype) for n in nodes]
+    return low.emit("Concat", [low.emit("Unsqueeze", [n], {"axes": (0,)}) for n in nodes], {"axis": 0})
+
+
 def expr_BinOp(low: Lowering, node: ast.BinOp) -> Val:
     return binop(low, node.op, low.expr(node.left), low.expr(node.right), node)
 

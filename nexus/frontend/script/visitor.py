@@ -44,7 +44,7 @@ from nexus.ir.types import TensorType, Type, dtype_of, numpy_dtype
 CalleeBuilder = Callable[[Any, Sequence[Type], ast.AST], Graph]
 
 # The message prefix of the Assert that a read of a maybe-undefined variable makes: a
-# script call raises UnboundLocalError for it (and RuntimeError for NO_RETURN's).
+# script call raises UnboundLocalError for it (and returns None for its own NO_RETURN's).
 UNBOUND = "UnboundLocalError: "
 NO_RETURN = "NoReturn: "
 UNDEF_HINT = "$undef"  # hints[(UNDEF_HINT, var)]: the type of a variable to flag
@@ -240,6 +240,10 @@ class Lowering:
                                "modules and functions from outside",
                          f"pass `{name}` as an argument or make it a NumPy array")
 
+    def fall_off_end(self, parsed: ParsedFunction, returns: list[tuple[Type, ...]]) -> None:
+        """See :func:`fall_off_end` (for the inliner, which this module imports)."""
+        fall_off_end(self, parsed, returns)
+
     # --- expressions ---------------------------------------------------------------------
     def expr(self, node: ast.expr) -> Val:
         prev = self.at(node)
@@ -334,7 +338,7 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
     if low.block is not None:
         prev = low.at(fdef.body[-1])
         if scope.ret_arity:
-            fall_off_end(low, fdef)
+            fall_off_end(low, parsed, low.return_types)
         else:
             control.add_return(low, fdef, [])
         low.restore(prev)
@@ -367,19 +371,29 @@ def flag_variable(low: Lowering, var: str, t: Type) -> None:
 
 def stand_in(low: Lowering, t: Type) -> Node | None:
     """A value of type ``t`` made at entry, for a path where the variable has none (its
-    reads there raise first, so any value of the type will do): zeros for a static
-    shape, else an argument of that shape (cast), else None."""
-    if not isinstance(t, TensorType) or t.shape is None:
+    reads there raise first, so any value of the type will do): an argument of that type,
+    else zeros (cast from an argument of that shape), else None (not a tensor).
+
+    A dim that is a symbol no argument has (a size computed on the assigning path) has no
+    value at entry: the zeros have size 1 there and keep the symbol in their type, which
+    only the paths that assigned the variable ever read (size 1 broadcasts, so an op that a
+    pass moves above the read's check cannot fail on it either)."""
+    if not isinstance(t, TensorType):
         return None
-    if all(isinstance(d, int) for d in t.shape):
-        return low.const(np.zeros(tuple(d for d in t.shape if isinstance(d, int)), numpy_dtype(t.dtype)), t.dtype)
     for arg in low.g.args:
         at = arg.type
-        if isinstance(at, TensorType) and at.shape == t.shape:
+        if isinstance(at, TensorType) and at.shape == t.shape and t.shape is not None \
+                and not all(isinstance(d, int) for d in t.shape):
             if at.dtype == t.dtype:
                 return arg
             return low.emit("Cast", [arg], {"to": t.dtype}, block=low.g.start_block)
-    return None
+    if t.shape is None:
+        return low.g.add("Constant", [], low.g.start_block, {"value": np.zeros((), numpy_dtype(t.dtype))},
+                         type=t, loc=low._loc)
+    zeros = np.zeros(tuple(d if isinstance(d, int) else 1 for d in t.shape), numpy_dtype(t.dtype))
+    if all(isinstance(d, int) for d in t.shape):
+        return low.const(zeros, t.dtype)
+    return low.g.add("Constant", [], low.g.start_block, {"value": zeros}, type=t, loc=low._loc)
 
 
 def _reaches_placeholder(ssa: ScriptSSA, node: Node) -> bool:
@@ -424,6 +438,12 @@ def _next_guess(low: Lowering) -> None:
     current = hints.get((UNDEF_HINT, var))
     i = options.index(current) if current in options else len(options)
     if i + 1 < len(options):
+        # The hints found while building with the failed guess (a list's item type, a loop
+        # Phi's) may come from it: forget them (those found before it stay; dicts keep order).
+        keys = list(hints)
+        if (UNDEF_HINT, var) in hints:
+            for k in keys[keys.index((UNDEF_HINT, var)) + 1:]:
+                del hints[k]
         hints[(UNDEF_GUESS, var)] = options[i + 1]
         raise LoopTypeRetry((UNDEF_HINT, var), options[i + 1])
 
@@ -443,13 +463,14 @@ def _undef_type(low: Lowering, var: str, users: list[Node]) -> Type | None:
     return t if t is not None and stand_in(low, t) is not None else None
 
 
-def fall_off_end(low: Lowering, fdef: ast.FunctionDef) -> None:
-    """The end of a function whose other paths return values: Python returns None there.
-    The script raises at run time on that path; its Return gives zeros of the types the
-    other returns give (which never reach the caller)."""
-    first = low.return_types[0] if low.return_types else ()
-    types = [generalize_all([r[i] for r in low.return_types]) for i in range(len(first))]
-    line = low.scope.parsed.src.file_line(fdef.body[-1])
+def fall_off_end(low: Lowering, parsed: ParsedFunction, returns: list[tuple[Type, ...]]) -> None:
+    """The end of a function (the script, or an inlined helper) whose other paths return
+    values (of ``returns``' types): Python returns None there.  The script's call returns
+    None on that path (a helper's caller fails: it needs a value); its Return gives
+    stand-ins of the other returns' types (which never reach the caller)."""
+    fdef = parsed.fdef
+    first = returns[0] if returns else ()
+    types = [generalize_all([r[i] for r in returns]) for i in range(len(first))]
     values: list[Val] = []
     for t in types:
         stand = stand_in(low, t) if t is not None else None
@@ -458,10 +479,16 @@ def fall_off_end(low: Lowering, fdef: ast.FunctionDef) -> None:
                                            f"return None), and its other returns give {t}, which has no value to "
                                            "stand in for it", "add a return at the end, or make every path return")
         values.append(stand)
-    low.emit("Assert", [low.const(False, "bool")],
-             {"message": f"{NO_RETURN}{fdef.name} reached its end without a return at line {line}: Python returns "
-                         "None here"})
+    low.emit("Assert", [low.const(False, "bool")], {"message": no_return_message(parsed)})
     control.add_return(low, fdef, values)
+
+
+def no_return_message(parsed: ParsedFunction) -> str:
+    """The message of the Assert where ``parsed`` falls off its end: its call returns None
+    there (a script calling it fails: Python would go on with None)."""
+    fdef = parsed.fdef
+    line = parsed.src.file_line(fdef.body[-1])
+    return f"{NO_RETURN}{fdef.name} reached its end without a return at line {line}, where Python returns None"
 
 
 def _undef_error(low: Lowering, var: str, user: Node, desc: str) -> ScriptError:
