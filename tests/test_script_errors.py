@@ -43,8 +43,10 @@ CASES: list[tuple[str, str, int, tuple | None]] = [
     # errors found when the graph is built (first call)
     ("def f(x):\n    a = b = []\n    return x\n", "a list can be stored in one variable", 2, (1,)),
     ("def f(x):\n    print(x)\n    return x\n", "print() is not supported", 2, (1,)),
-    ("def f(x):\n    if x is None:\n        return 0\n    return x\n", "the `is` comparison", 2, (1,)),
-    ("def f(x):\n    if x in (1, 2):\n        return 0\n    return x\n", "the `in` comparison", 2, (1,)),
+    ("def f(x, y):\n    if x is y:\n        return 0\n    return x\n",
+     "the `is` comparison is only supported against None", 2, (1, 2)),
+    ("def f(x):\n    if x in (1, 2):\n        return 0\n    return 1\n",
+     "`in` is supported for a number on the left", 2, (np.ones(3),)),
     ("def f(n):\n    s = 0\n    for i in range(n):\n        s = s + 0.5\n    return s\n",
      "variable `s` has different types on different paths", 4, (3,)),
     ("def f(x):\n    if x > 0:\n        y = 1\n    else:\n        y = 1.5\n    return y\n",

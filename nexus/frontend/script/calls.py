@@ -386,6 +386,7 @@ def inline(low: Lowering, fn: types.FunctionType, node: ast.Call) -> Val:
             raise low.error(node, f"argument `{p}` of `{fn.__name__}` is a tuple", "pass its items separately")
         else:
             low.ssa.set_value(scope.prefix + p, low.cur, low.as_node(v))
+    low.unbind_locals(scope.prefix)
     outer = low.scope
     low.scope = scope
     low.inline_stack.append(code)

@@ -12,6 +12,8 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from nexus.frontend.script import expr
 from nexus.frontend.script.annotations import is_int
 from nexus.frontend.script.values import Static, TupleVal, Val
@@ -193,6 +195,8 @@ def check_step(low: Lowering, step: Val, node: ast.AST) -> None:
 
 def range_arg(low: Lowering, v: Val, node: ast.AST) -> Val:
     if isinstance(v, Static):
+        if isinstance(v.value, np.integer):  # np.uint32(7): Python's range takes its __index__
+            return Static(int(v.value))
         if isinstance(v.value, bool) or not isinstance(v.value, int):
             raise low.error(node, f"range() needs ints, got {type(v.value).__name__}", "convert with int(...)")
         return v

@@ -72,6 +72,7 @@ class Lowering:
         self.return_types: list[tuple[Type, ...]] = []
         self.reads: list[tuple[str, Node]] = []  # (variable, Phi) read, unflagged
         self.sources: dict[str, SourceText] = {scope.parsed.src.file: scope.parsed.src}
+        self.stand_ins: dict[str, Node] = {}  # flagged variable -> its stand-in (made at entry)
 
     # --- errors and locations ------------------------------------------------------------
     def error(self, node: ast.AST | None, msg: str, hint: str = "") -> ScriptError:
@@ -240,6 +241,14 @@ class Lowering:
                                "modules and functions from outside",
                          f"pass `{name}` as an argument or make it a NumPy array")
 
+    def unbind_locals(self, prefix: str) -> None:
+        """An inlined helper's call starts here: its flagged locals (names under ``prefix``)
+        are unassigned again, whatever an earlier call (an earlier loop iteration) left."""
+        for var, flag in self.ssa.flags.items():
+            if var.startswith(prefix):
+                self.ssa.set_value(var, self.cur, self.stand_ins[var])
+                self.ssa.set_value(flag, self.cur, self.const(False, "bool"))
+
     def fall_off_end(self, parsed: ParsedFunction, returns: list[tuple[Type, ...]]) -> None:
         """See :func:`fall_off_end` (for the inliner, which this module imports)."""
         fall_off_end(self, parsed, returns)
@@ -365,6 +374,7 @@ def flag_variable(low: Lowering, var: str, t: Type) -> None:
     assert stand is not None
     flag = f"$defined.{var}"
     low.ssa.flags[var] = flag
+    low.stand_ins[var] = stand
     low.ssa.set_value(var, low.g.start_block, stand)
     low.ssa.set_value(flag, low.g.start_block, low.const(False, "bool"))
 
@@ -412,8 +422,9 @@ def _reaches_placeholder(ssa: ScriptSSA, node: Node) -> bool:
 
 
 def _eligible(low: Lowering, var: str) -> bool:
-    """Whether ``var`` may be flagged: the script's own, not flagged yet."""
-    return not (var.startswith("$") or "." in var or var in low.ssa.flags)
+    """Whether ``var`` may be flagged: a variable of the source (the script's or an inlined
+    helper's, not the frontend's own ``$`` ones), not flagged yet."""
+    return not ("$" in var or var in low.ssa.flags)
 
 
 def _guesses(low: Lowering) -> list[Type]:
