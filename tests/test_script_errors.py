@@ -68,7 +68,9 @@ CASES: list[tuple[str, str, int, tuple | None]] = [
     ("def f(x):\n    return x[0, 1]\n", "too many indices (2) for a tensor of rank 1", 2, (np.ones(3),)),
     ("def f(x):\n    a, b = x, x, x\n    return a\n", "cannot unpack 3 values into 2 names", 2, (1,)),
     ("def f(x):\n    for i in range(1.5):\n        x = x + i\n    return x\n", "range() needs ints", 2, (1,)),
-    ("def f(x):\n    t = (x, x)\n    return x\n", "a tuple cannot be stored in a variable", 2, (1,)),
+    ("def f(x):\n    t = (x, x)\n    if x > 0:\n        t = x\n    return x\n", "`t` holds a tuple elsewhere", 4, (1,)),
+    ("def f(x):\n    t = (x, x)\n    if x > 0:\n        t = (x, x, x)\n    return t[0]\n",
+     "`t` holds a tuple of another length elsewhere", 4, (1,)),
     ("def f(x):\n    return 2 ** 70 + x\n", "does not fit in int64", 2, (1,)),
 ]
 

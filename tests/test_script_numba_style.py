@@ -174,6 +174,36 @@ def zip_reversed(n: int, v):
     return s
 
 
+def shape_in_a_tuple(x, k: int):
+    dims = x.shape
+    pair = (dims[0], 2.5)
+    n, scale = pair
+    q, r = divmod(n * k, 4)
+    return n * scale + q, r
+
+
+def tuple_read_before_assigned(n: int):
+    s = 0
+    for i in range(n):
+        if i > 0:
+            s += prev[0] * 10 + prev[1]
+        prev = (i, i * 2)
+    return s
+
+
+def none_or_value(a: int, x: float):
+    if a > 2:
+        return None
+    if a > 0:
+        return x * a
+    if a < -3:
+        return
+
+
+def narrow_int_sums(v, w):
+    return v.sum(), np.cumsum(v), np.prod(w), (v > 1).sum()
+
+
 CASES = [
     (unbound_in_one_arm, [(1,), (0,), (-1,)]),
     (countdown_marks, [(np.array([1, 2]),), (np.array([0, 3]),), (np.array([-2, 1]),)]),
@@ -192,6 +222,10 @@ CASES = [
     (helper_local_per_call, [(3, 5), (3, 1), (0, 0)]),
     (while_else_found, [(10, 7), (3, 7)]),
     (zip_reversed, [(3, np.array([1.0, 2.0, 4.0])), (5, np.array([1.0, 2.0]))]),
+    (shape_in_a_tuple, [(np.ones(5), 3), (np.ones(2), -3)]),
+    (tuple_read_before_assigned, [(3,), (0,), (1,)]),
+    (none_or_value, [(3, 1.5), (1, 1.5), (-4, 1.0), (0, 2.0)]),
+    (narrow_int_sums, [(np.arange(1, 4, dtype=np.int32), np.arange(1, 4, dtype=np.uint8))]),
 ]
 
 

@@ -184,7 +184,7 @@ def test_a_helper_that_falls_off_its_end_fails_where_its_none_is_used():
     assert run(2) == calls_helper_without_end_return(2)
     with pytest.raises(TypeError):
         calls_helper_without_end_return(-2)
-    with pytest.raises(TypeError, match="_helper_without_end_return reached its end without a return"):
+    with pytest.raises(TypeError, match=r"_helper_without_end_return \(line \d+\) reached its end without a return"):
         run(-2)
 
 

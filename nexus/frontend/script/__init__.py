@@ -94,7 +94,7 @@ from nexus.frontend.script.source import (
     source_from_text,
 )
 from nexus.frontend.script.ssa import LoopTypeRetry
-from nexus.frontend.script.visitor import NO_RETURN, UNBOUND, build_graph, no_return_message
+from nexus.frontend.script.visitor import NO_RETURN, UNBOUND, build_graph, returns_none
 from nexus.ir.binding import BindingError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node, SourceLoc
@@ -119,7 +119,7 @@ def _python_error(e: RuntimeError, parsed: ParsedFunction) -> Exception | None:
     msg = str(node.attrs.get("message", ""))
     if msg.startswith(UNBOUND):
         return UnboundLocalError(msg[len(UNBOUND):])
-    if msg == no_return_message(parsed):
+    if returns_none(msg, parsed):
         return None
     if msg.startswith(NO_RETURN):
         return TypeError(f"{msg[len(NO_RETURN):]}; the script {parsed.fdef.name} calling it needs a value")

@@ -313,6 +313,10 @@ def stmt_Return(low: Lowering, node: ast.Return) -> None:
             values = list(v.items)
         elif not (isinstance(v, Static) and v.value is None):
             values = [v]
+    if not values:  # returns None: how depends on the other returns (visitor.settle_none_returns)
+        low.scope.none_returns.append((low.cur, node))
+        low.block = None
+        return
     add_return(low, node, values)
 
 

@@ -73,6 +73,11 @@ class Lowering:
         self.reads: list[tuple[str, Node]] = []  # (variable, Phi) read, unflagged
         self.sources: dict[str, SourceText] = {scope.parsed.src.file: scope.parsed.src}
         self.stand_ins: dict[str, Node] = {}  # flagged variable -> its stand-in (made at entry)
+        # Tuple variables -> their nesting (build.assign_tuple); variables assigned values
+        self.tuple_vars: dict[str, tuple[object, ...]] = {}
+        self.value_vars: set[str] = set()
+        self.plain_reads: set[str] = set()  # variables read as values (not tuples)
+        self.tuple_assigned: set[str] = set()  # tuple variables assigned so far in this build
 
     # --- errors and locations ------------------------------------------------------------
     def error(self, node: ast.AST | None, msg: str, hint: str = "") -> ScriptError:
@@ -172,12 +177,19 @@ class Lowering:
         scope = self.scope
         if name in scope.statics:
             return scope.statics[name]
-        if name in scope.parsed.assigned:
+        shape = self.tuple_vars.get(self.var(name))
+        if shape is not None:  # a tuple variable: its items' hidden variables
+            return TupleVal(tuple(self.load(f"{name}#{k}", node) for k in range(len(shape))))
+        if name in scope.parsed.assigned or "#" in name:
             var = self.var(name)
+            self.plain_reads.add(var)
             v = self.ssa.get_value(var, self.cur)
             if v is None or v in self.ssa.pending or v in self.ssa.placeholders or v.type == PENDING:
                 # No path here has a value as the SSA sees it (one entering a loop that
                 # assigns it later, say): flagged, if an assignment lowered so far gives a type.
+                nesting = build.literal_tuple_nesting(scope.parsed.fdef, name)
+                if nesting is not None and "$" not in var:  # assigned a tuple below: a tuple variable
+                    raise LoopTypeRetry((build.TUPLE_HINT, var), build.tuple_type(nesting))
                 t = _undef_type(self, var, [])
                 if t is not None:
                     raise LoopTypeRetry((UNDEF_HINT, var), t)
@@ -218,6 +230,7 @@ class Lowering:
         if f is self.const(True, "bool"):
             return
         line = self.scope.parsed.src.file_line(node)
+        name = name.split("#")[0]  # an item of a tuple variable: the variable
         self.emit("Assert", [f], {"message": f"{UNBOUND}cannot access local variable '{name}' where it is not "
                                              f"associated with a value (line {line})"})
 
@@ -249,9 +262,9 @@ class Lowering:
                 self.ssa.set_value(var, self.cur, self.stand_ins[var])
                 self.ssa.set_value(flag, self.cur, self.const(False, "bool"))
 
-    def fall_off_end(self, parsed: ParsedFunction, returns: list[tuple[Type, ...]]) -> None:
-        """See :func:`fall_off_end` (for the inliner, which this module imports)."""
-        fall_off_end(self, parsed, returns)
+    def settle_none_returns(self, scope: Scope, returns: list[tuple[Type, ...]]) -> None:
+        """See :func:`settle_none_returns` (for the inliner, which this module imports)."""
+        settle_none_returns(self, scope, returns)
 
     # --- expressions ---------------------------------------------------------------------
     def expr(self, node: ast.expr) -> Val:
@@ -336,6 +349,10 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
     ssa.current_loc = lambda: low._loc
     for p, arg in zip(params, g.args):
         ssa.set_value(p, g.start_block, arg)
+    low.value_vars.update(params)
+    for key, t in hints.items():
+        if isinstance(key, tuple) and len(key) == 2 and key[0] == build.TUPLE_HINT:
+            build.register_tuple(low, key[1], build.tuple_nesting(t))
     for key, t in hints.items():
         if isinstance(key, tuple) and len(key) == 2 and key[0] == UNDEF_HINT:
             flag_variable(low, key[1], t)
@@ -345,12 +362,8 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
         _next_guess(low)  # a guessed type that does not build: the next one
         raise
     if low.block is not None:
-        prev = low.at(fdef.body[-1])
-        if scope.ret_arity:
-            fall_off_end(low, parsed, low.return_types)
-        else:
-            control.add_return(low, fdef, [])
-        low.restore(prev)
+        scope.none_returns.append((low.block, fdef.body[-1]))
+    settle_none_returns(low, scope, low.return_types)
     for var, read in low.reads:  # a read maybe undefined whose value is dead still raises in Python
         read = ssa.resolve(read)
         if _reaches_placeholder(ssa, read):
@@ -474,37 +487,54 @@ def _undef_type(low: Lowering, var: str, users: list[Node]) -> Type | None:
     return t if t is not None and stand_in(low, t) is not None else None
 
 
-def fall_off_end(low: Lowering, parsed: ParsedFunction, returns: list[tuple[Type, ...]]) -> None:
-    """The end of a function (the script, or an inlined helper) whose other paths return
-    values (of ``returns``' types): Python returns None there.  The script's call returns
-    None on that path (a helper's caller fails: it needs a value); its Return gives
-    stand-ins of the other returns' types (which never reach the caller)."""
-    fdef = parsed.fdef
+def settle_none_returns(low: Lowering, scope: Scope, returns: list[tuple[Type, ...]]) -> None:
+    """The paths of ``scope``'s function that return None (``return``, ``return None``,
+    its end): plain returns of nothing where no path returns values; else (the other
+    returns give values of ``returns``' types) Python's None, which the script's call
+    returns (a helper's caller fails: it needs a value).  Their Return gives stand-ins of
+    the other returns' types (which never reach the caller)."""
+    fdef = scope.parsed.fdef
     first = returns[0] if returns else ()
     types = [generalize_all([r[i] for r in returns]) for i in range(len(first))]
-    values: list[Val] = []
-    for t in types:
-        stand = stand_in(low, t) if t is not None else None
-        if stand is None:
-            raise low.error(fdef.body[-1], f"`{fdef.name}` can reach its end without a return (Python would "
-                                           f"return None), and its other returns give {t}, which has no value to "
-                                           "stand in for it", "add a return at the end, or make every path return")
-        values.append(stand)
-    low.emit("Assert", [low.const(False, "bool")], {"message": no_return_message(parsed)})
-    control.add_return(low, fdef, values)
+    for block, node in scope.none_returns:
+        prev = low.at(node)
+        low.block = block
+        values: list[Val] = []
+        for t in types:
+            stand = stand_in(low, t) if t is not None else None
+            if stand is None:
+                raise low.error(node, f"`{fdef.name}` returns None here, and its other returns give {t}, "
+                                      "which has no value to stand in for it", "return a value on every path")
+            values.append(stand)
+        if scope.ret_arity:
+            low.emit("Assert", [low.const(False, "bool")], {"message": none_message(scope.parsed, node)})
+        control.add_return(low, node, values)
+        low.restore(prev)
+    scope.none_returns.clear()
 
 
-def no_return_message(parsed: ParsedFunction) -> str:
-    """The message of the Assert where ``parsed`` falls off its end: its call returns None
-    there (a script calling it fails: Python would go on with None)."""
-    fdef = parsed.fdef
-    line = parsed.src.file_line(fdef.body[-1])
-    return f"{NO_RETURN}{fdef.name} reached its end without a return at line {line}, where Python returns None"
+def none_message(parsed: ParsedFunction, node: ast.AST) -> str:
+    """The message of the Assert where ``parsed`` returns None at ``node`` (whose other
+    paths return values): its call returns None there (see :func:`returns_none`)."""
+    line = parsed.src.file_line(node)
+    what = "reached its end without a return" if node is parsed.fdef.body[-1] and not isinstance(
+        node, ast.Return) else "returns None"
+    return f"{_none_prefix(parsed)}{what} at line {line}, where Python returns None"
+
+
+def returns_none(message: str, parsed: ParsedFunction) -> bool:
+    """Whether an Assert's ``message`` is one of ``parsed``'s own None returns."""
+    return message.startswith(_none_prefix(parsed))
+
+
+def _none_prefix(parsed: ParsedFunction) -> str:
+    return f"{NO_RETURN}{parsed.fdef.name} (line {parsed.src.file_line(parsed.fdef)}) "
 
 
 def _undef_error(low: Lowering, var: str, user: Node, desc: str) -> ScriptError:
     use = _first_real_use(user)
     name = var.rsplit(".", 1)[-1] if "." in var and not var.startswith("$") else var
+    name = name.split("#")[0]
     loc = use.loc if use is not None else None
     src = low.sources.get(loc.file) if loc is not None else None
     msg = f"variable `{name}` may be undefined here: it is not assigned on the path {desc}"
