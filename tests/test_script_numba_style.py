@@ -186,9 +186,9 @@ def tuple_read_before_assigned(n: int):
     s = 0
     for i in range(n):
         if i > 0:
-            s += prev[0] * 10 + prev[1]
+            s += prev[0] * 10 + prev[1]  # noqa: F821  (assigned below, in an earlier iteration)
         prev = (i, i * 2)
-    return s
+    return s, prev[1]
 
 
 def none_or_value(a: int, x: float):
