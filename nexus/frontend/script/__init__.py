@@ -287,13 +287,14 @@ class ScriptFunction:
                 except LoopTypeRetry as r:
                     # A hint the build dropped (found under a guessed type that failed) starts again.
                     retries = {k: n for k, n in retries.items() if k in hints}
-                    retries[r.key] = retries.get(r.key, 0) + 1
-                    if retries[r.key] > _MAX_RETRIES:
-                        what = r.key[1] if isinstance(r.key, tuple) and len(r.key) == 2 else r.key
-                        raise ScriptError(f"the type of `{what}` in `{self.fn.__name__}` does not settle: each "
-                                          f"iteration of its loop makes it more general (last: {r.hint})",
-                                          self.parsed.src.file, self.parsed.src.line_offset + 1) from None
-                    hints[r.key] = r.hint
+                    for rkey, hint in r.hints():
+                        retries[rkey] = retries.get(rkey, 0) + 1
+                        if retries[rkey] > _MAX_RETRIES:
+                            what = rkey[1] if isinstance(rkey, tuple) and len(rkey) == 2 else rkey
+                            raise ScriptError(f"the type of `{what}` in `{self.fn.__name__}` does not settle: each "
+                                              f"iteration of its loop makes it more general (last: {hint})",
+                                              self.parsed.src.file, self.parsed.src.line_offset + 1) from None
+                        hints[rkey] = hint
         finally:
             self._building.discard(key)
         self._graphs[key] = g

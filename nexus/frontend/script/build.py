@@ -235,6 +235,16 @@ def register_tuple(low: Lowering, var: str, nesting: tuple[object, ...]) -> None
             register_tuple(low, f"{var}#{k}", n)
 
 
+def with_tuple_items(low: Lowering, names: list[str]) -> list[str]:
+    """``names`` and, for the tuple variables among them, their items' variables."""
+    out = list(names)
+    for var in names:
+        nesting = low.tuple_vars.get(var)
+        if nesting is not None:
+            out += with_tuple_items(low, [f"{var}#{k}" for k in range(len(nesting))])
+    return out
+
+
 def literal_tuple_nesting(fdef: ast.FunctionDef, name: str) -> tuple[object, ...] | None:
     """The nesting of a tuple literal ``fdef`` assigns to ``name`` (``t = (a, (b, c))``),
     if it does: a read lowered before that assignment (a loop's earlier line) reads a tuple."""

@@ -152,7 +152,7 @@ def loop_key(low: Lowering, node: ast.AST) -> Hashable:
 def open_loop(low: Lowering, node: ast.stmt, kind: str, counter: str | None = None) -> tuple[Any, int]:
     line = low.scope.parsed.src.file_line(node)
     header = low.g.new_block(f"{kind}{line}")
-    assigned = [low.var(n) for n in low.scope.parsed.names_bound_in(node)]
+    assigned = build.with_tuple_items(low, [low.var(n) for n in low.scope.parsed.names_bound_in(node)])
     low.ssa.loop_header(header, loop_key(low, node), assigned if counter is None else [*assigned, counter])
     header.append_input(edge_ctrl(low, (low.cur, f"entering the loop at line {line} (when it runs zero "
                                                   "times)")))

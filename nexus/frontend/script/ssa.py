@@ -37,10 +37,14 @@ class LoopTypeRetry(Exception):
     """A loop-carried variable changes its type across an iteration; build again with
     ``hint`` as the type of its Phi at the loop header ``key``."""
 
-    def __init__(self, key: Hashable, hint: Type):
+    def __init__(self, key: Hashable, hint: Type, more: tuple[tuple[Hashable, Type], ...] = ()):
         super().__init__(f"retry loop variable {key} with type {hint}")
         self.key = key
         self.hint = hint
+        self.more = more  # further (key, hint) pairs found by the same build
+
+    def hints(self) -> list[tuple[Hashable, Type]]:
+        return [(self.key, self.hint), *self.more]
 
 
 class MergeTypeError(Exception):
@@ -136,9 +140,13 @@ class ScriptSSA(SSABuilder[str]):
                           name=f"undef_{display_name(var)}", loc=self.current_loc())
 
     def invariant_changed(self, var: str, block: Block, entry: Node) -> NoReturn:
-        # The loop assigns it after all (a case the name analysis missed): build again
-        # with a Phi for it.
-        raise LoopTypeRetry((self.loop_keys.get(block), var), entry.type)
+        # The loop assigns it after all (a case the name analysis missed, such as an item
+        # of a tuple variable): build again with a Phi for it, of the type of its entry or,
+        # where it has none there, of its assignments.
+        t = entry.type
+        if entry in self.placeholders or t == PENDING:
+            t = generalize_all([v.type for v in self.bound_values(var) if v.type != PENDING] or [PENDING]) or PENDING
+        raise LoopTypeRetry((self.loop_keys.get(block), var), t)
 
     def _edge_of(self, phi: Node, value: Node) -> str:
         block = phi.block

@@ -364,19 +364,26 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
     if low.block is not None:
         scope.none_returns.append((low.block, fdef.body[-1]))
     settle_none_returns(low, scope, low.return_types)
+    # Every variable to flag that this build found: one build again for all of them.
+    flag: dict[str, Type] = {}
     for var, read in low.reads:  # a read maybe undefined whose value is dead still raises in Python
         read = ssa.resolve(read)
-        if _reaches_placeholder(ssa, read):
+        if var not in flag and _reaches_placeholder(ssa, read, var):
             found = _undef_type(low, var, [read])
             if found is not None:
-                raise LoopTypeRetry((UNDEF_HINT, var), found)
+                flag[var] = found
     problems = ssa.finish()
     for problem in problems:
         var = str(problem.var)
+        if var in flag:
+            continue
         found = _undef_type(low, var, [p.user for p in problems if p.var == problem.var])
         if found is None:
             raise _undef_error(low, var, problem.user, ssa.edge_desc.get(problem.edge, "some path"))
-        raise LoopTypeRetry((UNDEF_HINT, var), found)  # build again with `var` flagged
+        flag[var] = found
+    if flag:  # build again with these flagged
+        pairs = [((UNDEF_HINT, var), t) for var, t in flag.items()]
+        raise LoopTypeRetry(pairs[0][0], pairs[0][1], tuple(pairs[1:]))
     return g
 
 
@@ -419,14 +426,17 @@ def stand_in(low: Lowering, t: Type) -> Node | None:
     return low.g.add("Constant", [], low.g.start_block, {"value": zeros}, type=t, loc=low._loc)
 
 
-def _reaches_placeholder(ssa: ScriptSSA, node: Node) -> bool:
-    """Whether ``node`` is, or is a Phi selecting (through Phis), an undefined operand."""
+def _reaches_placeholder(ssa: ScriptSSA, node: Node, var: str) -> bool:
+    """Whether ``node`` is, or is a Phi selecting (through Phis), an undefined operand of
+    ``var`` (another variable's, reached through `var = other`, is that read's to raise)."""
     seen: set[Node] = set()
     work = [node]
     while work:
         n = work.pop()
         if n in ssa.placeholders:
-            return True
+            if ssa.placeholders[n][0] == var:
+                return True
+            continue
         if n in seen or n.op.name != "Phi":
             continue
         seen.add(n)
