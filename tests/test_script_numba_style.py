@@ -204,6 +204,42 @@ def narrow_int_sums(v, w):
     return v.sum(), np.cumsum(v), np.prod(w), (v > 1).sum()
 
 
+def first_negative(v):
+    found = None
+    for i in range(len(v)):
+        if v[i] < 0:
+            found = i
+            break
+    return found
+
+
+def best_above(v, t: float):
+    best = None
+    for i in range(len(v)):
+        if v[i] > t and (best is None or v[i] > v[best]):
+            best = i
+    if best is None:
+        return -1
+    return best * 10
+
+
+def running_max_or_none(v):
+    m = v[0]
+    for e in v:
+        if e > 10:
+            m = None
+        elif m is not None:
+            m = max(m, e)
+    return m
+
+
+def none_plus_one(a: int):
+    x = None
+    if a > 0:
+        x = a * 2.5
+    return x + 1.0
+
+
 CASES = [
     (unbound_in_one_arm, [(1,), (0,), (-1,)]),
     (countdown_marks, [(np.array([1, 2]),), (np.array([0, 3]),), (np.array([-2, 1]),)]),
@@ -226,6 +262,10 @@ CASES = [
     (tuple_read_before_assigned, [(3,), (0,), (1,)]),
     (none_or_value, [(3, 1.5), (1, 1.5), (-4, 1.0), (0, 2.0)]),
     (narrow_int_sums, [(np.arange(1, 4, dtype=np.int32), np.arange(1, 4, dtype=np.uint8))]),
+    (first_negative, [(np.array([1.0, -2.0, 3.0]),), (np.array([1.0]),)]),
+    (best_above, [(np.array([1.0, 5.0, 3.0, 7.0]), 2.0), (np.array([1.0]), 2.0)]),
+    (running_max_or_none, [(np.array([1.0, 3.0, 2.0]),), (np.array([1.0, 30.0, 2.0]),)]),
+    (none_plus_one, [(1,), (-1,)]),
 ]
 
 
@@ -261,6 +301,8 @@ def test_numba_style_functions_act_as_in_python(fn, inputs, backend):
         assert ok_py == ok_nx, (args, want, got)
         if ok_py:
             assert_same(want, got)
+        elif isinstance(want, TypeError):  # Python's words name the operation on None; ours the variable
+            assert isinstance(got, TypeError) and "is None here" in str(got), got
         else:
             assert type(got) is type(want), got
             assert str(want) in str(got)

@@ -94,7 +94,7 @@ from nexus.frontend.script.source import (
     source_from_text,
 )
 from nexus.frontend.script.ssa import LoopTypeRetry
-from nexus.frontend.script.visitor import NO_RETURN, UNBOUND, build_graph, returns_none
+from nexus.frontend.script.visitor import NO_RETURN, NONE_USE, UNBOUND, build_graph, returns_none
 from nexus.ir.binding import BindingError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node, SourceLoc
@@ -119,6 +119,8 @@ def _python_error(e: RuntimeError, parsed: ParsedFunction) -> Exception | None:
     msg = str(node.attrs.get("message", ""))
     if msg.startswith(UNBOUND):
         return UnboundLocalError(msg[len(UNBOUND):])
+    if msg.startswith(NONE_USE):
+        return TypeError(msg[len(NONE_USE):])
     if returns_none(msg, parsed):
         return None
     if msg.startswith(NO_RETURN):

@@ -166,6 +166,10 @@ def assign(low: Lowering, target: ast.expr, value: Val) -> None:
         if low.var(target.id) in low.tuple_vars:
             raise low.error(target, f"`{target.id}` holds a tuple elsewhere; a script variable holds tuples or "
                                     "values, not both", "use another name for one of them")
+        if isinstance(value, Static) and value.value is None:
+            low.bind_none(target.id, target)
+            low.lists.pop(target.id, None)
+            return
         if isinstance(value, Static) and not is_number(value.value) \
                 and not isinstance(value.value, (np.ndarray, np.generic)):
             raise low.error(target, f"cannot store {type(value.value).__name__} `{target.id}` in a variable",

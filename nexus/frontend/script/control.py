@@ -307,6 +307,13 @@ def stmt_Continue(low: Lowering, node: ast.Continue) -> None:
 
 def stmt_Return(low: Lowering, node: ast.Return) -> None:
     values: list[Val] = []
+    if isinstance(node.value, ast.Name):
+        flag = low.is_none(node.value.id, node.value)
+        if flag is not None:  # returns None where it holds None
+            low.emit("Assert", [low.emit("Not", [flag])],
+                     {"message": low.none_return_message(node)})
+            add_return(low, node, [low.load(node.value.id, node.value, none_ok=True)])
+            return
     if node.value is not None:
         v = low.expr(node.value)
         if isinstance(v, TupleVal):

@@ -260,6 +260,9 @@ def truth(low: Lowering, v: Val, node: ast.AST | None = None) -> Node:
 
 
 def expr_Compare(low: Lowering, node: ast.Compare) -> Val:
+    found = none_test(low, node)
+    if found is not None:
+        return found
     left = low.expr(node.left)
     if len(node.ops) == 1:
         return compare(low, node.ops[0], left, low.expr(node.comparators[0]), node)
@@ -295,6 +298,22 @@ def compare(low: Lowering, op: ast.cmpop, a: Val, b: Val, node: ast.AST) -> Val:
         return Static(fn(a.value, b.value))
     x, y = unify(low, [a, b], arith=False)
     return low.emit(name, [x, y])
+
+
+def none_test(low: Lowering, node: ast.Compare) -> Val | None:
+    """``x is None`` (``is not``, ``==``, ``!=``) for a variable that holds None on some
+    paths: its run-time flag.  None for other comparisons."""
+    if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)):
+        return None
+    a, b = node.left, node.comparators[0]
+    if isinstance(a, ast.Constant) and a.value is None:
+        a, b = b, a
+    if not (isinstance(a, ast.Name) and isinstance(b, ast.Constant) and b.value is None):
+        return None
+    flag = low.is_none(a.id, a)
+    if flag is None:
+        return None
+    return flag if isinstance(node.ops[0], (ast.Is, ast.Eq)) else low.emit("Not", [flag])
 
 
 def _is_none(v: Val) -> bool:

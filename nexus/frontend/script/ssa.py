@@ -70,6 +70,7 @@ class ScriptSSA(SSABuilder[str]):
         # The source position Phis are attributed to (the statement being lowered).
         self.current_loc: Callable[[], SourceLoc | None] = lambda: None
         self.flags: dict[str, str] = {}  # a variable maybe undefined where read -> its "defined" flag
+        self.nones: dict[str, str] = {}  # a variable assigned None somewhere -> its "is None" flag
 
     def defined_flag(self, var: str) -> str | None:
         """The hidden flag variable of a flagged ``var`` (None: ``var`` is not flagged)."""
@@ -90,7 +91,7 @@ class ScriptSSA(SSABuilder[str]):
         self.loop_keys[header] = key
         hinted = [k[1] for k in self.hints if isinstance(k, tuple) and k[0] == key]
         assigned = list(assigned)
-        flags = [self.flags[v] for v in assigned if v in self.flags]
+        flags = [table[v] for table in (self.flags, self.nones) for v in assigned if v in table]
         self.declare_assigned(header, [*assigned, *flags, *hinted])
 
     # --- the policy hooks ------------------------------------------------------------------

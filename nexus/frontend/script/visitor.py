@@ -27,7 +27,7 @@ from nexus.frontend.script.annotations import (
 )
 from nexus.frontend.script.errors import ScriptError, SourceText, _construct_name, _hint_for, error_at, matmul_mismatch
 from nexus.frontend.script.source import ParsedFunction
-from nexus.frontend.script.ssa import LoopTypeRetry, MergeTypeError, ScriptSSA, generalize_all
+from nexus.frontend.script.ssa import LoopTypeRetry, MergeTypeError, ScriptSSA, covers, generalize, generalize_all
 from nexus.frontend.script.values import (
     Scope,
     Static,
@@ -47,6 +47,8 @@ CalleeBuilder = Callable[[Any, Sequence[Type], ast.AST], Graph]
 # script call raises UnboundLocalError for it (and returns None for its own NO_RETURN's).
 UNBOUND = "UnboundLocalError: "
 NO_RETURN = "NoReturn: "
+NONE_USE = "TypeError: "  # the message prefix of the Assert where a variable holding None is used
+NONE_HINT = "$none"  # hints[(NONE_HINT, var)]: var is assigned None somewhere; the type of its other values
 UNDEF_HINT = "$undef"  # hints[(UNDEF_HINT, var)]: the type of a variable to flag
 UNDEF_GUESS = "$guess"  # hints[(UNDEF_GUESS, var)]: that type is a guess (no lowered path assigns var)
 
@@ -73,6 +75,7 @@ class Lowering:
         self.reads: list[tuple[str, Node]] = []  # (variable, Phi) read, unflagged
         self.sources: dict[str, SourceText] = {scope.parsed.src.file: scope.parsed.src}
         self.stand_ins: dict[str, Node] = {}  # flagged variable -> its stand-in (made at entry)
+        self.none_stand_ins: dict[str, Node] = {}  # variable that may hold None -> what stands for None
         # Tuple variables -> their nesting (build.assign_tuple); variables assigned values
         self.tuple_vars: dict[str, tuple[object, ...]] = {}
         self.value_vars: set[str] = set()
@@ -173,7 +176,10 @@ class Lowering:
     def var(self, name: str) -> str:
         return self.scope.prefix + name
 
-    def load(self, name: str, node: ast.AST) -> Val:
+    def load(self, name: str, node: ast.AST, none_ok: bool = False) -> Val:
+        """The value of the variable ``name`` read at ``node``: raises UnboundLocalError at
+        run time where it is unassigned, and TypeError where it holds None (unless
+        ``none_ok``: the reader asks :meth:`is_none` itself)."""
         scope = self.scope
         if name in scope.statics:
             return scope.statics[name]
@@ -204,6 +210,8 @@ class Lowering:
                 self.check_defined(name, flag, node)
             elif v.op.name == "Phi":
                 self.reads.append((var, v))  # Python raises at a read whose value goes unused too
+            if var in self.ssa.nones and not none_ok:
+                self.check_not_none(name, node)
             return v
         if name in scope.closure:
             return self.outer_value(name, scope.closure[name], node)
@@ -213,14 +221,57 @@ class Lowering:
             return Static(getattr(builtins, name))
         raise self.error(node, f"name `{name}` is not defined", "define it at module level or pass it in")
 
-    def bind(self, name: str, value: Node) -> None:
+    def bind(self, name: str, value: Node, is_none: bool = False) -> None:
         """Assign ``value`` to the variable ``name`` here (and mark it defined if it is
-        flagged: maybe undefined where it is read)."""
+        flagged: maybe undefined where it is read; ``is_none``: the value stands for None)."""
         var = self.var(name)
+        none_flag = self.ssa.nones.get(var)
+        if none_flag is not None and not is_none:  # its values must have the type its stand-in has
+            t = self.ssa.hints.get((NONE_HINT, var))
+            if t is not None and t != value.type and not covers(t, value.type):
+                raise LoopTypeRetry((NONE_HINT, var), generalize(t, value.type) or value.type)
         self.ssa.set_value(var, self.cur, value)
         flag = self.ssa.defined_flag(var)
         if flag is not None:
             self.ssa.set_value(flag, self.cur, self.const(True, "bool"))
+        if none_flag is not None:
+            self.ssa.set_value(none_flag, self.cur, self.const(is_none, "bool"))
+
+    def bind_none(self, name: str, node: ast.AST) -> None:
+        """``name = None``: the variable holds its stand-in and its "is None" flag is True
+        (a first one builds again with the type of its other values)."""
+        var = self.var(name)
+        if "$" in var or var in self.tuple_vars:
+            raise self.error(node, f"`{name}` cannot hold None here", "use another variable for None")
+        t = self.ssa.hints.get((NONE_HINT, var))
+        if t is None or var not in self.ssa.nones:
+            known = generalize_all([v.type for v in self.ssa.bound_values(var) if v.type != PENDING] or [PENDING])
+            guess = known if isinstance(known, TensorType) and known != PENDING else TensorType("i64", ())
+            raise LoopTypeRetry((NONE_HINT, var), guess)
+        self.value_vars.add(var)
+        self.bind(name, self.none_stand_ins[var], is_none=True)
+
+    def is_none(self, name: str, node: ast.AST) -> Node | None:
+        """The run-time "holds None" bool of the variable ``name`` (after checking that it
+        is assigned), or None where it never holds None."""
+        var = self.var(name)
+        flag = self.ssa.nones.get(var)
+        if flag is None or name in self.scope.statics or var in self.tuple_vars:
+            return None
+        self.load(name, node, none_ok=True)
+        f = self.ssa.get_value(flag, self.cur)
+        assert f is not None
+        return f
+
+    def check_not_none(self, name: str, node: ast.AST) -> None:
+        """A read of a variable that may hold None, as a value: Python's TypeError where it does."""
+        f = self.ssa.get_value(self.ssa.nones[self.var(name)], self.cur)
+        assert f is not None
+        if f is self.const(False, "bool"):
+            return
+        line = self.scope.parsed.src.file_line(node)
+        self.emit("Assert", [self.emit("Not", [f])],
+                  {"message": f"{NONE_USE}'{name}' is None here (line {line}), where a script needs a value"})
 
     def check_defined(self, name: str, flag: str, node: ast.AST) -> None:
         """A read of a flagged variable: raises UnboundLocalError at run time where its
@@ -261,6 +312,13 @@ class Lowering:
             if var.startswith(prefix):
                 self.ssa.set_value(var, self.cur, self.stand_ins[var])
                 self.ssa.set_value(flag, self.cur, self.const(False, "bool"))
+        for var, flag in self.ssa.nones.items():
+            if var.startswith(prefix):
+                self.ssa.set_value(flag, self.cur, self.const(False, "bool"))
+
+    def none_return_message(self, node: ast.AST) -> str:
+        """The message of the Assert where the function being lowered returns None at ``node``."""
+        return none_message(self.scope.parsed, node)
 
     def settle_none_returns(self, scope: Scope, returns: list[tuple[Type, ...]]) -> None:
         """See :func:`settle_none_returns` (for the inliner, which this module imports)."""
@@ -356,6 +414,8 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
     for key, t in hints.items():
         if isinstance(key, tuple) and len(key) == 2 and key[0] == UNDEF_HINT:
             flag_variable(low, key[1], t)
+        if isinstance(key, tuple) and len(key) == 2 and key[0] == NONE_HINT:
+            none_variable(low, key[1], t)
     try:
         low.body(fdef.body)
     except ScriptError:
@@ -385,6 +445,17 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
         pairs = [((UNDEF_HINT, var), t) for var, t in flag.items()]
         raise LoopTypeRetry(pairs[0][0], pairs[0][1], tuple(pairs[1:]))
     return g
+
+
+def none_variable(low: Lowering, var: str, t: Type) -> None:
+    """``var`` is assigned None somewhere (its other values have type ``t``): it gets a
+    hidden "is None" flag, False at entry, True where None is assigned; its stand-in
+    stands for None."""
+    stand = stand_in(low, t)
+    assert stand is not None
+    low.none_stand_ins[var] = stand
+    low.ssa.nones[var] = f"$none.{var}"
+    low.ssa.set_value(low.ssa.nones[var], low.g.start_block, low.const(False, "bool"))
 
 
 def flag_variable(low: Lowering, var: str, t: Type) -> None:
