@@ -19,7 +19,8 @@ a loop that may run zero times, or a loop's own targets), some paths fall off th
 or say ``return`` / ``return None`` (Python returns None), ``for`` loops run over
 ``enumerate``/``zip``/``reversed`` of ranges (negative and run-time steps) and of an
 array's rows, a global tuple ``_T`` gives constants, variables hold ``(int, float)``
-tuples, and ``in`` over tuples and ``divmod`` appear.  Where Python raises
+tuples or an int or None (read through ``is None`` tests), and ``in`` over tuples and
+``divmod`` appear.  Where Python raises
 UnboundLocalError the script must raise it too, naming the variable; where it returns
 None the script must return None (on the
 python backend and, with ``--backend``, on that one unless it is in ``CANNOT_RAISE``).
@@ -46,6 +47,7 @@ from typing import Any
 import numpy as np
 
 INT, FLOAT, ARR, BOOL, LIST, TUP = "int", "float", "arr", "bool", "list", "tuple"  # TUP: (int, float)
+OPT = "opt"  # an int or None, read through `is None` tests only
 
 HELPERS = '''
 def _absdiff(p, q):
@@ -148,6 +150,10 @@ class Gen:
             tups = self.tuples(env)
             if tups and r.random() < 0.1:
                 return f"{r.choice(tups)}[0]"
+            opts = self.optionals(env)
+            if opts and r.random() < 0.1:
+                n = r.choice(opts)
+                return f"({n} if {n} is not None else {r.randint(-4, 9)})"
             if names and r.random() < 0.7:
                 return r.choice(names)
             return str(r.randint(-4, 9))
@@ -293,6 +299,9 @@ class Gen:
         if r.random() < 0.3:  # bool & bool: the logical op
             return f"({self.cond(env, 0)}) {r.choice(['&', '|', '^'])} ({self.cond(env, 0)})"
         if self.partial and r.random() < 0.2:
+            opts = self.optionals(env)
+            if opts and r.random() < 0.4:
+                return f"{r.choice(opts)} {r.choice(['is', 'is not'])} None"
             return f"{self.int_expr(env, 1)} {r.choice(['in', 'not in'])} ({r.randint(-2, 3)}, {self.int_expr(env, 0)})"
         if r.random() < 0.3:
             return f"({self.int_expr(env, 1)} & {r.choice([1, 3, 4, 6])}) == 0"
@@ -304,6 +313,13 @@ class Gen:
             return []
         maybe = env.maybe_of(TUP)
         return env.of(TUP) + (maybe if maybe and self.rng.random() < 0.1 else [])
+
+    def optionals(self, env: Env) -> list[str]:
+        """The variables holding an int or None readable here (maybe assigned, rarely)."""
+        if not self.partial:
+            return []
+        maybe = env.maybe_of(OPT)
+        return env.of(OPT) + (maybe if maybe and self.rng.random() < 0.1 else [])
 
     def expr(self, t: str, env: Env) -> str:
         return {INT: self.int_expr, FLOAT: self.float_expr, ARR: self.arr_expr}[t](env)
@@ -339,6 +355,13 @@ class Gen:
                 return False
             if self.partial and r.random() < 0.12:
                 self.tuple_stmt(env, ind, loops)
+                return False
+            if self.partial and r.random() < 0.08:  # an int or None (numba's Optional)
+                opts = env.targets(OPT)
+                name = r.choice(opts) if opts and r.random() < 0.6 else self.fresh("n")
+                value = "None" if r.random() < 0.5 else self.wrap(INT, self.int_expr(env), loops > 0)
+                self.lines.append(f"{ind}{name} = {value}")
+                env.vars[name] = OPT
                 return False
             names = env.targets(t)
             name = r.choice(names) if names and r.random() < 0.6 else self.fresh({INT: "i", FLOAT: "f", ARR: "w"}[t])
