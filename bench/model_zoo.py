@@ -1,7 +1,7 @@
 """The models of the suite (``python -m bench.models``), built offline from their classes with
 random weights: torchvision CNNs and a small ViT, transformers with small configs, torch.nn
-RNNs, and models with control flow (a greedy decoder and a dynamic-length RNN written with
-``torch._higher_order_ops.while_loop``).
+RNNs, and models with control flow (a greedy decoder, a dynamic-length RNN and a detector's
+non-maximum suppression, written with ``torch._higher_order_ops.while_loop``).
 
 Each :class:`Model` builds its module and its example inputs at a batch size; the suite
 imports it through ``nx.from_torch`` and ``nx.from_onnx`` (of ``torch.onnx.export``), checks
@@ -145,6 +145,35 @@ _BART = dict(_SMALL, d_model=128, encoder_layers=2, decoder_layers=2, encoder_at
 _WHISPER = dict(_SMALL, num_mel_bins=80, d_model=128, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                 decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256, max_source_positions=100,
                 max_target_positions=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+_WAV2VEC2 = dict(vocab_size=32, hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+                 conv_dim=(64, 64, 64), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+                 num_conv_pos_embedding_groups=4, feat_extract_norm="group")
+
+
+def _wav2vec2() -> Any:
+    """wav2vec2's encoder: group-normed conv feature extractor, weight-normed grouped conv
+    position embedding, two attention layers."""
+    import torch
+
+    tf = transformers()
+    torch.manual_seed(0)
+    model = tf.Wav2Vec2Model(tf.Wav2Vec2Config(**_WAV2VEC2)).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, audio: Any) -> Any:
+            return self.model(audio, return_dict=True).last_hidden_state
+
+    return Hidden().eval()
+
+
+def _audio(batch: int) -> tuple[Any, ...]:
+    import torch
+
+    return (torch.randn(batch, 8000, generator=torch.Generator().manual_seed(batch)),)
 
 
 def _rnn(kind: str) -> Callable[[], Any]:
@@ -236,6 +265,71 @@ def _dynamic_rnn_inputs(batch: int) -> tuple[Any, ...]:
     return torch.randn(batch, 50, 32), torch.tensor(40)
 
 
+def _detector() -> Any:
+    """A one-stage detector's head and post-processing: three strided convolutions, a 1x1
+    head giving box offsets and a score per anchor (3 sizes on a 16x16 grid), the top
+    ``CANDIDATES`` boxes by score, a score threshold, greedy non-maximum suppression as a
+    loop over the candidates (IoU > 0.5 to a kept, higher-scored box suppresses), and the
+    best ``DETECTIONS`` kept boxes gathered (zero boxes and scores where fewer are kept).
+
+    torchvision.ops.nms needs torchvision's C extension, which the index's torchvision lacks
+    beside a CPU-only torch; the loop is what a detector exported with its NMS inside
+    becomes in ONNX anyway (a ``Loop`` that ONNX Runtime runs op by op)."""
+    import torch
+    from torch._higher_order_ops.while_loop import while_loop
+
+    a, grid, k, top_k = 3, IMAGE // 8, CANDIDATES, DETECTIONS
+    nn = torch.nn
+
+    class Detector(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.backbone = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1), nn.ReLU(),
+                                          nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU())
+            self.head = nn.Conv2d(64, a * 5, 1)
+            centre = torch.arange(grid) * 8.0 + 4
+            ys, xs = torch.meshgrid(centre, centre, indexing="ij")
+            size = torch.tensor([16.0, 32.0, 64.0]).repeat_interleave(grid * grid)
+            self.register_buffer("anchors", torch.stack([xs.flatten().repeat(a), ys.flatten().repeat(a), size, size],
+                                                        -1))
+
+        def forward(self, x: Any) -> Any:
+            o = self.head(self.backbone(x))
+            o = o.reshape(-1, a, 5, grid * grid).permute(0, 1, 3, 2).reshape(-1, a * grid * grid, 5)
+            an = self.anchors
+            cx, cy = an[:, 0] + o[..., 0] * an[:, 2] * 0.1, an[:, 1] + o[..., 1] * an[:, 3] * 0.1
+            w = an[:, 2] * torch.exp(o[..., 2].clamp(max=4.0) * 0.2)
+            h = an[:, 3] * torch.exp(o[..., 3].clamp(max=4.0) * 0.2)
+            boxes = torch.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], -1)
+            s, idx = torch.sigmoid(o[..., 4]).topk(k, dim=1)  # highest score first
+            b = torch.gather(boxes, 1, idx.unsqueeze(-1).expand(-1, -1, 4))
+            x0, y0, x1, y1 = b.unbind(-1)
+            area = (x1 - x0) * (y1 - y0)
+            iw = (torch.minimum(x1[:, :, None], x1[:, None, :]) - torch.maximum(x0[:, :, None], x0[:, None, :]))
+            ih = (torch.minimum(y1[:, :, None], y1[:, None, :]) - torch.maximum(y0[:, :, None], y0[:, None, :]))
+            inter = iw.clamp(min=0) * ih.clamp(min=0)
+            over = inter / (area[:, :, None] + area[:, None, :] - inter) > 0.5  # [batch, k, k]
+            later = torch.arange(k)
+
+            def cond(i: Any, removed: Any) -> Any:
+                return i < k
+
+            def body(i: Any, removed: Any) -> Any:
+                at = i.reshape(1)
+                alive = ~torch.index_select(removed, 1, at)  # candidate i is kept
+                return i + 1, removed | (torch.index_select(over, 1, at).squeeze(1) & alive & (later > i))
+
+            _, removed = while_loop(cond, body, (torch.zeros((), dtype=torch.int64), s <= 0.05))
+            best, at = torch.where(removed, 0.0, s).topk(top_k, dim=1)
+            return torch.gather(b, 1, at.unsqueeze(-1).expand(-1, -1, 4)) * (best > 0).unsqueeze(-1), best
+
+    return Detector().eval()
+
+
+CANDIDATES, DETECTIONS = 200, 50
+
+
 MODELS: dict[str, Model] = {m.name: m for m in [
     Model("resnet18", "torchvision", _vision("resnet18"), _images, needs="torchvision"),
     Model("mobilenet_v3_small", "torchvision", _vision("mobilenet_v3_small"), _images, needs="torchvision"),
@@ -251,8 +345,10 @@ MODELS: dict[str, Model] = {m.name: m for m in [
     Model("whisper", "transformers", _hf("WhisperConfig", "WhisperModel", ("input_features", "decoder_input_ids"),
                                       **_WHISPER), _whisper_inputs, (0, 0),
           needs="transformers"),
+    Model("wav2vec2", "transformers", _wav2vec2, _audio, needs="transformers"),
     Model("lstm", "torch.nn", _rnn("LSTM"), _sequence),
     Model("gru", "torch.nn", _rnn("GRU"), _sequence),
     Model("greedy_decoder", "control", _decoder, _decoder_inputs, (0, 0, None), control=True),
     Model("dynamic_rnn", "control", _dynamic_rnn, _dynamic_rnn_inputs, (0, None), control=True),
+    Model("detector_nms", "control", _detector, _images, control=True),
 ]}

@@ -136,6 +136,33 @@ def test_conv_model_sizes_match_pytorch(shape: tuple[int, ...], w_shape: tuple[i
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape,k,stride,dil", [
+    ((2, 32, 40, 40), 3, 1, 1),
+    ((1, 40, 70, 70), 3, 2, 1),
+    ((2, 48, 40, 40), 3, 2, 2),
+    ((3, 64, 9, 9), 5, 1, 1),
+    ((2, 32, 9, 11), 3, 2, 1),
+    ((2, 32, 30), 5, 1, 2),       # 1-D and 3-D
+    ((1, 32, 6, 7, 5), 3, 1, 1),
+])
+def test_wide_depthwise_matches_one_dense_gemm(shape: tuple[int, ...], k: int, stride: int, dil: int) -> None:
+    """Depthwise layers of 32 channels and more run channels-last, the windows contracted
+    with the taps by one einsum (images big and small, strides, dilations, 1-D to 3-D).
+    Oracle: the same convolution as the dense path's one GEMM, with a block-diagonal
+    weight (channel m sees only input channel m)."""
+    rng = np.random.default_rng(sum(shape) + k)
+    n, c = len(shape) - 2, shape[1]
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((c, 1) + (k,) * n)
+    b = rng.standard_normal(c)
+    dense = np.zeros((c, c) + (k,) * n)
+    dense[np.arange(c), np.arange(c)] = w[:, 0]
+    geo = {"strides": (stride,) * n, "pads": (dil * (k // 2),) * 2 * n, "dilations": (dil,) * n}
+    got = CONV(x, w, b, group=c, **geo)
+    np.testing.assert_allclose(got, CONV(x, dense, b, **geo), rtol=1e-12, atol=1e-12)
+    assert got.flags.c_contiguous
+
+
 @pytest.mark.parametrize("cin,cout,group", GROUPINGS)
 def test_float16_is_computed_in_float32(cin: int, cout: int, group: int) -> None:
     rng = np.random.default_rng(group)

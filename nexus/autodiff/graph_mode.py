@@ -34,7 +34,16 @@ from nexus.ir.cfg import role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import OpTypeError
-from nexus.ir.types import FLOAT_DTYPES, TensorType, TupleType, Type, numpy_dtype
+from nexus.ir.types import (
+    FLOAT_DTYPES,
+    OptionalType,
+    SequenceType,
+    TensorType,
+    TupleType,
+    Type,
+    is_container,
+    numpy_dtype,
+)
 from nexus.ops.stack import STACK
 
 
@@ -43,9 +52,13 @@ class GradError(ValueError):
 
 
 def _float(t: Type) -> bool:
-    """Whether values of type ``t`` can carry a gradient (tuples: if a part can)."""
+    """Whether values of type ``t`` can carry a gradient (tuples: if a part can; sequences
+    and optionals: if their tensors can, so that a gradient through a sequence op is
+    refused by name rather than dropped)."""
     if isinstance(t, TupleType):
         return any(_float(e) for e in t.elems)
+    if isinstance(t, (SequenceType, OptionalType)):
+        return _float(t.elem)
     return isinstance(t, TensorType) and t.dtype in FLOAT_DTYPES
 
 
@@ -64,6 +77,10 @@ def active_values(g: Graph, argnums: Sequence[int]) -> set[Node]:
     an active node that cannot be differentiated (a Call left after inlining, an op that
     is not differentiable)."""
     active = {g.args[i] for i in argnums if _float(g.args[i].type)}
+    for i in argnums:
+        if g.args[i] in active and is_container(g.args[i].type):
+            raise GradError(f"graph @{g.name}, argument {i} (%{g.args[i].name or i}) is a {g.args[i].type}: "
+                            f"nx.grad differentiates with respect to tensors only")
     nodes = [n for n in g.nodes() if role(n) in ("phi", "constant", "data")]
     changed = True
     while changed:
@@ -74,12 +91,15 @@ def active_values(g: Graph, argnums: Sequence[int]) -> set[Node]:
             if any(v in active for v in n.inputs):
                 active.add(n)
                 changed = True
-    for n in active:
-        if n.op.kind == "phi" or n in g.args:
+    for n in nodes:  # in graph order, so that the error names the first such node
+        if n not in active or n.op.kind == "phi" or n in g.args:
             continue
         if n.op.name == "Call":
             raise GradError(f"{node_where(n)}: autodiff cannot differentiate through a Call that cannot be "
                             "inlined (a recursive call)")
+        if is_container(n.type):
+            raise GradError(f"{node_where(n)}: gradient requested through op {n.op.name}, whose result is a "
+                            f"{n.type}: sequences and optionals are not differentiable")
         if not n.op.differentiable and n.op.name not in ("Proj",):
             raise GradError(f"{node_where(n)}: gradient requested through op {n.op.name}, "
                             "which is not differentiable")

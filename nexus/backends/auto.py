@@ -33,6 +33,7 @@ from nexus.backends.python.interpreter import compile_python
 from nexus.ir.cfg import role
 from nexus.ir.extras import MissingExtra
 from nexus.ir.graph import Graph
+from nexus.ir.types import is_container
 
 BACKEND = "auto"
 _MODULE = {"onnxruntime": "onnxruntime", "llvm": "llvmlite"}
@@ -69,7 +70,9 @@ def _engine(asked: str | None, default: str, option: str) -> tuple[str, str]:
 
 
 def _native_loop(callee: Graph) -> bool:
-    return not any(n.op.name in DENSE_OPS or n.op.name in PRODUCTS and not _small(n) for n in callee.nodes())
+    # llvm holds no sequence or optional values: a loop that carries one stays interpreted.
+    return not any(n.op.name in DENSE_OPS or n.op.name in PRODUCTS and not _small(n) or is_container(n.type)
+                   for n in callee.nodes())
 
 
 class Mixed(Executable):
@@ -161,4 +164,5 @@ def compile_auto(g: Graph, dense: str | None = None, loops: str | None = None, t
 
 
 register_backend(BACKEND, compile_auto, options=("dense", "loops", "threads", "max_iterations", "parallel"),
-                 doc="each region on the engine that runs it best: ONNX Runtime, LLVM, or the python backend")
+                 doc="each region on the engine that runs it best: ONNX Runtime, LLVM, or the python backend",
+                 containers=True)

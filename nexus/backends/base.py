@@ -27,6 +27,7 @@ from nexus.ir.graph import Graph
 from nexus.ir.node import Node, node_where
 from nexus.ir.opdef import REGISTRY
 from nexus.ir.printer import value_names
+from nexus.ir.types import is_container
 
 
 class NexusRuntimeError(RuntimeError):
@@ -62,6 +63,29 @@ class StateOpsUnsupportedError(MissingLoweringError):
             self, f"backend {backend!r} does not run state ops: {node_where(node)} of state "
                   f"{node.attrs.get('name')!r}; run stateful graphs on a backend that does ({runs}), "
                   "e.g. nx.stream(f, backend='python')")
+
+
+class ContainersUnsupportedError(MissingLoweringError):
+    """A graph with sequence or optional values compiled on a backend that holds only
+    tensors (``Backend.containers``); names the first node that makes one."""
+
+    def __init__(self, backend: str, node: Node):
+        self.backend, self.node = backend, node
+        runs = ", ".join(sorted(b.name for b in BACKENDS.values() if b.containers)) or "none"
+        NotImplementedError.__init__(
+            self, f"backend {backend!r} holds no sequence or optional values: {node_where(node)} makes a "
+                  f"{node.type}; run the graph on a backend that does ({runs})")
+
+
+def check_containers(backend: Backend, g: Graph) -> None:
+    """Refuse ``g`` on ``backend`` when it (or a graph it calls) has a sequence or optional
+    value, an argument included, and the backend holds only tensors."""
+    if backend.containers:
+        return
+    for h in (g, *g.callees()):
+        for n in h.nodes():
+            if is_container(n.type):
+                raise ContainersUnsupportedError(backend.name, n)
 
 
 def check_stateful(backend: Backend, g: Graph) -> None:
@@ -167,6 +191,7 @@ class Backend:
     options: frozenset[str] = frozenset()
     doc: str = ""
     stateful: bool = False  # runs state ops (nexus.ops.state) in program order
+    containers: bool = False  # holds sequence and optional values (nexus.ops.sequence)
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         unknown = sorted(set(options) - self.options)
@@ -183,12 +208,13 @@ TABLES: dict[str, LoweringTable] = {}
 
 
 def register_backend(name: str, compile: Callable[..., Executable], options: tuple[str, ...] = (),
-                     doc: str = "", stateful: bool = False) -> Backend:
+                     doc: str = "", stateful: bool = False, containers: bool = False) -> Backend:
     """Register a backend; ``options`` names the keyword options its ``compile`` takes;
-    ``stateful``: it runs state ops, in program order (others refuse graphs with them)."""
+    ``stateful``: it runs state ops, in program order (others refuse graphs with them);
+    ``containers``: it holds sequence and optional values (others refuse graphs with them)."""
     if name in BACKENDS:
         raise ValueError(f"backend {name!r} is registered twice")
-    backend = BACKENDS[name] = Backend(name, compile, frozenset(options), doc, stateful)
+    backend = BACKENDS[name] = Backend(name, compile, frozenset(options), doc, stateful, containers)
     return backend
 
 
@@ -249,6 +275,7 @@ class Specialized(Executable):
         exe = self._exes.get(g)
         if exe is None:
             check_stateful(self._backend, g)
+            check_containers(self._backend, g)
             exe = self._exes[g] = self._compile(g, **self.options)
         self.graph = g
         try:
@@ -275,12 +302,14 @@ def compile(target: Any, backend: str = "python", **options: Any) -> Executable:
     b.check_options(options)
     if isinstance(target, Graph):
         check_stateful(b, target)
+        check_containers(b, target)
         return b.compile(target, **options)
     if hasattr(target, "specialize"):
         return Specialized(target, b, options)
     graph = getattr(target, "graph", None)
     if isinstance(graph, Graph):
         check_stateful(b, graph)
+        check_containers(b, graph)
         return b.compile(graph, **options)
     raise TypeError(f"nx.compile takes a Graph, a DSL function or an @nx.script function, "
                     f"not {type(target).__name__}")

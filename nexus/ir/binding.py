@@ -19,7 +19,7 @@ import sympy
 
 from nexus.ir.graph import Graph
 from nexus.ir.opdef import OpTypeError
-from nexus.ir.types import TensorType, format_dim, numpy_dtype
+from nexus.ir.types import OptionalType, SequenceType, TensorType, format_dim, numpy_dtype
 
 # Python scalars that convert exactly to a NumPy scalar of this dtype kind.
 _SCALAR_KINDS: dict[type, str] = {bool: "b", int: "i", float: "f"}
@@ -55,6 +55,48 @@ def to_value(x: Any, t: TensorType | None = None) -> Any:
     return arr[()] if arr.ndim == 0 else arr
 
 
+def to_container(x: Any, t: SequenceType | OptionalType, what: str) -> Any:
+    """``x`` as a value of sequence or optional type ``t``: a list of element values
+    (``to_value`` each, their ranks and int dims checked) for a sequence, None or the
+    held value for an optional.  Raises BindingError naming ``what``."""
+    if isinstance(t, OptionalType):
+        if x is None:
+            return None
+        if isinstance(t.elem, SequenceType):
+            return to_container(x, t.elem, what)
+        return _element(x, t.elem, what)
+    if not isinstance(x, Sequence) or isinstance(x, (str, bytes)):  # a list, a tuple, a backend's own kind
+        raise BindingError(f"{what} must be a list of arrays (the graph takes {t}), not {type(x).__name__}")
+    if isinstance(t.length, int) and len(x) != t.length:
+        raise BindingError(f"{what} holds {len(x)} tensors, the graph takes {t}")
+    return [_element(e, t.elem, f"{what}, element {k}") for k, e in enumerate(x)]
+
+
+def _element(x: Any, t: TensorType, what: str) -> Any:
+    try:
+        v = to_value(x, t)
+    except BindingError as e:
+        raise BindingError(f"{what}: {e}") from None
+    if t.shape is not None:
+        if np.ndim(v) != len(t.shape):
+            raise BindingError(f"{what} has rank {np.ndim(v)} (shape {list(np.shape(v))}), the graph takes {t}")
+        for k, (d, n) in enumerate(zip(t.shape, np.shape(v))):
+            if isinstance(d, int) and d != n:
+                raise BindingError(f"{what} has size {n} in dim {k}, the graph takes {t}")
+    return v
+
+
+def _sized(t: Any, a: str) -> list[tuple[Any, str]]:
+    """``(dim, the expression of its size)`` for each dim of argument type ``t`` whose
+    size the call binds, ``a`` naming the argument: a tensor's dims and a sequence's
+    length (its elements' symbols are their own, see SequenceType)."""
+    if isinstance(t, TensorType):
+        return [(d, f"{a}.shape[{i}]") for i, d in enumerate(t.shape or ())]
+    if isinstance(t, SequenceType) and t.length is not None:
+        return [(t.length, f"len({a})")]
+    return []
+
+
 class Signature:
     """What a call of one graph version checks and converts.
 
@@ -67,8 +109,8 @@ class Signature:
         self.graph = g
         self.types: list[TensorType | None] = [t if isinstance(t, TensorType) else None for t in g.arg_types]
         count: dict[Any, int] = {}
-        for t in self.types:
-            for d in (t.shape or ()) if t is not None else ():
+        for k, t in enumerate(g.arg_types):
+            for d, _ in _sized(t, f"a{k}"):
                 if not isinstance(d, int):
                     count[d] = count.get(d, 0) + 1
         # Dims that are expressions (2*N) or symbols sizing several dims need the solver
@@ -111,13 +153,13 @@ class Signature:
             first: dict[Any, str] = {}
             differ: list[str] = []
             solve = False
-            for k, t in enumerate(self.types):
-                for i, d in enumerate((t.shape or ()) if t is not None else ()):
+            for k, arg_type in enumerate(self.graph.arg_types):
+                for d, size in _sized(arg_type, f"a{k}"):
                     if isinstance(d, sympy.Symbol):
                         if d in first:
-                            differ.append(f"a{k}.shape[{i}] != {first[d]}")
+                            differ.append(f"{size} != {first[d]}")
                         else:
-                            first[d] = f"a{k}.shape[{i}]"
+                            first[d] = size
                     elif not isinstance(d, int):
                         solve = True
             if solve:
@@ -138,6 +180,10 @@ class Signature:
     def _slow(self, k: int, x: Any) -> Any:
         """The general conversion of argument ``k``, with the errors naming it."""
         t = self.types[k]
+        container = self.graph.arg_types[k]
+        if isinstance(container, (SequenceType, OptionalType)):
+            node = self.graph.args[k]
+            return to_container(x, container, f"graph @{self.graph.name}, argument {k} (%{node.name or k})")
         try:
             v = to_value(x, t)
         except BindingError as e:
@@ -187,16 +233,23 @@ def bind_shapes(g: Graph, args: Sequence[Any], only: int | None = None) -> dict[
         if only is not None and i != only:
             continue
         name = f"argument {i}" + (f" {node.name!r}" if node.name else "")
-        if not isinstance(t, TensorType):
+        dims: tuple[Any, ...]
+        sizes: tuple[int, ...]
+        if isinstance(t, SequenceType) and t.length is not None and isinstance(value, Sequence):
+            dims, sizes = (t.length,), (len(value),)  # the length binds as a dim; elements bind nothing
+            name += " (its length)"
+        elif not isinstance(t, TensorType):
             continue
-        arr = np.asarray(value)
-        _check_dtype_kind(name, arr, t)
-        if t.shape is None:
-            continue
-        if arr.ndim != len(t.shape):
-            raise BindingError(f"{name} has rank {arr.ndim} (shape {list(arr.shape)}), "
-                               f"the graph takes {t} (rank {len(t.shape)})")
-        for k, (d, n) in enumerate(zip(t.shape, arr.shape)):
+        else:
+            arr = np.asarray(value)
+            _check_dtype_kind(name, arr, t)
+            if t.shape is None:
+                continue
+            if arr.ndim != len(t.shape):
+                raise BindingError(f"{name} has rank {arr.ndim} (shape {list(arr.shape)}), "
+                                   f"the graph takes {t} (rank {len(t.shape)})")
+            dims, sizes = t.shape, arr.shape
+        for k, (d, n) in enumerate(zip(dims, sizes)):
             if isinstance(d, int):
                 if d != n:
                     raise BindingError(f"{name} has size {n} in dim {k}, the graph takes {t}")

@@ -28,6 +28,8 @@ from nexus.ir.types import (
     STACK,
     DimBudget,
     DimSyntaxError,
+    OptionalType,
+    SequenceType,
     TensorType,
     TupleType,
     Type,
@@ -221,8 +223,11 @@ class _Cursor:
             return X
         if word == "stack":
             return STACK
+        if word in ("seq", "opt") and self.peek("<"):
+            return self.container(word, start, depth)
         if not is_dtype(word):
-            raise self.error(f"unknown type {word!r} (dtypes: {', '.join(ALL_DTYPE_NAMES)}; or X, stack)", start)
+            raise self.error(f"unknown type {word!r} (dtypes: {', '.join(ALL_DTYPE_NAMES)}; or X, stack, "
+                             f"seq<...>, opt<...>)", start)
         if not self.peek("["):
             return TensorType(word, ())
         self.expect("[")
@@ -239,7 +244,25 @@ class _Cursor:
             self.expect(",")
         return TensorType(word, tuple(dims))
 
-    def dim(self) -> Any:
+    def container(self, word: str, start: int, depth: int) -> Type:
+        """``seq<elem>``, ``seq<elem, length>`` or ``opt<elem>``, after the word."""
+        if depth >= MAX_NESTING:
+            raise self.error(f"types nest more than {MAX_NESTING} levels deep", start)
+        self.expect("<")
+        at = self.pos
+        elem = self.type(depth + 1)
+        if word == "opt":
+            self.expect(">")
+            if not isinstance(elem, (TensorType, SequenceType)):
+                raise self.error(f"an optional holds a tensor or a sequence, not {elem}", at)
+            return OptionalType(elem)
+        if not isinstance(elem, TensorType):
+            raise self.error(f"a sequence holds tensors, not {elem}", at)
+        length = self.dim(">") if self.accept(",") else None
+        self.expect(">")
+        return SequenceType(elem, length)
+
+    def dim(self, stops: str = ",]") -> Any:
         self.skip()
         start, depth = self.pos, 0
         while self.pos < len(self.text):
@@ -248,7 +271,7 @@ class _Cursor:
                 depth += 1
             elif ch == ")":
                 depth -= 1
-            elif depth == 0 and ch in ",]":
+            elif depth == 0 and ch in stops:
                 break
             self.pos += 1
         text = self.text[start:self.pos]

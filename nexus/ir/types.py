@@ -1,4 +1,5 @@
-"""Value types of the IR: tensors with int or symbolic dims, tuples, stacks and control (X).
+"""Value types of the IR: tensors with int or symbolic dims, tuples, stacks, sequences,
+optionals and control (X).
 
 Dims are Python ints or sympy expressions over integer symbols.  Symbols are always made
 through :func:`sym` so that two mentions of ``N`` are the same sympy object.  Dim strings
@@ -289,6 +290,63 @@ class StackType(Type):
 
 
 STACK = StackType()
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceType(Type):
+    """A sequence of tensors of one dtype (ONNX's ``seq(tensor)``), written
+    ``seq<f32[3, s0]>`` or, with its length, ``seq<f32[3, s0], 4>``.
+
+    ``elem`` is what every element is: its dtype and, where known, its rank; an int dim is
+    that size in every element, a symbolic dim is per element (elements may differ there,
+    so the call boundary binds no element symbol and ``SequenceAt`` gives each read fresh
+    ones).  ``length`` is the number of elements: an int, a symbolic dim, or None when
+    unknown.  A sequence is an immutable value (ops return new sequences); a graph's caller
+    passes and gets it as a Python list of arrays."""
+
+    elem: TensorType
+    length: Dim | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.elem, TensorType):
+            raise TypeError(f"a sequence holds tensors, not {self.elem}")
+        if self.length is not None:
+            object.__setattr__(self, "length", simplify_dim(self.length))
+            if isinstance(self.length, int) and self.length < 0:
+                raise ValueError(f"a sequence cannot have {self.length} elements")
+
+    @property
+    def dtype(self) -> str:
+        return self.elem.dtype
+
+    def with_length(self, length: Dim | None) -> SequenceType:
+        return SequenceType(self.elem, length)
+
+    def __str__(self) -> str:
+        if self.length is None:
+            return f"seq<{self.elem}>"
+        return f"seq<{self.elem}, {format_dim(self.length)}>"
+
+
+@dataclass(frozen=True, slots=True)
+class OptionalType(Type):
+    """A value that may be absent (ONNX's ``optional(...)``): a tensor or a sequence, or
+    nothing; written ``opt<f32[3]>``, ``opt<seq<f32[...]>>``.  At run time it is the value
+    itself, or None."""
+
+    elem: TensorType | SequenceType
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.elem, (TensorType, SequenceType)):
+            raise TypeError(f"an optional holds a tensor or a sequence, not {self.elem}")
+
+    def __str__(self) -> str:
+        return f"opt<{self.elem}>"
+
+
+def is_container(t: Type) -> bool:
+    """Whether ``t`` is a sequence or an optional: a value no tensor backend holds."""
+    return isinstance(t, (SequenceType, OptionalType))
 
 
 def scalar(dtype: str) -> TensorType:
@@ -629,7 +687,9 @@ def fresh_dim(prefix: str = "s") -> sympy.Symbol:
 def join_types(a: Type, b: Type) -> Type:
     """The least type covering both: equal dims stay, different dims become a fresh
     symbol, different ranks an unknown rank.  Different dtypes or kinds are an error
-    (a stack joins only a stack, and is then unchanged)."""
+    (a stack joins only a stack, and is then unchanged).  Sequences join their element
+    types (an empty one's counts for nothing) and their lengths (as dims); optionals join
+    what they hold."""
     if a == b:
         return a
     if isinstance(a, TensorType) and isinstance(b, TensorType):
@@ -638,12 +698,25 @@ def join_types(a: Type, b: Type) -> Type:
         if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
             return TensorType(a.dtype, None)
         return TensorType(a.dtype, tuple(x if x == y else fresh_dim() for x, y in zip(a.shape, b.shape)))
+    if isinstance(a, SequenceType) and isinstance(b, SequenceType):
+        if a.dtype != b.dtype:
+            raise TypeError(f"cannot join {a} and {b}: element dtypes differ")
+        # An empty sequence's element type constrains nothing (it has no elements).
+        elem = b.elem if a.length == 0 else a.elem if b.length == 0 else join_types(a.elem, b.elem)
+        assert isinstance(elem, TensorType)
+        length = a.length if a.length == b.length else None if a.length is None or b.length is None else fresh_dim()
+        return SequenceType(elem, length)
+    if isinstance(a, OptionalType) and isinstance(b, OptionalType):
+        inner = join_types(a.elem, b.elem)
+        assert isinstance(inner, (TensorType, SequenceType))
+        return OptionalType(inner)
     raise TypeError(f"cannot join {a} and {b}")
 
 
 def compatible(a: Type, b: Type) -> bool:
     """Whether two types can describe the same values: same kind and dtype, same rank
-    where both are known, equal dims where both are concrete ints (stacks: any two)."""
+    where both are known, equal dims where both are concrete ints (stacks: any two;
+    sequences: compatible elements and lengths; optionals: compatible contents)."""
     if a == b:
         return True
     if isinstance(a, TensorType) and isinstance(b, TensorType):
@@ -656,4 +729,9 @@ def compatible(a: Type, b: Type) -> bool:
         return all(not (isinstance(x, int) and isinstance(y, int)) or x == y for x, y in zip(a.shape, b.shape))
     if isinstance(a, TupleType) and isinstance(b, TupleType):
         return len(a.elems) == len(b.elems) and all(compatible(x, y) for x, y in zip(a.elems, b.elems))
+    if isinstance(a, SequenceType) and isinstance(b, SequenceType):
+        fixed = isinstance(a.length, int) and isinstance(b.length, int)
+        return compatible(a.elem, b.elem) and not (fixed and a.length != b.length)
+    if isinstance(a, OptionalType) and isinstance(b, OptionalType):
+        return compatible(a.elem, b.elem)
     return False

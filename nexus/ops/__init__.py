@@ -4,7 +4,8 @@ from nexus.ir import control  # noqa: F401  (the control ops)
 
 # Besides the families users write programs with, this registers the ops that frontends
 # and transformations emit: run-time checks (debug), the adjoint kernels the VJP rules
-# use (adjoint, adjoint_nn) and the stacks of graph-mode autodiff (stack).  They live
+# use (adjoint, adjoint_nn), the stacks of graph-mode autodiff (stack) and the sequences
+# and optionals of ONNX (sequence).  They live
 # here, not beside their users, so that a saved graph using them loads in a fresh process.
 from nexus.ops import (  # noqa: F401
     activation,
@@ -19,6 +20,7 @@ from nexus.ops import (  # noqa: F401
     nn,
     random,
     reduce,
+    sequence,
     shape,
     stack,
     state,

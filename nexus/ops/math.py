@@ -18,6 +18,7 @@ from nexus.ir.types import (
     TensorType,
     Type,
     dtype_of,
+    is_container,
     numpy_dtype,
 )
 from nexus.ops._rules import ANY_DTYPES, NUMERIC, broadcast, check_dtype, define, tensor, unary_rule
@@ -41,8 +42,9 @@ def _constant_rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Se
 define("Constant", FAMILY, (), _constant_rule, lambda value: value,
        attrs={"value": Attr("tensor", doc="the tensor (0-d for scalars)")},
        doc="A tensor known when the graph is built.")
-define("Identity", FAMILY, ("x",), lambda op, ins, a, v: tensor(op, ins[0], 0), lambda x: x,
-       differentiable=True, doc="Returns its input.")
+# Identity also passes a sequence or an optional through (ONNX's Identity does).
+define("Identity", FAMILY, ("x",), lambda op, ins, a, v: ins[0] if is_container(ins[0]) else tensor(op, ins[0], 0),
+       lambda x: x, differentiable=True, doc="Returns its input.")
 
 
 # --- binary arithmetic ------------------------------------------------------------------

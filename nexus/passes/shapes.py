@@ -36,7 +36,17 @@ from nexus.ir.graph import Graph, known_value
 from nexus.ir.node import Block, Node, node_where
 from nexus.ir.opdef import DimEq, OpTypeError
 from nexus.ir.static import evaluate
-from nexus.ir.types import TensorType, TupleType, Type, dim_is_zero, fresh_dim, shape_str, simplify_dim
+from nexus.ir.types import (
+    OptionalType,
+    SequenceType,
+    TensorType,
+    TupleType,
+    Type,
+    dim_is_zero,
+    fresh_dim,
+    shape_str,
+    simplify_dim,
+)
 from nexus.ops.index import _slice as slice_kernel
 
 _MAX_VALUE_SIZE = 64  # larger integer tensors are not shape values; do not track them
@@ -163,6 +173,8 @@ class _Inference:
         if not seen:
             return None
         first = seen[0]
+        if isinstance(first, (SequenceType, OptionalType)):
+            return self._container_phi(n, seen, widen)
         if not isinstance(first, TensorType):
             return first
         tensors: list[TensorType] = []
@@ -189,6 +201,15 @@ class _Inference:
                 self.phi_syms[(n, k)] = prev if own else fresh_dim()
             dims.append(self.phi_syms[(n, k)])
         return first.with_shape(tuple(dims))
+
+    def _container_phi(self, n: Node, seen: list[Type], widen: bool) -> Type:
+        """A Phi of sequences or optionals: the join of its inputs (the Phi's own type
+        rule), the symbols the join makes up renamed to the Phi's own on every round (so
+        the loop converges); widened, the element's rank and the length become unknown."""
+        new = n.op.infer(seen, n.attrs, [None] * len(seen)).type
+        if widen:
+            new = _widen_container(new)
+        return self._stabilize(n, new, seen, [])
 
     def _stabilize(self, n: Node, new: Type, ins: Sequence[Type], vals: Sequence[Any]) -> Type:
         """Rename the symbols a rule made up (fresh dims) to this node's own symbols, so
@@ -234,6 +255,11 @@ class _Inference:
             x = _subs_type(self._type(n.input(0)), facts)
             if isinstance(x, TensorType) and x.shape:
                 return np.array(x.shape[n.attrs["axis"]], dtype=object)
+            return None
+        if name == "SequenceLength":  # a sequence's length is part of its type, as a dim
+            x = _subs_type(self._type(n.input(0)), facts)
+            if isinstance(x, SequenceType) and x.length is not None:
+                return np.array(x.length, dtype=object)
             return None
         if name == "Proj":
             return self._proj_value(n)
@@ -342,7 +368,22 @@ def _same_structure(a: Type, b: Type) -> bool:
         return len(a.elems) == len(b.elems) and all(_same_structure(x, y) for x, y in zip(a.elems, b.elems))
     if isinstance(a, TensorType) and isinstance(b, TensorType):
         return a.dtype == b.dtype and a.rank == b.rank
+    if isinstance(a, SequenceType) and isinstance(b, SequenceType):
+        return _same_structure(a.elem, b.elem) and (a.length is None) == (b.length is None)
+    if isinstance(a, OptionalType) and isinstance(b, OptionalType):
+        return _same_structure(a.elem, b.elem)
     return a == b  # X, stack: no dims to compare
+
+
+def _widen_container(t: Type) -> Type:
+    """A sequence or optional type with its elements' rank and its length unknown."""
+    if isinstance(t, SequenceType):
+        return SequenceType(t.elem.with_shape(None))
+    if isinstance(t, OptionalType):
+        inner = _widen_container(t.elem) if isinstance(t.elem, SequenceType) else t.elem.with_shape(None)
+        assert isinstance(inner, (TensorType, SequenceType))
+        return OptionalType(inner)
+    return t
 
 
 def _type_syms(t: Type) -> set[Any]:
@@ -358,6 +399,12 @@ def _ordered_syms(t: Type) -> list[Any]:
         for d in t.shape:
             if isinstance(d, sympy.Basic):
                 out += [s for s in sorted(d.free_symbols, key=str) if s not in out]
+    elif isinstance(t, SequenceType):
+        out = _ordered_syms(t.elem)
+        if isinstance(t.length, sympy.Basic):
+            out += [s for s in sorted(t.length.free_symbols, key=str) if s not in out]
+    elif isinstance(t, OptionalType):
+        out = _ordered_syms(t.elem)
     return out
 
 
@@ -368,6 +415,15 @@ def _subs_type(t: Type, facts: Mapping[Any, Any]) -> Type:
         return TupleType(tuple(_subs_type(e, facts) for e in t.elems))
     if isinstance(t, TensorType) and t.shape is not None:
         return t.with_shape(tuple(d if isinstance(d, int) else simplify_dim(d.subs(facts)) for d in t.shape))
+    if isinstance(t, SequenceType):
+        elem = _subs_type(t.elem, facts)
+        assert isinstance(elem, TensorType)
+        length = t.length if t.length is None or isinstance(t.length, int) else simplify_dim(t.length.subs(facts))
+        return SequenceType(elem, length)
+    if isinstance(t, OptionalType):
+        inner = _subs_type(t.elem, facts)
+        assert isinstance(inner, (TensorType, SequenceType))
+        return OptionalType(inner)
     return t
 
 

@@ -28,7 +28,7 @@ from nexus.ir.cfg import is_argument, is_exit, role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.printer import _name_graph
-from nexus.ir.types import TensorType, shape_str
+from nexus.ir.types import TensorType, is_container, shape_str
 
 # Colours, one per kind of node and edge; the tests read them from here.
 BLOCK_FILL = "#dbeeff"
@@ -273,6 +273,8 @@ def drawing(g: Graph, *, types: bool = True, echoes: bool = True,
             if types and not control and isinstance(v.type, TensorType) and v.type.shape != ():
                 # Tensor edges carry their shape (symbolic dims included); scalars stay quiet.
                 attrs += [f"label={_q(' ' + shape_str(v.type.shape))}", "fontsize=9"]
+            elif types and not control and is_container(v.type):  # a sequence or optional: its type
+                attrs += [f"label={_q(' ' + str(v.type))}", "fontsize=9"]
             # Only edges inside a block shape the layout; the control edges between
             # blocks place the blocks, so the picture follows the CFG top-down.
             if v.block is not n.block and src == ids[v]:

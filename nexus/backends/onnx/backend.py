@@ -54,13 +54,13 @@ class NexusRep(BackendRep):
 
     def _feeds(self, inputs: Any) -> list[Any]:
         if isinstance(inputs, Mapping):
-            return [np.asarray(inputs[n]) for n in self.input_names]
+            return [_feed(inputs[n]) for n in self.input_names]
         if isinstance(inputs, np.ndarray) or not isinstance(inputs, Sequence):
             inputs = [inputs]
         if len(inputs) != len(self.input_names):
             raise ValueError(f"the model takes {len(self.input_names)} inputs ({', '.join(self.input_names)}), "
                              f"got {len(inputs)}")
-        return [np.asarray(x) for x in inputs]
+        return [_feed(x) for x in inputs]
 
     def _specialize(self, feeds: list[Any]) -> tuple[Any, list[int]]:
         while True:
@@ -83,7 +83,17 @@ class NexusRep(BackendRep):
 
     def _outputs(self, result: Any) -> tuple[Any, ...]:
         outs = result if isinstance(result, tuple) else (result,)
-        return tuple(np.asarray(o) for o in outs)
+        return tuple(_feed(o) for o in outs)
+
+
+def _feed(x: Any) -> Any:
+    """A value as ONNX backends pass it: an array; a sequence as a list of arrays; an
+    empty optional as None."""
+    if x is None:
+        return None
+    if isinstance(x, list):
+        return [np.asarray(e) for e in x]
+    return np.asarray(x)
 
 
 class NexusBackend(Backend):

@@ -21,11 +21,12 @@ from onnx import helper
 
 from nexus.backends.base import lowering_table
 from nexus.backends.onnx import lowering  # noqa: F401  (registers the rules)
+from nexus.backends.onnx.sequence import empty, first_opset, type_proto
 from nexus.backends.onnx.stacks import StackSplitError, split_stacks
 from nexus.frontend.onnx.data import NEXUS_TO_ONNX
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
-from nexus.ir.types import StackType, TensorType, Type, numpy_dtype
+from nexus.ir.types import StackType, TensorType, Type, is_container, numpy_dtype
 from nexus.passes.regions import Bind, Const, Default, If, Loop, Name, Seq, Value, Var, walk
 from nexus.passes.structurize import structurize
 
@@ -93,6 +94,8 @@ def _needed_opset(graph: Graph) -> tuple[int, str]:
             v = _DTYPE_OPSET.get(getattr(t, "dtype", ""), 0)
             if v > best:
                 best, why = v, f"dtype {t.dtype}"  # type: ignore[union-attr]
+            if first_opset(t) > best:
+                best, why = first_opset(t), f"{type(t).__name__} {t}"
         if n.op.name == "Cast":
             for attr, v in (("saturate", 19), ("round_mode", 24)):
                 if n.attrs.get(attr) is not None and v > best:
@@ -170,13 +173,14 @@ def _tree_stack_dtypes(body: Seq, seeds: dict[Node, str]) -> dict[Any, str]:
 
 
 def value_info(name: str, t: Type, what: str, elem: str | None = None) -> Any:
-    """ONNX value info for a tensor, or for a stack (a sequence of ``elem`` tensors)."""
+    """ONNX value info for a tensor, a sequence or an optional, or for a stack (a sequence
+    of ``elem`` tensors)."""
     if isinstance(t, StackType) and elem is not None:
         return helper.make_tensor_sequence_value_info(name, NEXUS_TO_ONNX[elem], None)
-    if not isinstance(t, TensorType):
-        raise ExportError(f"{what} has type {t}; ONNX export handles tensors only")
-    shape = None if t.shape is None else [d if isinstance(d, int) else str(d) for d in t.shape]
-    return helper.make_tensor_value_info(name, NEXUS_TO_ONNX[t.dtype], shape)
+    proto = type_proto(t)
+    if proto is None:
+        raise ExportError(f"{what} has type {t}; ONNX export handles tensors, sequences and optionals only")
+    return helper.make_value_info(name, proto)
 
 
 def _type(v: Value) -> Type:
@@ -215,6 +219,8 @@ class Exporter:
             return self.const(v.value)
         if isinstance(v, Default) and isinstance(v.type, StackType) and v in self.stack_dtypes:
             return self.add("SequenceEmpty", [], 1, dtype=NEXUS_TO_ONNX[self.stack_dtypes[v]])[0]
+        if isinstance(v, Default) and is_container(v.type):
+            return empty(self, v.type)
         if isinstance(v, Default):
             t = v.type
             if not isinstance(t, TensorType) or t.shape is None:
@@ -342,10 +348,12 @@ class Exporter:
 
 def _loose_info(name: str, t: Type, what: str, elem: str | None = None) -> Any:
     """Value info with the dtype and rank only: a carried value's dims may change (a
-    stack: a sequence of ``elem`` tensors of any shapes)."""
+    stack: a sequence of ``elem`` tensors of any shapes; a sequence or an optional: its
+    elements' dtype and rank)."""
     if isinstance(t, StackType) and elem is not None:
         return helper.make_tensor_sequence_value_info(name, NEXUS_TO_ONNX[elem], None)
-    if not isinstance(t, TensorType):
-        raise ExportError(f"{what} has type {t}; ONNX export handles tensors and autodiff tapes only")
-    shape = None if t.shape is None else [None] * len(t.shape)
-    return helper.make_tensor_value_info(name, NEXUS_TO_ONNX[t.dtype], shape)
+    proto = type_proto(t, loose=True)
+    if proto is None:
+        raise ExportError(f"{what} has type {t}; ONNX export handles tensors, sequences, optionals and autodiff "
+                          f"tapes only")
+    return helper.make_value_info(name, proto)

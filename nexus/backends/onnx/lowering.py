@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 
 # What the exporter writes one to one: the importer's pairs inverted, and the ops the
 # importer converts with more care (Div and Pow on integers, Max and Min with any number
-# of inputs, Shape with start and end).
+# of inputs, Shape with start and end, the optional ops on plain values).
 _SAME = {**{nx: ox for ox, nx in ONE_TO_ONE.items()},
-         "Div": "Div", "Pow": "Pow", "Maximum": "Max", "Minimum": "Min", "ShapeOf": "Shape"}
+         "Div": "Div", "Pow": "Pow", "Maximum": "Max", "Minimum": "Min", "ShapeOf": "Shape",
+         "Optional": "Optional", "OptionalHasElement": "OptionalHasElement", "OptionalGetElement": "OptionalGetElement"}
 
 
 def _same(onnx_op: str) -> Any:

@@ -48,6 +48,7 @@ from nexus.ir.cfg import kahn_groups, role
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.types import TensorType, TupleType, Type
+from nexus.ops.sequence import SeqValue
 
 BACKEND = "onnxruntime"
 # The cost model of the regions (see _worth), in nanoseconds, measured on a 2-core x86 machine.
@@ -103,7 +104,8 @@ class Session(Executable):
         self.partitions: list[Partition] = []  # set by compile_onnxruntime for a whole graph
 
     def __call__(self, *args: Any) -> Any:
-        feeds = {k: v if v.__class__ is np.ndarray else np.asarray(v) for k, v in zip(self._names, self._convert(args))}
+        feeds = {k: v if v.__class__ is np.ndarray or v is None or v.__class__ is list else _feed(v)
+                 for k, v in zip(self._names, self._convert(args))}
         try:
             outs = self._run(self._outputs, feeds)
         except _FAILURES as e:  # a size ONNX Runtime found wrong: the python backend's error kind
@@ -116,6 +118,14 @@ class Session(Executable):
         import onnx
 
         return str(onnx.printer.to_text(self.model))
+
+
+def _feed(v: Any) -> Any:
+    """A value as ONNX Runtime takes it: a sequence as a list of arrays (the python
+    backend's SeqValue too, when a session runs one region of a graph), else an array."""
+    if isinstance(v, SeqValue):
+        return v.tolist()
+    return v if isinstance(v, list) else np.asarray(v)
 
 
 def _first_line(e: BaseException) -> str:
@@ -294,4 +304,5 @@ def compile_onnxruntime(g: Graph, split: bool = False, threads: int = 0, optimiz
 
 
 register_backend(BACKEND, compile_onnxruntime, options=("split", "threads", "optimization", "max_iterations"),
-                 doc="ONNX Runtime sessions for the graph or its dense regions; control flow on the python backend")
+                 doc="ONNX Runtime sessions for the graph or its dense regions; control flow on the python backend",
+                 containers=True)

@@ -22,12 +22,15 @@ from typing import Any, NoReturn
 
 from nexus.backends.base import Executable, NexusRuntimeError
 from nexus.backends.python.codegen import Generated, generate
+from nexus.backends.python.fold import fold_batch_norms, has_foldable
 from nexus.backends.python.lowering import BACKEND
 from nexus.backends.python.plan import PlanError, make_plan
 from nexus.backends.python.pool import cores, get_pool
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
+from nexus.ir.types import is_container
+from nexus.ops.sequence import plain
 from nexus.passes.placement import Place, PlacementError, needs_placement
 
 
@@ -81,6 +84,12 @@ class Prepared:
                 Place().apply(g)
         except PlacementError as e:
             raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
+        self.exact = g  # as written (placed): what tape mode records
+        self.back: dict[Node, Node] = {}  # a node of the folded copy -> the node it copies
+        if has_foldable(g):  # the generated code runs a copy with its batch norms folded
+            g, copy = g.clone()
+            fold_batch_norms(g)
+            self.back = {c: n for n, c in copy.items()}
         try:
             self.plan = make_plan(g)
         except PlanError as e:
@@ -92,6 +101,9 @@ class Prepared:
         gen = self.variants.get(key)
         if gen is None:
             gen = self.variants[key] = generate(self.plan, count=count, parallel=parallel, hooks=_HOOKS)
+            if self.back:  # lines and variables name the graph's own nodes (errors, traces)
+                gen.line_nodes = {k: self.back.get(n, n) for k, n in gen.line_nodes.items()}
+                gen.variables = {k: self.back.get(n, n) for k, n in gen.variables.items()}
         return gen
 
     def recording(self, count: bool, nodes: Sequence[Node], resumable: bool = False) -> Generated:
@@ -99,13 +111,15 @@ class Prepared:
         *inputs))`` after ``nodes[k]`` runs (tape-mode autodiff); ``resumable``:
         ``fn(limit, tape, budget, start, *args)``, which can pause and resume (checkpointed
         tape mode; see the codegen module)."""
-        if self.plan.graph is not self.graph:
+        if self.exact is not self.graph:
             raise NexusRuntimeError(f"graph @{self.graph.name}: a graph that needs placement cannot be recorded")
         key = (count, (tuple(nodes), resumable))
         gen = self.variants.get(key)
         if gen is None:
+            # the graph's own nodes, unfolded: the tape names them
+            plan = self.plan if self.plan.graph is self.exact else make_plan(self.exact)
             record = {n: k for k, n in enumerate(nodes)}
-            gen = self.variants[key] = generate(self.plan, count=count, parallel="off", hooks=_HOOKS, record=record,
+            gen = self.variants[key] = generate(plan, count=count, parallel="off", hooks=_HOOKS, record=record,
                                                 resumable=resumable)
         return gen
 
@@ -164,15 +178,20 @@ class PythonExecutable(Executable):
         mode = "on" if self.parallel else "off" if self.parallel is not None or cores() < 2 else "auto"
         self.fn = p.variant(counting, mode).fn
         self._version = g.version
+        # Sequences are SeqValues inside; the caller gets lists (see nexus.ops.sequence).
+        self._plain = any(is_container(t) for t in g.result_types)
 
     def __call__(self, *args: Any) -> Any:
         if self.graph.version != self._version:
             self._refresh()
         values = self.convert(args)
         try:
-            return self.fn(self.max_iterations, *values)
+            out = self.fn(self.max_iterations, *values)
         except Exception as e:  # noqa: BLE001  (any kernel failure is reported with its node)
             self.prepared.reraise(e)
+        if self._plain:
+            return tuple(plain(v) for v in out) if isinstance(out, tuple) else plain(out)
+        return out
 
     def source(self) -> str:
         return source(self.graph, max_iterations=self.max_iterations is not None, parallel=self.parallel)

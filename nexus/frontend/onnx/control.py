@@ -29,7 +29,7 @@ import numpy as np
 from nexus.frontend.importing import known_rank, tensor_type
 from nexus.frontend.onnx.data import OnnxImportError
 from nexus.ir.node import Node
-from nexus.ir.types import numpy_dtype
+from nexus.ir.types import OptionalType, numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.onnx.importer import Importer
@@ -151,7 +151,11 @@ def convert_loop(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | 
 
     def body(i: Node, c: Node, vin: list[Node]) -> tuple[Node | None, list[Node], list[Node]]:
         outs = imp.subgraph(gp, "Loop body", [i, c, *vin])
-        return outs[0], outs[1:1 + n], outs[1 + n:]
+        # ONNX lets a body return a plain value for an optional it carries (a sequence for
+        # an optional sequence): the carried value stays an optional, now present.
+        nexts = [imp.emit("Optional", [v], name="") if isinstance(init.type, OptionalType)
+                 and not isinstance(v.type, OptionalType) else v for init, v in zip(carried, outs[1:1 + n])]
+        return outs[0], nexts, outs[1 + n:]
 
     finals, stacks = build_loop(imp, trip, cond0, carried, len(gp.output) - 1 - n, body)
     return [*finals, *stacks]

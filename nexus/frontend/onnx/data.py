@@ -169,5 +169,6 @@ ONE_TO_ONE = {
     "Xor": "Xor", "MatMul": "MatMul", "Identity": "Identity", "PRelu": "PRelu", "Expand": "Expand",
     "Tile": "Tile", "GatherND": "GatherND", "GlobalAveragePool": "GlobalAveragePool",
     "Softplus": "Softplus", "BitwiseAnd": "BitwiseAnd", "BitwiseOr": "BitwiseOr", "BitwiseXor": "BitwiseXor",
-    "BitwiseNot": "BitwiseNot",
+    "BitwiseNot": "BitwiseNot", "SequenceConstruct": "SequenceConstruct", "SequenceInsert": "SequenceInsert",
+    "SequenceAt": "SequenceAt", "SequenceErase": "SequenceErase", "SequenceLength": "SequenceLength",
 }

@@ -32,7 +32,7 @@ from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
 from nexus.ir.opdef import OpTypeError
 from nexus.ir.static import static_value
-from nexus.ir.types import Dim, TensorType, Type, fresh_dim, sym
+from nexus.ir.types import Dim, OptionalType, SequenceType, TensorType, Type, fresh_dim, sym
 
 Key = tuple[int, str]  # (scope id, ONNX value name)
 
@@ -215,11 +215,26 @@ class Importer(BlockBuilder):
 
     def value_type(self, vi: Any, what: str) -> Type:
         """The Nexus type of an ONNX ValueInfo: dim_param -> a symbol, unknown -> fresh."""
-        tt = vi.type
-        if tt.WhichOneof("value") != "tensor_type":
-            kind = tt.WhichOneof("value") or "no type"
-            raise OnnxImportError(f"{what}: ONNX {kind} values are not supported (only tensors)")
-        t = tt.tensor_type
+        return self.type_proto(vi.type, what)
+
+    def type_proto(self, tp: Any, what: str) -> Type:
+        """The Nexus type of an ONNX TypeProto: a tensor, a sequence of tensors (its
+        length unknown), or an optional of either."""
+        kind = tp.WhichOneof("value")
+        if kind == "sequence_type":
+            elem = self.type_proto(tp.sequence_type.elem_type, f"{what}, its elements")
+            if not isinstance(elem, TensorType):
+                raise OnnxImportError(f"{what}: sequences of {elem} are not supported (only of tensors)")
+            return SequenceType(elem)
+        if kind == "optional_type":
+            inner = self.type_proto(tp.optional_type.elem_type, f"{what}, its value")
+            if not isinstance(inner, (TensorType, SequenceType)):
+                raise OnnxImportError(f"{what}: optionals of {inner} are not supported")
+            return OptionalType(inner)
+        if kind != "tensor_type":
+            raise OnnxImportError(f"{what}: ONNX {kind or 'untyped'} values are not supported "
+                                  f"(tensors, sequences of tensors and optionals are)")
+        t = tp.tensor_type
         dtype = nexus_dtype(t.elem_type, what)
         if not t.HasField("shape"):
             return TensorType(dtype, None)

@@ -19,7 +19,7 @@ from nexus.frontend.importing import Registry, known_rank, tensor_type
 from nexus.frontend.onnx.data import OnnxImportError, tensor_to_array
 from nexus.frontend.onnx.functions import function_body
 from nexus.ir.node import Node
-from nexus.ir.types import NARROW_DTYPES, numpy_dtype
+from nexus.ir.types import NARROW_DTYPES, TensorType, numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.onnx.importer import Importer
@@ -36,7 +36,7 @@ ReduceMean ReduceSum ReduceMax ReduceMin ArgMax CumSum Reshape Transpose Concat 
 ScatterND Squeeze Unsqueeze Flatten Expand Tile Shape ConstantOfShape Constant Range Cast Identity Pad Resize Trilu
 If Loop Scan NonMaxSuppression TopK NonZero
 """.split())
-_SECTIONS = ("elementwise", "nn", "shapes", "quantized", "dynamic", "rnn")
+_SECTIONS = ("elementwise", "nn", "shapes", "quantized", "dynamic", "rnn", "sequence")
 RULES: Registry[Converter] = Registry(*(f"nexus.frontend.onnx.ops.{m}" for m in _SECTIONS), required=CORE_OPS)
 converts = RULES.converts
 INT64_MAX = np.iinfo(np.int64).max
@@ -65,7 +65,8 @@ def convert_node(imp: Importer, nd: Any) -> None:
         return
     attrs = read_attrs(imp, nd)
     ins: Ins = [imp.read(n) if n else None for n in nd.input]
-    narrow = {_t(v).dtype for v in ins if v is not None and _t(v).dtype in NARROW_DTYPES}
+    narrow = {v.type.dtype for v in ins if v is not None and isinstance(v.type, TensorType)
+              and v.type.dtype in NARROW_DTYPES}
     if narrow and nd.op_type not in _CARRY_NARROW:
         outs = _widened(imp, fn, ins, attrs, narrow)
     else:
