@@ -251,6 +251,32 @@ def test_a_never_assigned_variable_builds_with_the_type_it_needs():
             assert isinstance(got, UnboundLocalError) and "'w'" in str(got)
 
 
+def two_never_assigned_variables(b: int, v):
+    if 3 > 5:  # never lowered: neither w nor k has a type from an assignment
+        w = v * 2.0
+        k = 0
+    if b > 0:
+        u = np.tanh(w)
+        b = b + k
+        v = v * u[0]  # here a scalar guess for w fails, after k was guessed
+    return v, b
+
+
+def test_the_guess_to_change_is_not_always_the_last_one():
+    """A failed build is blamed on the last guessed variable first (k, which builds with
+    any type); when none of its types builds, the one guessed before it (w) tries its types."""
+    run = nx.script(two_never_assigned_variables)
+    for args in [(-1, np.ones(3)), (2, np.ones(3))]:
+        ok_py, want = outcome(two_never_assigned_variables, args)
+        ok_nx, got = outcome(run, args)
+        assert ok_py == ok_nx, (want, got)
+        if ok_py:
+            np.testing.assert_allclose(got[0], want[0])
+            assert got[1] == want[1]
+        else:
+            assert isinstance(got, UnboundLocalError) and "'w'" in str(got)
+
+
 def never_assigned_before(x: float):
     y = y + x  # noqa: F821  (Python raises UnboundLocalError here)
     return y

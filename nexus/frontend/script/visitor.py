@@ -51,6 +51,7 @@ NONE_USE = "TypeError: "  # the message prefix of the Assert where a variable ho
 NONE_HINT = "$none"  # hints[(NONE_HINT, var)]: var is assigned None somewhere; the type of its other values
 UNDEF_HINT = "$undef"  # hints[(UNDEF_HINT, var)]: the type of a variable to flag
 UNDEF_GUESS = "$guess"  # hints[(UNDEF_GUESS, var)]: that type is a guess (no lowered path assigns var)
+GUESS_DONE = "$guessed"  # hints[(GUESS_DONE, var)]: every guess for var failed; it keeps the first
 
 
 class Lowering:
@@ -533,24 +534,31 @@ def _guesses(low: Lowering) -> list[Type]:
 
 def _next_guess(low: Lowering) -> None:
     """The build failed: if a variable's type is a guess, build again with the next one
-    (raises LoopTypeRetry); returns when there is none left to try."""
+    (raises LoopTypeRetry); returns when there is none left to try.  With several guessed
+    variables the one to blame is not known: the last one guessed tries its types in turn;
+    when none builds it keeps its first and the one guessed before it tries its types
+    (one variable at a time, not every combination)."""
     hints = low.ssa.hints
     guessed = [k[1] for k in hints if isinstance(k, tuple) and len(k) == 2 and k[0] == UNDEF_GUESS]
-    if not guessed:
-        return
-    var = guessed[-1]
     options = _guesses(low)
-    current = hints.get((UNDEF_HINT, var))
-    i = options.index(current) if current in options else len(options)
-    if i + 1 < len(options):
-        # The hints found while building with the failed guess (a list's item type, a loop
-        # Phi's) may come from it: forget them (those found before it stay; dicts keep order).
-        keys = list(hints)
-        if (UNDEF_HINT, var) in hints:
-            for k in keys[keys.index((UNDEF_HINT, var)) + 1:]:
-                del hints[k]
-        hints[(UNDEF_GUESS, var)] = options[i + 1]
-        raise LoopTypeRetry((UNDEF_HINT, var), options[i + 1])
+    for var in reversed(guessed):
+        if (GUESS_DONE, var) in hints:
+            continue
+        current = hints.get((UNDEF_HINT, var))
+        i = options.index(current) if current in options else len(options)
+        if i + 1 < len(options):
+            # The hints found while building with the failed guess (a list's item type, a
+            # loop Phi's, the guesses of variables read later) may come from it: forget them
+            # (those found before it stay; dicts keep order), but not which variables are
+            # done with guessing.
+            keys = list(hints)
+            if (UNDEF_HINT, var) in hints:
+                for k in keys[keys.index((UNDEF_HINT, var)) + 1:]:
+                    if not (isinstance(k, tuple) and k[0] == GUESS_DONE):
+                        del hints[k]
+            hints[(UNDEF_GUESS, var)] = options[i + 1]
+            raise LoopTypeRetry((UNDEF_HINT, var), options[i + 1])
+        hints[(GUESS_DONE, var)] = options[0]
 
 
 def _undef_type(low: Lowering, var: str, users: list[Node]) -> Type | None:
