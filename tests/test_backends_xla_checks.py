@@ -6,8 +6,9 @@ python backend's error after the call.  Before, every run-time Assert passed: a 
 variable that no path assigned returned a stand-in value with no error.
 
 The oracle is plain Python: where it returns, xla must return the same; where it raises
-UnboundLocalError or falls off the end, the script's own error must come (the python
-backend's, which ``tests/test_script_undefined.py`` checks against Python); where it raises
+UnboundLocalError, the script's own error must come (the python backend's, which
+``tests/test_script_undefined.py`` checks against Python); where it falls off the end, None;
+where it raises
 anything else (an ``assert`` statement, ``range()`` with a zero step), xla must raise the
 python backend's error for the same node, with the same message.
 """
@@ -146,11 +147,12 @@ def test_run_time_checks_raise_as_on_the_python_backend(name: str) -> None:
             np.testing.assert_allclose(got, want, rtol=1e-12)
             continue
         failures += 1
-        python = "returned None" if ok_py else f"raised {want!r}"
-        assert not ok_xla, f"{name}{(x, n)}: Python {python}, xla returned {got!r}"
-        if ok_py:  # fell off the end: the script raises RuntimeError naming the end
-            assert type(got) is RuntimeError and "reached its end without a return" in str(got)
-        elif isinstance(want, UnboundLocalError):
+        if ok_py:  # fell off the end: None, as Python returns
+            assert ok_xla and got is None, f"{name}{(x, n)}: Python returned None, xla gave {got!r}"
+            assert _outcome(on_python, x, n) == (True, None)
+            continue
+        assert not ok_xla, f"{name}{(x, n)}: Python raised {want!r}, xla returned {got!r}"
+        if isinstance(want, UnboundLocalError):
             assert isinstance(got, UnboundLocalError) and str(want).split("'")[1] in str(got)
         ok_ref, ref = _outcome(on_python, x, n)
         assert not ok_ref

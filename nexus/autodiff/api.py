@@ -156,9 +156,10 @@ class GradFunction:
 
     def run_error(self, e: RuntimeError) -> Exception:
         """As the differentiated function's language names the failure (a script's
-        UnboundLocalError), or ``e``."""
+        UnboundLocalError), or ``e``; a function that returns None there has no gradient."""
         inner = getattr(self.f, "run_error", None)
-        return inner(e) if inner is not None else e
+        err = inner(e) if inner is not None else e
+        return err if err is not None else TypeError(f"the differentiated function returned None: {e}")
 
 
 def value_and_grad(f: Any, argnums: int | Sequence[int] = 0, mode: str = "graph",

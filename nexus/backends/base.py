@@ -19,7 +19,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from nexus.ir.binding import BindingError
 from nexus.ir.extras import needing
@@ -256,9 +256,10 @@ class Specializable(Protocol):
         """The graph for ``args``' signature and the conversion of its results."""
         ...
 
-    def run_error(self, e: RuntimeError) -> Exception:
+    def run_error(self, e: RuntimeError) -> Exception | None:
         """The error the function's own language raises where a run failed with ``e``
-        (a script's UnboundLocalError), or ``e``."""
+        (a script's UnboundLocalError), or ``e``; None where that language returns None
+        instead (a script's path that falls off its end)."""
         ...
 
 
@@ -285,11 +286,14 @@ class Specialized(Executable):
         except BindingError as e:  # named as the caller knows the function
             raise e.called(g.name) from None
         except RuntimeError as e:
-            self.failed(e)
+            return self.failed(e)
 
-    def failed(self, e: RuntimeError) -> NoReturn:
-        """Raise ``e`` as the function's language says it (Python: UnboundLocalError...)."""
+    def failed(self, e: RuntimeError) -> None:
+        """Raise ``e`` as the function's language says it (Python: UnboundLocalError...), or
+        return None where the function returns None there (Python's implicit return)."""
         err = self.fn.run_error(e)
+        if err is None:
+            return None
         if err is e:
             raise e
         raise err from e

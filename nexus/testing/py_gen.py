@@ -16,11 +16,14 @@ shifts move by at most 4 bits), so int64 never overflows.
 With ``partial`` (issue 30; on in the CLI, ``--no-partial`` gives the programs of before)
 variables may be read where they are assigned on some paths only (after one branch, or
 a loop that may run zero times, or a loop's own targets), some paths fall off the end
-(Python returns None), ``for`` loops run over ``enumerate``/``zip``/``reversed`` of
-ranges (negative and run-time steps) and of an array's rows, and a global tuple ``_T``
-gives constants.  Where Python raises UnboundLocalError the script must raise it too,
-naming the variable; where it returns None the script must raise RuntimeError naming
-the end, on the python backend and on the one given with ``--backend``.
+or say ``return`` / ``return None`` (Python returns None), ``for`` loops run over
+``enumerate``/``zip``/``reversed`` of ranges (negative and run-time steps) and of an
+array's rows, a global tuple ``_T`` gives constants, variables hold ``(int, float)``
+tuples or an int or None (read through ``is None`` tests), and ``in`` over tuples and
+``divmod`` appear.  Where Python raises
+UnboundLocalError the script must raise it too, naming the variable; where it returns
+None the script must return None, on the python backend and on the one given with
+``--backend``.
 
 CLI: ``python -m nexus.testing.py_gen --count 20000 [--seed S] [--optimize] [--backend llvm]``
 prints each disagreement (the program, the inputs, both results) and a summary.  With
@@ -43,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-INT, FLOAT, ARR, BOOL, LIST = "int", "float", "arr", "bool", "list"
+INT, FLOAT, ARR, BOOL, LIST, TUP = "int", "float", "arr", "bool", "list", "tuple"  # TUP: (int, float)
+OPT = "opt"  # an int or None, read through `is None` tests only
 
 HELPERS = '''
 def _absdiff(p, q):
@@ -122,8 +126,9 @@ class Gen:
     # Subscript assignments and the NumPy calls of issue 17 (off: the programs of before).
     numpy: bool = True
     # Issue 30: variables assigned on some paths only (read where Python may raise
-    # UnboundLocalError), paths falling off the end (None), enumerate/zip/reversed loops
-    # with negative and run-time steps, and a global tuple of constants.
+    # UnboundLocalError), paths falling off the end or returning None, enumerate/zip/
+    # reversed loops with negative and run-time steps, a global tuple of constants, tuple
+    # variables, `in` over tuples and divmod.
     partial: bool = False
     counter: int = 0
     lines: list[str] = field(default_factory=list)
@@ -142,6 +147,13 @@ class Gen:
                 return r.choice(maybe)
             if self.partial and r.random() < 0.05:
                 return r.choice(["_T[0]", "_T[1]", "_T[-2]"])
+            tups = self.tuples(env)
+            if tups and r.random() < 0.1:
+                return f"{r.choice(tups)}[0]"
+            opts = self.optionals(env)
+            if opts and r.random() < 0.1:
+                n = r.choice(opts)
+                return f"({n} if {n} is not None else {r.randint(-4, 9)})"
             if names and r.random() < 0.7:
                 return r.choice(names)
             return str(r.randint(-4, 9))
@@ -178,6 +190,8 @@ class Gen:
         if k == 14:
             return f"_steps({a()})[{r.randint(0, 1)}]"
         if k == 15:
+            if self.partial and r.random() < 0.3:
+                return f"divmod({a()}, {r.choice([2, 3, -2, 5])})[{r.randint(0, 1)}]"
             return f"_tri({a()})"
         if k >= 16:
             return self.bitwise_expr(env, d, k - 16)
@@ -211,6 +225,9 @@ class Gen:
                 return r.choice(maybe)
             if self.partial and r.random() < 0.03:
                 return "_T[2]"
+            tups = self.tuples(env)
+            if tups and r.random() < 0.1:
+                return f"{r.choice(tups)}[1]"
             if names and r.random() < 0.7:
                 return r.choice(names)
             return r.choice(["0.5", "-1.25", "2.0", "0.0", "3.75", "-0.5"])
@@ -281,9 +298,28 @@ class Gen:
             return f"{self.int_expr(env, 0)} < {self.int_expr(env, 1)} <= {self.int_expr(env, 0)}"
         if r.random() < 0.3:  # bool & bool: the logical op
             return f"({self.cond(env, 0)}) {r.choice(['&', '|', '^'])} ({self.cond(env, 0)})"
+        if self.partial and r.random() < 0.2:
+            opts = self.optionals(env)
+            if opts and r.random() < 0.4:
+                return f"{r.choice(opts)} {r.choice(['is', 'is not'])} None"
+            return f"{self.int_expr(env, 1)} {r.choice(['in', 'not in'])} ({r.randint(-2, 3)}, {self.int_expr(env, 0)})"
         if r.random() < 0.3:
             return f"({self.int_expr(env, 1)} & {r.choice([1, 3, 4, 6])}) == 0"
         return f"{self.int_expr(env, 1)} % 2 == 0"
+
+    def tuples(self, env: Env) -> list[str]:
+        """The (int, float) tuple variables readable here (maybe assigned, rarely)."""
+        if not self.partial:
+            return []
+        maybe = env.maybe_of(TUP)
+        return env.of(TUP) + (maybe if maybe and self.rng.random() < 0.1 else [])
+
+    def optionals(self, env: Env) -> list[str]:
+        """The variables holding an int or None readable here (maybe assigned, rarely)."""
+        if not self.partial:
+            return []
+        maybe = env.maybe_of(OPT)
+        return env.of(OPT) + (maybe if maybe and self.rng.random() < 0.1 else [])
 
     def expr(self, t: str, env: Env) -> str:
         return {INT: self.int_expr, FLOAT: self.float_expr, ARR: self.arr_expr}[t](env)
@@ -316,6 +352,16 @@ class Gen:
                 return False
             if t == ARR and self.numpy and r.random() < 0.3:
                 self.list_stmt(env, ind, loops)
+                return False
+            if self.partial and r.random() < 0.12:
+                self.tuple_stmt(env, ind, loops)
+                return False
+            if self.partial and r.random() < 0.08:  # an int or None (numba's Optional)
+                opts = env.targets(OPT)
+                name = r.choice(opts) if opts and r.random() < 0.6 else self.fresh("n")
+                value = "None" if r.random() < 0.5 else self.wrap(INT, self.int_expr(env), loops > 0)
+                self.lines.append(f"{ind}{name} = {value}")
+                env.vars[name] = OPT
                 return False
             names = env.targets(t)
             name = r.choice(names) if names and r.random() < 0.6 else self.fresh({INT: "i", FLOAT: "f", ARR: "w"}[t])
@@ -350,7 +396,8 @@ class Gen:
                 return False
             if r.random() < 0.3:
                 self.lines.append(f"{ind}if {self.cond(env)}:")
-                self.lines.append(f"{ind}    return {self.ret(env)}")
+                none = self.partial and r.random() < 0.1  # Python returns None there
+                self.lines.append(f"{ind}    return{r.choice(['', ' None']) if none else ' ' + self.ret(env)}")
             elif r.random() < 0.1:
                 self.lines.append(f"{ind}assert {self.cond(env, 1)}, 'generated check'")
             return False
@@ -402,6 +449,20 @@ class Gen:
                            "np.pad({}, (0, 2), mode='edge')[:-2]", "np.repeat({}, 2)[::2]",
                            "np.cumprod(np.clip({}, -1.0, 1.0))", "{0} / (1.0 + np.linalg.norm({0}))"])
             self.lines.append(f"{ind}{name} = {self.wrap(ARR, fn.format(name), loops > 0)}")
+
+    def tuple_stmt(self, env: Env, ind: str, loops: int) -> None:
+        """A tuple variable ``t = (int, float)``, or one unpacked into an int and a float."""
+        r = self.rng
+        names = env.of(TUP)
+        if names and r.random() < 0.4:
+            ni, nf = self.pick_or_new(env, INT), self.pick_or_new(env, FLOAT)
+            self.lines.append(f"{ind}{ni}, {nf} = {r.choice(names)}")
+            env.vars[ni], env.vars[nf] = INT, FLOAT
+            return
+        name = r.choice(names) if names and r.random() < 0.5 else self.fresh("t")
+        self.lines.append(f"{ind}{name} = ({self.wrap(INT, self.int_expr(env), loops > 0)}, "
+                          f"{self.wrap(FLOAT, self.float_expr(env), loops > 0)})")
+        env.vars[name] = TUP
 
     def list_stmt(self, env: Env, ind: str, loops: int) -> None:
         """A list of arrays: made (never empty, never aliased: ``b = a`` would share the
@@ -703,9 +764,9 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         ok_nx, got = _outcome(sf, args)
         python_error = _python_error_agrees(ok_py, want, ok_nx, got)
         if python_error is not None:  # Python raised UnboundLocalError or returned None
+            key = "UnboundLocalError" if not ok_py else "returned None"
             if stats is not None:
-                key = "python: UnboundLocalError" if not ok_py else "python: returned None"
-                stats[key] = stats.get(key, 0) + 1
+                stats[f"python: {key}"] = stats.get(f"python: {key}", 0) + 1
             if not python_error:
                 if not ok_nx:
                     got = "".join(traceback.format_exception(got, limit=4))
@@ -716,6 +777,8 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
                     if not ok_be:
                         got_be = "".join(traceback.format_exception(got_be, limit=6))
                     return Failure(src, args, want, f"backend {backend}: {got_be!r} (python backend: {got!r})")
+                if stats is not None:
+                    stats[f"{backend}: {key}"] = stats.get(f"{backend}: {key}", 0) + 1
             continue
         if exe is not None and ok_py:
             ok_be, got_be = _outcome(exe, args)
@@ -744,14 +807,13 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
 
 def _python_error_agrees(ok_py: bool, want: Any, ok_nx: bool, got: Any) -> bool | None:
     """Where Python raised UnboundLocalError (a read of a variable unassigned on the path
-    taken) or fell off the function's end (None): whether the script raised the same
-    (UnboundLocalError naming the variable; RuntimeError naming the end).  None for the
-    other outcomes."""
+    taken) or fell off the function's end (None): whether the script did the same
+    (UnboundLocalError naming the variable; None).  None for the other outcomes."""
     if not ok_py and isinstance(want, UnboundLocalError):
         name = str(want).split("'")[1] if "'" in str(want) else ""
         return not ok_nx and isinstance(got, UnboundLocalError) and f"'{name}'" in str(got)
     if ok_py and want is None:
-        return not ok_nx and isinstance(got, RuntimeError) and "reached its end without a return" in str(got)
+        return ok_nx and got is None
     return None
 
 
@@ -831,7 +893,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-numpy", action="store_true", help="no subscript assignments or NumPy calls")
     p.add_argument("--no-partial", action="store_true",
                    help="none of issue 30's constructs (variables assigned on some paths, None returns, "
-                        "enumerate/zip/reversed loops, a global tuple): the programs of before")
+                        "enumerate/zip/reversed loops, tuples): the programs of before")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     stats: dict[str, int] = {}

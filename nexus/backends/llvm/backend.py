@@ -322,7 +322,7 @@ class NativeSpecialized(Specialized):
         try:
             exe._fail(code)
         except RuntimeError as e:
-            self.failed(e)
+            return self.failed(e)
 
 
 def _accepts(args: tuple[Any, ...]) -> bool:

@@ -94,7 +94,7 @@ from nexus.frontend.script.source import (
     source_from_text,
 )
 from nexus.frontend.script.ssa import LoopTypeRetry
-from nexus.frontend.script.visitor import NO_RETURN, UNBOUND, build_graph
+from nexus.frontend.script.visitor import NO_RETURN, NONE_USE, UNBOUND, build_graph, returns_none
 from nexus.ir.binding import BindingError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node, SourceLoc
@@ -107,19 +107,24 @@ __all__ = ["ScriptError", "ScriptFunction", "Tensor", "script", "script_source"]
 _MAX_RETRIES = 8
 
 
-def _python_error(e: RuntimeError) -> Exception:
-    """The error Python raises where the script's Assert failed: UnboundLocalError for
-    a read of a variable not assigned on the path taken, RuntimeError where the function
-    fell off its end (Python returns None there), else ``e`` itself (a backend's
-    ``NexusRuntimeError`` names the failing node)."""
+def _python_error(e: RuntimeError, parsed: ParsedFunction) -> Exception | None:
+    """What Python does where the script ``parsed``'s Assert failed: raise
+    UnboundLocalError for a read of a variable not assigned on the path taken; return None
+    (this gives None) where the function fell off its end; raise TypeError where a script
+    it calls did (Python would go on with None, which a script cannot hold); else raise
+    ``e`` itself (a backend's ``NexusRuntimeError`` names the failing node)."""
     node = getattr(e, "node", None)
     if not isinstance(node, Node) or node.op.name != "Assert":
         return e
     msg = str(node.attrs.get("message", ""))
     if msg.startswith(UNBOUND):
         return UnboundLocalError(msg[len(UNBOUND):])
+    if msg.startswith(NONE_USE):
+        return TypeError(msg[len(NONE_USE):])
+    if returns_none(msg, parsed):
+        return None
     if msg.startswith(NO_RETURN):
-        return RuntimeError(msg[len(NO_RETURN):])
+        return TypeError(f"{msg[len(NO_RETURN):]}; the script {parsed.fdef.name} calling it needs a value")
     return e
 
 
@@ -282,13 +287,16 @@ class ScriptFunction:
                                     _build_callee, self.fn.__name__)
                     break
                 except LoopTypeRetry as r:
-                    retries[r.key] = retries.get(r.key, 0) + 1
-                    if retries[r.key] > _MAX_RETRIES:
-                        what = r.key[1] if isinstance(r.key, tuple) and len(r.key) == 2 else r.key
-                        raise ScriptError(f"the type of `{what}` in `{self.fn.__name__}` does not settle: each "
-                                          f"iteration of its loop makes it more general (last: {r.hint})",
-                                          self.parsed.src.file, self.parsed.src.line_offset + 1) from None
-                    hints[r.key] = r.hint
+                    # A hint the build dropped (found under a guessed type that failed) starts again.
+                    retries = {k: n for k, n in retries.items() if k in hints}
+                    for rkey, hint in r.hints():
+                        retries[rkey] = retries.get(rkey, 0) + 1
+                        if retries[rkey] > _MAX_RETRIES:
+                            what = rkey[1] if isinstance(rkey, tuple) and len(rkey) == 2 else rkey
+                            raise ScriptError(f"the type of `{what}` in `{self.fn.__name__}` does not settle: each "
+                                              f"iteration of its loop makes it more general (last: {hint})",
+                                              self.parsed.src.file, self.parsed.src.line_offset + 1) from None
+                        hints[rkey] = hint
         finally:
             self._building.discard(key)
         self._graphs[key] = g
@@ -343,14 +351,17 @@ class ScriptFunction:
             raise e.called(self.fn.__name__) from None
         except RuntimeError as e:  # a read of an unassigned variable, a path returning None
             err = self.run_error(e)
+            if err is None:
+                return None
             if err is e:
                 raise
             raise err from e
 
-    def run_error(self, e: RuntimeError) -> Exception:
-        """The error Python raises where the script's run failed with ``e`` (see
-        :func:`_python_error`); ``nx.compile(script, backend=...)`` asks it too."""
-        return _python_error(e)
+    def run_error(self, e: RuntimeError) -> Exception | None:
+        """The error Python raises where the script's run failed with ``e``, or None where
+        Python returns None (see :func:`_python_error`); ``nx.compile(script,
+        backend=...)`` asks it too."""
+        return _python_error(e, self.parsed)
 
     def _signature(self, args: tuple[Any, ...], fast_key: Hashable | None) -> tuple[Graph, Any]:
         """The graph and result conversion for ``args``' signature, built on first use."""

@@ -13,10 +13,12 @@ from nexus.frontend.script import control, expr, subscripts
 from nexus.frontend.script.annotations import is_number
 from nexus.frontend.script.ssa import LoopTypeRetry
 from nexus.frontend.script.values import Static, TupleVal, Val
-from nexus.ir.types import TensorType, numpy_dtype
+from nexus.ir.types import TensorType, TupleType, Type, numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.script.visitor import Lowering
+
+TUPLE_HINT = "$tuple"  # hints[(TUPLE_HINT, var)]: var is a tuple variable of that nesting (tuple_nesting)
 
 
 def stmt_Pass(low: Lowering, node: ast.Pass) -> None:
@@ -159,8 +161,15 @@ def stmt_AugAssign(low: Lowering, node: ast.AugAssign) -> None:
 def assign(low: Lowering, target: ast.expr, value: Val) -> None:
     if isinstance(target, ast.Name):
         if isinstance(value, TupleVal):
-            raise low.error(target, "a tuple cannot be stored in a variable",
-                             f"unpack it: `{target.id}_a, {target.id}_b = ...`")
+            assign_tuple(low, target, target.id, value)
+            return
+        if low.var(target.id) in low.tuple_vars:
+            raise low.error(target, f"`{target.id}` holds a tuple elsewhere; a script variable holds tuples or "
+                                    "values, not both", "use another name for one of them")
+        if isinstance(value, Static) and value.value is None:
+            low.bind_none(target.id, target)
+            low.lists.pop(target.id, None)
+            return
         if isinstance(value, Static) and not is_number(value.value) \
                 and not isinstance(value.value, (np.ndarray, np.generic)):
             raise low.error(target, f"cannot store {type(value.value).__name__} `{target.id}` in a variable",
@@ -168,6 +177,7 @@ def assign(low: Lowering, target: ast.expr, value: Val) -> None:
         node = low.as_node(value)
         if node.name is None and node.op.name != "Constant":
             node.name = target.id
+        low.value_vars.add(low.var(target.id))
         low.bind(target.id, node)
         low.lists.pop(target.id, None)  # the name holds an array now, not a list
         return
@@ -183,6 +193,81 @@ def assign(low: Lowering, target: ast.expr, value: Val) -> None:
                      "build a new tensor instead of assigning into one")
 
 
+def assign_tuple(low: Lowering, target: ast.Name, name: str, value: TupleVal) -> None:
+    """``t = (a, b)``: a tuple variable is one hidden variable per item, ``t#0``, ``t#1``
+    (SSA tracks each; reading ``t`` gathers them), of one length on every path."""
+    var = low.var(name)
+    shape = tuple_shape(value)
+    known = low.tuple_vars.get(var)
+    if known is not None and known != shape and var in low.tuple_assigned or known is None and var in low.value_vars:
+        raise low.error(target, f"`{target.id}` holds {'a value' if known is None else 'a tuple of another length'} "
+                                "elsewhere; a script variable holds tuples of one length, or values",
+                         "use another name for one of them")
+    if known is None and var in low.plain_reads or known is not None and known != shape \
+            and var not in low.tuple_assigned:
+        # read before this (in a loop, or on a path that raises) as a value or as a tuple of
+        # the wrong length: build again knowing it is this tuple
+        raise LoopTypeRetry((TUPLE_HINT, var), tuple_type(shape))
+    low.tuple_assigned.add(var)
+    register_tuple(low, var, shape)
+    for k, item in enumerate(value.items):
+        if isinstance(item, TupleVal):
+            assign_tuple(low, target, f"{name}#{k}", item)
+        elif isinstance(item, Static) and not is_number(item.value) \
+                and not isinstance(item.value, (np.ndarray, np.generic)):
+            raise low.error(target, f"a tuple stored in a variable holds numbers and tensors, not "
+                                    f"{type(item.value).__name__}", "use the value directly where it is needed")
+        else:
+            low.bind(f"{name}#{k}", low.as_node(item))
+
+
+def tuple_type(nesting: tuple[object, ...]) -> TupleType:
+    """A tuple variable's nesting as a hint (a TupleType, a bool per item)."""
+    return TupleType(tuple(tuple_type(n) if isinstance(n, tuple) else TensorType("bool", ()) for n in nesting))
+
+
+def tuple_nesting(t: Type) -> tuple[object, ...]:
+    assert isinstance(t, TupleType)
+    return tuple(tuple_nesting(e) if isinstance(e, TupleType) else None for e in t.elems)
+
+
+def register_tuple(low: Lowering, var: str, nesting: tuple[object, ...]) -> None:
+    """``var`` (and its items that are tuples) hold tuples of this nesting."""
+    low.tuple_vars[var] = nesting
+    for k, n in enumerate(nesting):
+        if isinstance(n, tuple):
+            register_tuple(low, f"{var}#{k}", n)
+
+
+def with_tuple_items(low: Lowering, names: list[str]) -> list[str]:
+    """``names`` and, for the tuple variables among them, their items' variables."""
+    out = list(names)
+    for var in names:
+        nesting = low.tuple_vars.get(var)
+        if nesting is not None:
+            out += with_tuple_items(low, [f"{var}#{k}" for k in range(len(nesting))])
+    return out
+
+
+def literal_tuple_nesting(fdef: ast.FunctionDef, name: str) -> tuple[object, ...] | None:
+    """The nesting of a tuple literal ``fdef`` assigns to ``name`` (``t = (a, (b, c))``),
+    if it does: a read lowered before that assignment (a loop's earlier line) reads a tuple."""
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple) \
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return _nesting(node.value)
+    return None
+
+
+def _nesting(t: ast.Tuple) -> tuple[object, ...]:
+    return tuple(_nesting(e) if isinstance(e, ast.Tuple) else None for e in t.elts)
+
+
+def tuple_shape(v: TupleVal) -> tuple[object, ...]:
+    """The nesting of a tuple: None per item, a tuple per nested tuple."""
+    return tuple(tuple_shape(i) if isinstance(i, TupleVal) else None for i in v.items)
+
+
 def assign_item(low: Lowering, target: ast.Subscript, value: Val) -> None:
     """``x[index] = v``: x is rebound to a SetItem of its old value (as JAX's
     ``x.at[index].set(v)``); the caller's arrays and other names never change."""
@@ -196,10 +281,10 @@ def assign_item(low: Lowering, target: ast.Subscript, value: Val) -> None:
                          "build a tensor, e.g. with np.zeros(n), and assign into it")
     x = low.as_node(base)
     kinds, idx = subscripts.store_index(low, x, target)
-    if isinstance(value, TupleVal):
-        raise low.error(target, "a tuple cannot be stored into a tensor", "stack it first")
     t = x.type
     assert isinstance(t, TensorType)
+    if isinstance(value, TupleVal):  # `x[i] = [a, b, c]`: NumPy stores np.array([a, b, c])
+        value = expr.stack(low, value)
     v = low.as_node(value, t.dtype)
     if isinstance(v.type, TensorType) and v.type.dtype != t.dtype:
         v = low.cast(v, t.dtype)  # NumPy casts the value to the array's dtype

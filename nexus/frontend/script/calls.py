@@ -307,6 +307,11 @@ def call_builtin(low: Lowering, name: str, node: ast.Call) -> Val:
         if is_int(_dtype(x)):
             return x
         return low.cast(low.emit("Round", [x]), "i64")
+    if name == "len" and len(args) == 1 and isinstance(args[0], TupleVal):
+        return Static(len(args[0].items))
+    if name == "divmod" and len(args) == 2:  # Python's (a // b, a % b), each with its own rules
+        return TupleVal((expr.binop(low, ast.FloorDiv(), args[0], args[1], node),
+                         expr.binop(low, ast.Mod(), args[0], args[1], node)))
     if name == "len" and len(args) == 1:
         x = low.as_node(args[0])
         t = x.type
@@ -319,7 +324,7 @@ def call_builtin(low: Lowering, name: str, node: ast.Call) -> Val:
     if name == "print":
         raise low.error(node, "print() is not supported in a script", "return the value, or use assert")
     raise low.error(node, f"the builtin `{name}` is not supported in a script (with these arguments)",
-                     "supported: abs, min, max, float, int, bool, round, len, range (in for)")
+                     "supported: abs, min, max, float, int, bool, round, len, divmod, range (in for)")
 
 
 def min_max(low: Lowering, name: str, args: list[Val], node: ast.Call) -> Val:
@@ -394,13 +399,15 @@ def inline(low: Lowering, fn: types.FunctionType, node: ast.Call) -> Val:
             raise low.error(node, f"argument `{p}` of `{fn.__name__}` is a tuple", "pass its items separately")
         else:
             low.ssa.set_value(scope.prefix + p, low.cur, low.as_node(v))
+    low.unbind_locals(scope.prefix)
     outer = low.scope
     low.scope = scope
     low.inline_stack.append(code)
     try:
         low.body(parsed.fdef.body)  # type: ignore[attr-defined]
-        if low.block is not None:
-            control.add_return(low, parsed.fdef, [])  # type: ignore[attr-defined]
+        if low.block is not None:  # its end: Python returns None there
+            scope.none_returns.append((low.block, parsed.fdef.body[-1]))
+        low.settle_none_returns(scope, [tuple(v.type for v in values) for _, values in scope.returns])
     finally:
         low.inline_stack.pop()
         low.scope = outer

@@ -152,7 +152,7 @@ def loop_key(low: Lowering, node: ast.AST) -> Hashable:
 def open_loop(low: Lowering, node: ast.stmt, kind: str, counter: str | None = None) -> tuple[Any, int]:
     line = low.scope.parsed.src.file_line(node)
     header = low.g.new_block(f"{kind}{line}")
-    assigned = [low.var(n) for n in low.scope.parsed.names_bound_in(node)]
+    assigned = build.with_tuple_items(low, [low.var(n) for n in low.scope.parsed.names_bound_in(node)])
     low.ssa.loop_header(header, loop_key(low, node), assigned if counter is None else [*assigned, counter])
     header.append_input(edge_ctrl(low, (low.cur, f"entering the loop at line {line} (when it runs zero "
                                                   "times)")))
@@ -213,8 +213,10 @@ def stmt_For(low: Lowering, node: ast.For) -> None:
             (vals[0], vals[1], vals[2] if len(vals) == 3 else Static(1))
     else:
         v = low.expr(it)
+        if isinstance(v, TupleVal):  # `for s in [a, b]`, a closure's tuple: their stacked values
+            v = iterables.literal_items(low, v, it)
         if not isinstance(v, Node):
-            raise low.error(it, "`for` loops run over range(...) or over a tensor's first axis",
+            raise low.error(it, "`for` loops run over range(...), a list or tuple, or a tensor's first axis",
                              "for other iterables write `for i in range(len(x))` and index")
         t = v.type
         if not isinstance(t, TensorType) or not t.shape:
@@ -305,12 +307,23 @@ def stmt_Continue(low: Lowering, node: ast.Continue) -> None:
 
 def stmt_Return(low: Lowering, node: ast.Return) -> None:
     values: list[Val] = []
+    if isinstance(node.value, ast.Name):
+        flag = low.is_none(node.value.id, node.value)
+        if flag is not None:  # returns None where it holds None
+            low.emit("Assert", [low.emit("Not", [flag])],
+                     {"message": low.none_return_message(node)})
+            add_return(low, node, [low.load(node.value.id, node.value, none_ok=True)])
+            return
     if node.value is not None:
         v = low.expr(node.value)
         if isinstance(v, TupleVal):
             values = list(v.items)
         elif not (isinstance(v, Static) and v.value is None):
             values = [v]
+    if not values:  # returns None: how depends on the other returns (visitor.settle_none_returns)
+        low.scope.none_returns.append((low.cur, node))
+        low.block = None
+        return
     add_return(low, node, values)
 
 

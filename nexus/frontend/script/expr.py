@@ -149,6 +149,19 @@ def unify(low: Lowering, vals: list[Val], arith: bool) -> list[Node]:
     return [low.as_node(v, dt) for v in vals]
 
 
+def stack(low: Lowering, v: TupleVal, dtype: str | None = None) -> Node:
+    """A list or tuple of numbers and tensors (nested: rows) as one array, as
+    ``np.array`` makes it: NumPy's common dtype (or ``dtype``), the items on a new first
+    axis."""
+    items = [stack(low, i) if isinstance(i, TupleVal) else i for i in v.items]
+    if not items:
+        raise low.error(None, "an empty list has no dtype or shape here", "use np.zeros(0)")
+    nodes = unify(low, items, arith=False)
+    if dtype is not None:
+        nodes = [low.cast(n, dtype) for n in nodes]
+    return low.emit("Concat", [low.emit("Unsqueeze", [n], {"axes": (0,)}) for n in nodes], {"axis": 0})
+
+
 def expr_BinOp(low: Lowering, node: ast.BinOp) -> Val:
     return binop(low, node.op, low.expr(node.left), low.expr(node.right), node)
 
@@ -247,6 +260,9 @@ def truth(low: Lowering, v: Val, node: ast.AST | None = None) -> Node:
 
 
 def expr_Compare(low: Lowering, node: ast.Compare) -> Val:
+    found = none_test(low, node)
+    if found is not None:
+        return found
     left = low.expr(node.left)
     if len(node.ops) == 1:
         return compare(low, node.ops[0], left, low.expr(node.comparators[0]), node)
@@ -265,15 +281,71 @@ def expr_Compare(low: Lowering, node: ast.Compare) -> Val:
 
 
 def compare(low: Lowering, op: ast.cmpop, a: Val, b: Val, node: ast.AST) -> Val:
+    if isinstance(op, (ast.Is, ast.IsNot)) and (_is_none(a) or _is_none(b)):
+        # `x is None`: known when the graph is built (a tensor or number never is None)
+        return Static((_is_none(a) and _is_none(b)) == isinstance(op, ast.Is))
+    if isinstance(op, (ast.In, ast.NotIn)):
+        found = contains(low, b, a, node)
+        if isinstance(op, ast.In):
+            return found
+        return Static(not found.value) if isinstance(found, Static) else low.emit("Not", [low.as_node(found)])
     if type(op) not in BY_SYNTAX or BY_SYNTAX[type(op)] not in COMPARE:
-        word = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}.get(type(op), "?")
-        raise low.error(node, f"the `{word}` comparison is not supported",
+        word = {ast.Is: "is", ast.IsNot: "is not"}.get(type(op), "?")
+        raise low.error(node, f"the `{word}` comparison is only supported against None",
                          "compare values with ==, !=, <, <=, >, >=")
     name, fn = BY_SYNTAX[type(op)].op, BY_SYNTAX[type(op)].fn
     if isinstance(a, Static) and isinstance(b, Static) and is_number(a.value) and is_number(b.value):
         return Static(fn(a.value, b.value))
     x, y = unify(low, [a, b], arith=False)
     return low.emit(name, [x, y])
+
+
+def none_test(low: Lowering, node: ast.Compare) -> Val | None:
+    """``x is None`` (``is not``, ``==``, ``!=``) for a variable that holds None on some
+    paths: its run-time flag.  None for other comparisons."""
+    if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)):
+        return None
+    a, b = node.left, node.comparators[0]
+    if isinstance(a, ast.Constant) and a.value is None:
+        a, b = b, a
+    if not (isinstance(a, ast.Name) and isinstance(b, ast.Constant) and b.value is None):
+        return None
+    flag = low.is_none(a.id, a)
+    if flag is None:
+        return None
+    return flag if isinstance(node.ops[0], (ast.Is, ast.Eq)) else low.emit("Not", [flag])
+
+
+def _is_none(v: Val) -> bool:
+    return isinstance(v, Static) and v.value is None
+
+
+def contains(low: Lowering, seq: Val, x: Val, node: ast.AST) -> Val:
+    """``x in seq`` for a number ``x``: in a tuple or list, whether an item equals it
+    (Python's ``in``); in a tensor, whether an element does (NumPy's ``__contains__``)."""
+    if isinstance(x, TupleVal) or isinstance(x, Node) and not (isinstance(x.type, TensorType) and x.type.shape == ()):
+        raise low.error(node, "`in` is supported for a number on the left",
+                         "compare the elements with == and reduce with np.any")
+    if isinstance(seq, TupleVal):
+        found: Val = Static(False)
+        for item in seq.items:
+            if isinstance(item, TupleVal) or isinstance(item, Node) and not (
+                    isinstance(item.type, TensorType) and item.type.shape == ()):
+                raise low.error(node, "`in` over a tuple or list of numbers only",
+                                 "compare with each item with ==")
+            eq = compare(low, ast.Eq(), x, item, node)
+            if isinstance(eq, Static):
+                if eq.value:
+                    return Static(True)
+                continue
+            found = eq if isinstance(found, Static) else low.emit("Or", [low.as_node(found), low.as_node(eq)])
+        return found
+    arr = low.as_node(seq)
+    if not isinstance(arr.type, TensorType) or not arr.type.shape:
+        raise low.error(node, f"`in` needs a tuple, a list or a tensor of rank >= 1 on the right, got {arr.type}")
+    a, v = unify(low, [arr, x], arith=False)
+    hits = low.emit("ReduceSum", [low.cast(low.emit("Equal", [a, v]), "i64")], {"keepdims": False})
+    return low.emit("Greater", [hits, low.const(0, "i64")])
 
 
 def expr_BoolOp(low: Lowering, node: ast.BoolOp) -> Val:

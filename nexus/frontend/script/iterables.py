@@ -12,6 +12,8 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from nexus.frontend.script import expr
 from nexus.frontend.script.annotations import is_int
 from nexus.frontend.script.values import Static, TupleVal, Val
@@ -150,6 +152,8 @@ def sequence(low: Lowering, it: ast.expr) -> Seq:
         raise low.error(it, "reversed() needs a sequence: a range or a tensor, not an enumerate or zip object",
                          "reverse the range or tensor inside it")
     v = low.expr(it)
+    if isinstance(v, TupleVal):
+        return RowsSeq(literal_items(low, v, it))
     if not isinstance(v, Node):
         raise low.error(it, "`for` loops run over range(...), enumerate/zip/reversed of ranges and tensors, "
                             "or a tensor's first axis",
@@ -159,6 +163,24 @@ def sequence(low: Lowering, it: ast.expr) -> Seq:
         raise low.error(it, f"cannot iterate over a value of type {t}",
                          "iterate over range(n) or over a tensor of rank >= 1")
     return RowsSeq(v)
+
+
+def literal_items(low: Lowering, v: TupleVal, node: ast.AST) -> Node:
+    """The items of a list or tuple a loop walks (``for s in [a, b]``, a closure's tuple),
+    stacked: Python gives the loop variable each item's own type, so they must have one
+    (as numba asks of a tuple it iterates)."""
+    if not v.items:
+        raise low.error(node, "a `for` loop over an empty list or tuple never runs", "remove the loop")
+    if any(isinstance(i, TupleVal) for i in v.items):
+        raise low.error(node, "a `for` loop over a list of tuples is not supported",
+                         "loop over range(n) and index the tuples, or over np.array(...) of them")
+    nodes = [low.as_node(i) for i in v.items]
+    types = {str(n.type) for n in nodes}
+    if len(types) > 1:
+        raise low.error(node, f"the items this `for` loop walks have different types ({', '.join(sorted(types))}); "
+                              "Python would give the loop variable each one's own type",
+                         "make the items one type, e.g. all floats")
+    return expr.stack(low, TupleVal(tuple(nodes)))
 
 
 def check_step(low: Lowering, step: Val, node: ast.AST) -> None:
@@ -173,6 +195,8 @@ def check_step(low: Lowering, step: Val, node: ast.AST) -> None:
 
 def range_arg(low: Lowering, v: Val, node: ast.AST) -> Val:
     if isinstance(v, Static):
+        if isinstance(v.value, np.integer):  # np.uint32(7): Python's range takes its __index__
+            return Static(int(v.value))
         if isinstance(v.value, bool) or not isinstance(v.value, int):
             raise low.error(node, f"range() needs ints, got {type(v.value).__name__}", "convert with int(...)")
         return v

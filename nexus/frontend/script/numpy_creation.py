@@ -172,14 +172,10 @@ def np_array(low: Lowering, node: ast.Call, shown: str) -> Val:
     except (ValueError, TypeError):
         pass
     v = low.expr(node.args[0])
-    items = list(v.items) if isinstance(v, TupleVal) else None
-    if items is None:
-        x = low.as_node(v)
-        return low.cast(x, kw["dtype"]) if "dtype" in kw else low.emit("Identity", [x])
-    nodes = expr.unify(low, items, arith=False)
-    if "dtype" in kw:
-        nodes = [low.cast(n, kw["dtype"]) for n in nodes]
-    return low.emit("Concat", [low.emit("Unsqueeze", [n], {"axes": (0,)}) for n in nodes], {"axis": 0})
+    if isinstance(v, TupleVal):
+        return expr.stack(low, v, kw.get("dtype"))
+    x = low.as_node(v)
+    return low.cast(x, kw["dtype"]) if "dtype" in kw else low.emit("Identity", [x])
 
 
 def np_asarray(low: Lowering, node: ast.Call, shown: str) -> Val:

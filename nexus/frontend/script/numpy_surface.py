@@ -83,11 +83,22 @@ def _reduce(low: Lowering, op: str, node: ast.Call, args: list[Val], kw: dict[st
     attrs: dict[str, Any] = {"keepdims": keep}
     if axis is not None:
         attrs["axes"] = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
-    if op in ("ReduceSum", "ReduceProd") and _dtype(x) == "bool":
-        x = low.cast(x, "i64")
+    if op in ("ReduceSum", "ReduceProd"):
+        x = _accumulator(low, x)
     if op == "ReduceMean" and not _dtype(x).startswith("f"):
         x = low.cast(x, "f64")
     return low.emit(op, [x], attrs)
+
+
+def _accumulator(low: Lowering, x: Node) -> Node:
+    """NumPy sums and multiplies bools and integers narrower than its default integer in
+    that integer (int64; uint64 for unsigned ones)."""
+    dt = _dtype(x)
+    if dt in ("bool", "i8", "i16", "i32"):
+        return low.cast(x, "i64")
+    if dt in ("u8", "u16", "u32"):
+        return low.cast(x, "u64")
+    return x
 
 
 def _no_more(low: Lowering, node: ast.Call, kw: dict[str, Any], args: list[Val], n: int) -> None:
@@ -183,8 +194,7 @@ def _running(low: Lowering, op: str, node: ast.Call, args: list[Val], kw: dict[s
     x, _ = _t(low, args[0])
     axis = _axis(low, kw, args, 1, node)
     _no_more(low, node, kw, args, 2)
-    if _dtype(x) == "bool":
-        x = low.cast(x, "i64")
+    x = _accumulator(low, x)
     if axis is None:
         return low.emit(op, [_flat(low, x)], {"axis": 0})
     return low.emit(op, [x], {"axis": int(axis)})

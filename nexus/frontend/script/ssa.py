@@ -37,10 +37,14 @@ class LoopTypeRetry(Exception):
     """A loop-carried variable changes its type across an iteration; build again with
     ``hint`` as the type of its Phi at the loop header ``key``."""
 
-    def __init__(self, key: Hashable, hint: Type):
+    def __init__(self, key: Hashable, hint: Type, more: tuple[tuple[Hashable, Type], ...] = ()):
         super().__init__(f"retry loop variable {key} with type {hint}")
         self.key = key
         self.hint = hint
+        self.more = more  # further (key, hint) pairs found by the same build
+
+    def hints(self) -> list[tuple[Hashable, Type]]:
+        return [(self.key, self.hint), *self.more]
 
 
 class MergeTypeError(Exception):
@@ -66,6 +70,7 @@ class ScriptSSA(SSABuilder[str]):
         # The source position Phis are attributed to (the statement being lowered).
         self.current_loc: Callable[[], SourceLoc | None] = lambda: None
         self.flags: dict[str, str] = {}  # a variable maybe undefined where read -> its "defined" flag
+        self.nones: dict[str, str] = {}  # a variable assigned None somewhere -> its "is None" flag
 
     def defined_flag(self, var: str) -> str | None:
         """The hidden flag variable of a flagged ``var`` (None: ``var`` is not flagged)."""
@@ -86,7 +91,7 @@ class ScriptSSA(SSABuilder[str]):
         self.loop_keys[header] = key
         hinted = [k[1] for k in self.hints if isinstance(k, tuple) and k[0] == key]
         assigned = list(assigned)
-        flags = [self.flags[v] for v in assigned if v in self.flags]
+        flags = [table[v] for table in (self.flags, self.nones) for v in assigned if v in table]
         self.declare_assigned(header, [*assigned, *flags, *hinted])
 
     # --- the policy hooks ------------------------------------------------------------------
@@ -136,9 +141,13 @@ class ScriptSSA(SSABuilder[str]):
                           name=f"undef_{display_name(var)}", loc=self.current_loc())
 
     def invariant_changed(self, var: str, block: Block, entry: Node) -> NoReturn:
-        # The loop assigns it after all (a case the name analysis missed): build again
-        # with a Phi for it.
-        raise LoopTypeRetry((self.loop_keys.get(block), var), entry.type)
+        # The loop assigns it after all (a case the name analysis missed, such as an item
+        # of a tuple variable): build again with a Phi for it, of the type of its entry or,
+        # where it has none there, of its assignments.
+        t = entry.type
+        if entry in self.placeholders or t == PENDING:
+            t = generalize_all([v.type for v in self.bound_values(var) if v.type != PENDING] or [PENDING]) or PENDING
+        raise LoopTypeRetry((self.loop_keys.get(block), var), t)
 
     def _edge_of(self, phi: Node, value: Node) -> str:
         block = phi.block

@@ -4,6 +4,7 @@ placeholders for ``x.<method>`` and ``nx.<op>`` before their call."""
 
 from __future__ import annotations
 
+import ast
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,9 @@ class Scope:
     inline: bool = False
     returns: list[tuple[Edge, list[Node]]] = field(default_factory=list)
     ret_arity: int | None = None
+    # Where the function returns None (`return`, `return None`, its end): settled once its
+    # other returns are known (visitor.settle_none_returns)
+    none_returns: list[tuple[Block, ast.AST]] = field(default_factory=list)
     loops: list[Loop] = field(default_factory=list)
     statics: dict[str, Static] = field(default_factory=dict)
 

@@ -27,7 +27,7 @@ from nexus.frontend.script.annotations import (
 )
 from nexus.frontend.script.errors import ScriptError, SourceText, _construct_name, _hint_for, error_at, matmul_mismatch
 from nexus.frontend.script.source import ParsedFunction
-from nexus.frontend.script.ssa import LoopTypeRetry, MergeTypeError, ScriptSSA, generalize_all
+from nexus.frontend.script.ssa import LoopTypeRetry, MergeTypeError, ScriptSSA, covers, generalize, generalize_all
 from nexus.frontend.script.values import (
     Scope,
     Static,
@@ -44,11 +44,14 @@ from nexus.ir.types import TensorType, Type, dtype_of, numpy_dtype
 CalleeBuilder = Callable[[Any, Sequence[Type], ast.AST], Graph]
 
 # The message prefix of the Assert that a read of a maybe-undefined variable makes: a
-# script call raises UnboundLocalError for it (and RuntimeError for NO_RETURN's).
+# script call raises UnboundLocalError for it (and returns None for its own NO_RETURN's).
 UNBOUND = "UnboundLocalError: "
 NO_RETURN = "NoReturn: "
+NONE_USE = "TypeError: "  # the message prefix of the Assert where a variable holding None is used
+NONE_HINT = "$none"  # hints[(NONE_HINT, var)]: var is assigned None somewhere; the type of its other values
 UNDEF_HINT = "$undef"  # hints[(UNDEF_HINT, var)]: the type of a variable to flag
 UNDEF_GUESS = "$guess"  # hints[(UNDEF_GUESS, var)]: that type is a guess (no lowered path assigns var)
+GUESS_DONE = "$guessed"  # hints[(GUESS_DONE, var)]: every guess for var failed; it keeps the first
 
 
 class Lowering:
@@ -72,6 +75,13 @@ class Lowering:
         self.return_types: list[tuple[Type, ...]] = []
         self.reads: list[tuple[str, Node]] = []  # (variable, Phi) read, unflagged
         self.sources: dict[str, SourceText] = {scope.parsed.src.file: scope.parsed.src}
+        self.stand_ins: dict[str, Node] = {}  # flagged variable -> its stand-in (made at entry)
+        self.none_stand_ins: dict[str, Node] = {}  # variable that may hold None -> what stands for None
+        # Tuple variables -> their nesting (build.assign_tuple); variables assigned values
+        self.tuple_vars: dict[str, tuple[object, ...]] = {}
+        self.value_vars: set[str] = set()
+        self.plain_reads: set[str] = set()  # variables read as values (not tuples)
+        self.tuple_assigned: set[str] = set()  # tuple variables assigned so far in this build
 
     # --- errors and locations ------------------------------------------------------------
     def error(self, node: ast.AST | None, msg: str, hint: str = "") -> ScriptError:
@@ -167,16 +177,26 @@ class Lowering:
     def var(self, name: str) -> str:
         return self.scope.prefix + name
 
-    def load(self, name: str, node: ast.AST) -> Val:
+    def load(self, name: str, node: ast.AST, none_ok: bool = False) -> Val:
+        """The value of the variable ``name`` read at ``node``: raises UnboundLocalError at
+        run time where it is unassigned, and TypeError where it holds None (unless
+        ``none_ok``: the reader asks :meth:`is_none` itself)."""
         scope = self.scope
         if name in scope.statics:
             return scope.statics[name]
-        if name in scope.parsed.assigned:
+        shape = self.tuple_vars.get(self.var(name))
+        if shape is not None:  # a tuple variable: its items' hidden variables
+            return TupleVal(tuple(self.load(f"{name}#{k}", node) for k in range(len(shape))))
+        if name in scope.parsed.assigned or "#" in name:
             var = self.var(name)
+            self.plain_reads.add(var)
             v = self.ssa.get_value(var, self.cur)
             if v is None or v in self.ssa.pending or v in self.ssa.placeholders or v.type == PENDING:
                 # No path here has a value as the SSA sees it (one entering a loop that
                 # assigns it later, say): flagged, if an assignment lowered so far gives a type.
+                nesting = build.literal_tuple_nesting(scope.parsed.fdef, name)
+                if nesting is not None and "$" not in var:  # assigned a tuple below: a tuple variable
+                    raise LoopTypeRetry((build.TUPLE_HINT, var), build.tuple_type(nesting))
                 t = _undef_type(self, var, [])
                 if t is not None:
                     raise LoopTypeRetry((UNDEF_HINT, var), t)
@@ -191,6 +211,8 @@ class Lowering:
                 self.check_defined(name, flag, node)
             elif v.op.name == "Phi":
                 self.reads.append((var, v))  # Python raises at a read whose value goes unused too
+            if var in self.ssa.nones and not none_ok:
+                self.check_not_none(name, node)
             return v
         if name in scope.closure:
             return self.outer_value(name, scope.closure[name], node)
@@ -200,14 +222,57 @@ class Lowering:
             return Static(getattr(builtins, name))
         raise self.error(node, f"name `{name}` is not defined", "define it at module level or pass it in")
 
-    def bind(self, name: str, value: Node) -> None:
+    def bind(self, name: str, value: Node, is_none: bool = False) -> None:
         """Assign ``value`` to the variable ``name`` here (and mark it defined if it is
-        flagged: maybe undefined where it is read)."""
+        flagged: maybe undefined where it is read; ``is_none``: the value stands for None)."""
         var = self.var(name)
+        none_flag = self.ssa.nones.get(var)
+        if none_flag is not None and not is_none:  # its values must have the type its stand-in has
+            t = self.ssa.hints.get((NONE_HINT, var))
+            if t is not None and t != value.type and not covers(t, value.type):
+                raise LoopTypeRetry((NONE_HINT, var), generalize(t, value.type) or value.type)
         self.ssa.set_value(var, self.cur, value)
         flag = self.ssa.defined_flag(var)
         if flag is not None:
             self.ssa.set_value(flag, self.cur, self.const(True, "bool"))
+        if none_flag is not None:
+            self.ssa.set_value(none_flag, self.cur, self.const(is_none, "bool"))
+
+    def bind_none(self, name: str, node: ast.AST) -> None:
+        """``name = None``: the variable holds its stand-in and its "is None" flag is True
+        (a first one builds again with the type of its other values)."""
+        var = self.var(name)
+        if "$" in var or var in self.tuple_vars:
+            raise self.error(node, f"`{name}` cannot hold None here", "use another variable for None")
+        t = self.ssa.hints.get((NONE_HINT, var))
+        if t is None or var not in self.ssa.nones:
+            known = generalize_all([v.type for v in self.ssa.bound_values(var) if v.type != PENDING] or [PENDING])
+            guess = known if isinstance(known, TensorType) and known != PENDING else TensorType("i64", ())
+            raise LoopTypeRetry((NONE_HINT, var), guess)
+        self.value_vars.add(var)
+        self.bind(name, self.none_stand_ins[var], is_none=True)
+
+    def is_none(self, name: str, node: ast.AST) -> Node | None:
+        """The run-time "holds None" bool of the variable ``name`` (after checking that it
+        is assigned), or None where it never holds None."""
+        var = self.var(name)
+        flag = self.ssa.nones.get(var)
+        if flag is None or name in self.scope.statics or var in self.tuple_vars:
+            return None
+        self.load(name, node, none_ok=True)
+        f = self.ssa.get_value(flag, self.cur)
+        assert f is not None
+        return f
+
+    def check_not_none(self, name: str, node: ast.AST) -> None:
+        """A read of a variable that may hold None, as a value: Python's TypeError where it does."""
+        f = self.ssa.get_value(self.ssa.nones[self.var(name)], self.cur)
+        assert f is not None
+        if f is self.const(False, "bool"):
+            return
+        line = self.scope.parsed.src.file_line(node)
+        self.emit("Assert", [self.emit("Not", [f])],
+                  {"message": f"{NONE_USE}'{name}' is None here (line {line}), where a script needs a value"})
 
     def check_defined(self, name: str, flag: str, node: ast.AST) -> None:
         """A read of a flagged variable: raises UnboundLocalError at run time where its
@@ -217,6 +282,7 @@ class Lowering:
         if f is self.const(True, "bool"):
             return
         line = self.scope.parsed.src.file_line(node)
+        name = name.split("#")[0]  # an item of a tuple variable: the variable
         self.emit("Assert", [f], {"message": f"{UNBOUND}cannot access local variable '{name}' where it is not "
                                              f"associated with a value (line {line})"})
 
@@ -239,6 +305,25 @@ class Lowering:
         raise self.error(node, f"global `{name}` is a {type(value).__name__}; scripts can use numbers, arrays, "
                                "modules and functions from outside",
                          f"pass `{name}` as an argument or make it a NumPy array")
+
+    def unbind_locals(self, prefix: str) -> None:
+        """An inlined helper's call starts here: its flagged locals (names under ``prefix``)
+        are unassigned again, whatever an earlier call (an earlier loop iteration) left."""
+        for var, flag in self.ssa.flags.items():
+            if var.startswith(prefix):
+                self.ssa.set_value(var, self.cur, self.stand_ins[var])
+                self.ssa.set_value(flag, self.cur, self.const(False, "bool"))
+        for var, flag in self.ssa.nones.items():
+            if var.startswith(prefix):
+                self.ssa.set_value(flag, self.cur, self.const(False, "bool"))
+
+    def none_return_message(self, node: ast.AST) -> str:
+        """The message of the Assert where the function being lowered returns None at ``node``."""
+        return none_message(self.scope.parsed, node)
+
+    def settle_none_returns(self, scope: Scope, returns: list[tuple[Type, ...]]) -> None:
+        """See :func:`settle_none_returns` (for the inliner, which this module imports)."""
+        settle_none_returns(self, scope, returns)
 
     # --- expressions ---------------------------------------------------------------------
     def expr(self, node: ast.expr) -> Val:
@@ -323,35 +408,55 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
     ssa.current_loc = lambda: low._loc
     for p, arg in zip(params, g.args):
         ssa.set_value(p, g.start_block, arg)
+    low.value_vars.update(params)
+    for key, t in hints.items():
+        if isinstance(key, tuple) and len(key) == 2 and key[0] == build.TUPLE_HINT:
+            build.register_tuple(low, key[1], build.tuple_nesting(t))
     for key, t in hints.items():
         if isinstance(key, tuple) and len(key) == 2 and key[0] == UNDEF_HINT:
             flag_variable(low, key[1], t)
+        if isinstance(key, tuple) and len(key) == 2 and key[0] == NONE_HINT:
+            none_variable(low, key[1], t)
     try:
         low.body(fdef.body)
     except ScriptError:
         _next_guess(low)  # a guessed type that does not build: the next one
         raise
     if low.block is not None:
-        prev = low.at(fdef.body[-1])
-        if scope.ret_arity:
-            fall_off_end(low, fdef)
-        else:
-            control.add_return(low, fdef, [])
-        low.restore(prev)
+        scope.none_returns.append((low.block, fdef.body[-1]))
+    settle_none_returns(low, scope, low.return_types)
+    # Every variable to flag that this build found: one build again for all of them.
+    flag: dict[str, Type] = {}
     for var, read in low.reads:  # a read maybe undefined whose value is dead still raises in Python
         read = ssa.resolve(read)
-        if _reaches_placeholder(ssa, read):
+        if var not in flag and _reaches_placeholder(ssa, read, var):
             found = _undef_type(low, var, [read])
             if found is not None:
-                raise LoopTypeRetry((UNDEF_HINT, var), found)
+                flag[var] = found
     problems = ssa.finish()
     for problem in problems:
         var = str(problem.var)
+        if var in flag:
+            continue
         found = _undef_type(low, var, [p.user for p in problems if p.var == problem.var])
         if found is None:
             raise _undef_error(low, var, problem.user, ssa.edge_desc.get(problem.edge, "some path"))
-        raise LoopTypeRetry((UNDEF_HINT, var), found)  # build again with `var` flagged
+        flag[var] = found
+    if flag:  # build again with these flagged
+        pairs = [((UNDEF_HINT, var), t) for var, t in flag.items()]
+        raise LoopTypeRetry(pairs[0][0], pairs[0][1], tuple(pairs[1:]))
     return g
+
+
+def none_variable(low: Lowering, var: str, t: Type) -> None:
+    """``var`` is assigned None somewhere (its other values have type ``t``): it gets a
+    hidden "is None" flag, False at entry, True where None is assigned; its stand-in
+    stands for None."""
+    stand = stand_in(low, t)
+    assert stand is not None
+    low.none_stand_ins[var] = stand
+    low.ssa.nones[var] = f"$none.{var}"
+    low.ssa.set_value(low.ssa.nones[var], low.g.start_block, low.const(False, "bool"))
 
 
 def flag_variable(low: Lowering, var: str, t: Type) -> None:
@@ -361,35 +466,49 @@ def flag_variable(low: Lowering, var: str, t: Type) -> None:
     assert stand is not None
     flag = f"$defined.{var}"
     low.ssa.flags[var] = flag
+    low.stand_ins[var] = stand
     low.ssa.set_value(var, low.g.start_block, stand)
     low.ssa.set_value(flag, low.g.start_block, low.const(False, "bool"))
 
 
 def stand_in(low: Lowering, t: Type) -> Node | None:
     """A value of type ``t`` made at entry, for a path where the variable has none (its
-    reads there raise first, so any value of the type will do): zeros for a static
-    shape, else an argument of that shape (cast), else None."""
-    if not isinstance(t, TensorType) or t.shape is None:
+    reads there raise first, so any value of the type will do): an argument of that type,
+    else zeros (cast from an argument of that shape), else None (not a tensor).
+
+    A dim that is a symbol no argument has (a size computed on the assigning path) has no
+    value at entry: the zeros have size 1 there and keep the symbol in their type, which
+    only the paths that assigned the variable ever read (size 1 broadcasts, so an op that a
+    pass moves above the read's check cannot fail on it either)."""
+    if not isinstance(t, TensorType):
         return None
-    if all(isinstance(d, int) for d in t.shape):
-        return low.const(np.zeros(tuple(d for d in t.shape if isinstance(d, int)), numpy_dtype(t.dtype)), t.dtype)
     for arg in low.g.args:
         at = arg.type
-        if isinstance(at, TensorType) and at.shape == t.shape:
+        if isinstance(at, TensorType) and at.shape == t.shape and t.shape is not None \
+                and not all(isinstance(d, int) for d in t.shape):
             if at.dtype == t.dtype:
                 return arg
             return low.emit("Cast", [arg], {"to": t.dtype}, block=low.g.start_block)
-    return None
+    if t.shape is None:
+        return low.g.add("Constant", [], low.g.start_block, {"value": np.zeros((), numpy_dtype(t.dtype))},
+                         type=t, loc=low._loc)
+    zeros = np.zeros(tuple(d if isinstance(d, int) else 1 for d in t.shape), numpy_dtype(t.dtype))
+    if all(isinstance(d, int) for d in t.shape):
+        return low.const(zeros, t.dtype)
+    return low.g.add("Constant", [], low.g.start_block, {"value": zeros}, type=t, loc=low._loc)
 
 
-def _reaches_placeholder(ssa: ScriptSSA, node: Node) -> bool:
-    """Whether ``node`` is, or is a Phi selecting (through Phis), an undefined operand."""
+def _reaches_placeholder(ssa: ScriptSSA, node: Node, var: str) -> bool:
+    """Whether ``node`` is, or is a Phi selecting (through Phis), an undefined operand of
+    ``var`` (another variable's, reached through `var = other`, is that read's to raise)."""
     seen: set[Node] = set()
     work = [node]
     while work:
         n = work.pop()
         if n in ssa.placeholders:
-            return True
+            if ssa.placeholders[n][0] == var:
+                return True
+            continue
         if n in seen or n.op.name != "Phi":
             continue
         seen.add(n)
@@ -398,8 +517,9 @@ def _reaches_placeholder(ssa: ScriptSSA, node: Node) -> bool:
 
 
 def _eligible(low: Lowering, var: str) -> bool:
-    """Whether ``var`` may be flagged: the script's own, not flagged yet."""
-    return not (var.startswith("$") or "." in var or var in low.ssa.flags)
+    """Whether ``var`` may be flagged: a variable of the source (the script's or an inlined
+    helper's, not the frontend's own ``$`` ones), not flagged yet."""
+    return not ("$" in var or var in low.ssa.flags)
 
 
 def _guesses(low: Lowering) -> list[Type]:
@@ -414,18 +534,31 @@ def _guesses(low: Lowering) -> list[Type]:
 
 def _next_guess(low: Lowering) -> None:
     """The build failed: if a variable's type is a guess, build again with the next one
-    (raises LoopTypeRetry); returns when there is none left to try."""
+    (raises LoopTypeRetry); returns when there is none left to try.  With several guessed
+    variables the one to blame is not known: the last one guessed tries its types in turn;
+    when none builds it keeps its first and the one guessed before it tries its types
+    (one variable at a time, not every combination)."""
     hints = low.ssa.hints
     guessed = [k[1] for k in hints if isinstance(k, tuple) and len(k) == 2 and k[0] == UNDEF_GUESS]
-    if not guessed:
-        return
-    var = guessed[-1]
     options = _guesses(low)
-    current = hints.get((UNDEF_HINT, var))
-    i = options.index(current) if current in options else len(options)
-    if i + 1 < len(options):
-        hints[(UNDEF_GUESS, var)] = options[i + 1]
-        raise LoopTypeRetry((UNDEF_HINT, var), options[i + 1])
+    for var in reversed(guessed):
+        if (GUESS_DONE, var) in hints:
+            continue
+        current = hints.get((UNDEF_HINT, var))
+        i = options.index(current) if current in options else len(options)
+        if i + 1 < len(options):
+            # The hints found while building with the failed guess (a list's item type, a
+            # loop Phi's, the guesses of variables read later) may come from it: forget them
+            # (those found before it stay; dicts keep order), but not which variables are
+            # done with guessing.
+            keys = list(hints)
+            if (UNDEF_HINT, var) in hints:
+                for k in keys[keys.index((UNDEF_HINT, var)) + 1:]:
+                    if not (isinstance(k, tuple) and k[0] == GUESS_DONE):
+                        del hints[k]
+            hints[(UNDEF_GUESS, var)] = options[i + 1]
+            raise LoopTypeRetry((UNDEF_HINT, var), options[i + 1])
+        hints[(GUESS_DONE, var)] = options[0]
 
 
 def _undef_type(low: Lowering, var: str, users: list[Node]) -> Type | None:
@@ -443,30 +576,54 @@ def _undef_type(low: Lowering, var: str, users: list[Node]) -> Type | None:
     return t if t is not None and stand_in(low, t) is not None else None
 
 
-def fall_off_end(low: Lowering, fdef: ast.FunctionDef) -> None:
-    """The end of a function whose other paths return values: Python returns None there.
-    The script raises at run time on that path; its Return gives zeros of the types the
-    other returns give (which never reach the caller)."""
-    first = low.return_types[0] if low.return_types else ()
-    types = [generalize_all([r[i] for r in low.return_types]) for i in range(len(first))]
-    line = low.scope.parsed.src.file_line(fdef.body[-1])
-    values: list[Val] = []
-    for t in types:
-        stand = stand_in(low, t) if t is not None else None
-        if stand is None:
-            raise low.error(fdef.body[-1], f"`{fdef.name}` can reach its end without a return (Python would "
-                                           f"return None), and its other returns give {t}, which has no value to "
-                                           "stand in for it", "add a return at the end, or make every path return")
-        values.append(stand)
-    low.emit("Assert", [low.const(False, "bool")],
-             {"message": f"{NO_RETURN}{fdef.name} reached its end without a return at line {line}: Python returns "
-                         "None here"})
-    control.add_return(low, fdef, values)
+def settle_none_returns(low: Lowering, scope: Scope, returns: list[tuple[Type, ...]]) -> None:
+    """The paths of ``scope``'s function that return None (``return``, ``return None``,
+    its end): plain returns of nothing where no path returns values; else (the other
+    returns give values of ``returns``' types) Python's None, which the script's call
+    returns (a helper's caller fails: it needs a value).  Their Return gives stand-ins of
+    the other returns' types (which never reach the caller)."""
+    fdef = scope.parsed.fdef
+    first = returns[0] if returns else ()
+    types = [generalize_all([r[i] for r in returns]) for i in range(len(first))]
+    for block, node in scope.none_returns:
+        prev = low.at(node)
+        low.block = block
+        values: list[Val] = []
+        for t in types:
+            stand = stand_in(low, t) if t is not None else None
+            if stand is None:
+                raise low.error(node, f"`{fdef.name}` returns None here, and its other returns give {t}, "
+                                      "which has no value to stand in for it", "return a value on every path")
+            values.append(stand)
+        if scope.ret_arity:
+            low.emit("Assert", [low.const(False, "bool")], {"message": none_message(scope.parsed, node)})
+        control.add_return(low, node, values)
+        low.restore(prev)
+    scope.none_returns.clear()
+
+
+def none_message(parsed: ParsedFunction, node: ast.AST) -> str:
+    """The message of the Assert where ``parsed`` returns None at ``node`` (whose other
+    paths return values): its call returns None there (see :func:`returns_none`)."""
+    line = parsed.src.file_line(node)
+    what = "reached its end without a return" if node is parsed.fdef.body[-1] and not isinstance(
+        node, ast.Return) else "returns None"
+    return f"{_none_prefix(parsed)}{what} at line {line}, where Python returns None"
+
+
+def returns_none(message: str, parsed: ParsedFunction) -> bool:
+    """Whether an Assert's ``message`` is one of ``parsed``'s own None returns."""
+    return message.startswith(_none_prefix(parsed))
+
+
+def _none_prefix(parsed: ParsedFunction) -> str:
+    return f"{NO_RETURN}{parsed.fdef.name} (line {parsed.src.file_line(parsed.fdef)}) "
 
 
 def _undef_error(low: Lowering, var: str, user: Node, desc: str) -> ScriptError:
     use = _first_real_use(user)
     name = var.rsplit(".", 1)[-1] if "." in var and not var.startswith("$") else var
+    name = name.split("#")[0]
     loc = use.loc if use is not None else None
     src = low.sources.get(loc.file) if loc is not None else None
     msg = f"variable `{name}` may be undefined here: it is not assigned on the path {desc}"
