@@ -369,3 +369,39 @@ def gather_rows(fe: FunctionEmitter, n: Node, data: Tensor, ind: Tensor, axis: i
 
     loop_nest(b, dims[:axis + r], outer, name="gather")
     return Tensor(dt, shape, dims, ptr=buf)
+
+
+@register_lowering(BACKEND, "GatherElements")
+def _gather_elements(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Tensor:
+    """``np.take_along_axis(data, ind, axis)``: each index checked where it is read (negative
+    ones count from the end), the result shaped like ``ind``; along the other axes ``data``
+    is read as NumPy broadcasts it (an axis of size 1 reads its one entry)."""
+    data, ind = ins
+    if not isinstance(data, Tensor) or not isinstance(ind, Tensor):
+        raise Unsupported("GatherElements of a scalar")
+    ik = kind(ind.dtype)
+    if ik not in "iu":
+        raise Unsupported(f"GatherElements with {ind.dtype} indices")
+    axis = int(n.attrs.get("axis", 0))
+    axis = axis if axis >= 0 else axis + data.rank
+    dt, shape, dims, buf = _result(fe, n)
+    b = fe.b
+    for j, (d, o) in enumerate(zip(data.shape, shape)):
+        if j == axis or d == o or d == 1:
+            continue
+        if isinstance(d, int) and isinstance(o, int):  # take_along_axis would broadcast ind instead
+            raise Unsupported(f"GatherElements: data's axis {j} ({d}) is neither the indices' ({o}) nor 1")
+        dv = data.dims[j]  # sizes known at run time only: NumPy's broadcast or its error
+        fe.fail(b.and_(b.icmp_unsigned("!=", dv, dims[j]), b.icmp_unsigned("!=", dv, I64(1))), n, "IndexError",
+                f"shape mismatch: data's axis {j} is neither the indices' size nor 1")
+    et = mem_type(dt)
+    dim = data.dims[axis]
+
+    def body(idx: list[ir.Value]) -> None:
+        i = fe.index(ind.load(b, idx), dim, ik == "i", n, f"index out of bounds for axis {axis}", reuse=False)
+        at = broadcast_index(b, idx, shape, data)
+        at[axis] = i
+        b.store(to_mem(b, data.load(b, at), dt), b.gep(buf, [linear(b, idx, dims)], inbounds=True, source_etype=et))
+
+    loop_nest(b, dims, body, name="gather_el")
+    return Tensor(dt, shape, dims, ptr=buf)
