@@ -44,7 +44,24 @@ def axes(x: Tensor["N", 3]):  # noqa: F821, UP037, ANN201
         np.reshape(x, (1, -1, 3)), (2, 0, 1))
 
 
+# Reshapes of a lazy value (an elementwise chain, not yet in a buffer): the axes the reshape
+# keeps at either end are read through, those between flattened and split again.
+def split_heads(x: Tensor["N", 6, 8]):  # noqa: F821, UP037, ANN201
+    return np.reshape(x * 2.0 + 1.0, (x.shape[0], 6, 2, 4)) - 1.0
+
+
+def merge_rows(x: Tensor["N", 3, 4]):  # noqa: F821, UP037, ANN201
+    return np.reshape(x + 1.0, (x.shape[0] * 3, 4)) * 2.0
+
+
+def regroup(x: Tensor["N", 2, 3, 4, 5]):  # noqa: F821, UP037, ANN201
+    return np.reshape(x - 0.5, (x.shape[0], 6, 2, 10)) * 3.0, np.reshape(x * 2.0, (x.shape[0], 2, 60))
+
+
 @pytest.mark.parametrize("fn, args", [
+    (split_heads, (np.arange(96.0).reshape(2, 6, 8),)),
+    (merge_rows, (np.arange(24.0).reshape(2, 3, 4),)),
+    (regroup, (np.arange(360.0).reshape(3, 2, 3, 4, 5),)),
     (transposed, (np.arange(6.0).reshape(2, 3), np.ones((3, 2)))),
     (axes, (np.arange(6.0).reshape(2, 3),)),
     (flat_then_scale, (np.arange(12.0).reshape(3, 4), 0.5)),

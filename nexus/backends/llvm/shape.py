@@ -109,16 +109,36 @@ def _reshape(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     if not isinstance(x, Tensor):
         return Tensor(dtype, shape, dims, elem=lambda idx: x)
 
+    # a lazy input is read at its own index: the leading and trailing axes the reshape keeps
+    # (equal in both types, checked once here) pass through, only the axes between are
+    # flattened and split again ([64*b, 256] -> [b, 64, 256] needs no division per element)
+    lead = trail = 0
+    if x.ptr is None:
+        while lead < min(x.rank, len(shape)) and x.shape[lead] == shape[lead]:
+            lead += 1
+        while trail < min(x.rank, len(shape)) - lead and x.shape[-1 - trail] == shape[-1 - trail]:
+            trail += 1
+        kept = [*range(lead), *range(-trail, 0)]
+        for j in kept:
+            fe.fail(b.icmp_unsigned("!=", dims[j], src[j]), n, "ValueError",
+                    "cannot reshape: the shape input disagrees with the graph's type")
+
     def elem(idx: list[ir.Value]) -> ir.Value:
-        off = linear(fe.b, idx, dims)
         if x.ptr is not None:
+            off = linear(fe.b, idx, dims)
             p = fe.b.gep(x.ptr, [off], inbounds=True, source_etype=mem_type(x.dtype))
             return to_reg(fe.b, fe.b.load(p, typ=mem_type(x.dtype)), x.dtype)
+        mid = idx[lead:len(idx) - trail]
+        off = linear(fe.b, mid, dims[lead:len(dims) - trail]) if mid else I64(0)
         at = []
-        for d in reversed(src):
-            at.append(fe.b.urem(off, d))
-            off = fe.b.udiv(off, d)
-        return x.load(fe.b, at[::-1])
+        between = src[lead:len(src) - trail]
+        for k, d in enumerate(reversed(between)):
+            if k == len(between) - 1:  # the outermost takes the rest
+                at.append(off)
+            else:
+                at.append(fe.b.urem(off, d))
+                off = fe.b.udiv(off, d)
+        return x.load(fe.b, [*idx[:lead], *at[::-1], *idx[len(idx) - trail:]])
 
     return Tensor(dtype, shape, dims, elem=elem)
 
