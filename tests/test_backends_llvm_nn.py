@@ -101,6 +101,25 @@ def test_activations_fuse_into_the_chain_and_agree(name: str, dtype: str) -> Non
                                atol=4 * np.finfo(x.dtype).eps)
 
 
+def test_gelu_of_f32_is_exact_gelu_to_rounding_over_a_dense_grid() -> None:
+    # f32's erf is emitted inline (a vectorisable polynomial, not libm's erff): checked against
+    # math.erf in f64 across its three pieces (|x| < 1, < 4, beyond), tiny values and NaN
+    g = graph([TensorType("f32", (N,))], lambda g, b, x: g.add("Gelu", [x], b))
+    x = np.concatenate([np.linspace(-9, 9, 40001), np.geomspace(1e-30, 1e-3, 50), -np.geomspace(1e-30, 1e-3, 50),
+                        [0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = 0.5 * x64 * (1 + _erf(x64 / math.sqrt(2)))
+    got = native(g)(x)
+    fin = np.isfinite(x)
+    # |1 + erf| in f32 rounds to ~6e-8 absolute (as with libm's erff): the bound scales with |x|
+    err = np.abs(got[fin].astype(np.float64) - want[fin])
+    assert np.all(err <= 4 * np.finfo(np.float32).eps * np.abs(want[fin]) + 2e-7 * np.abs(x64[fin])), \
+        float(np.max(err / (np.abs(x64[fin]) + 1e-300)))
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(got[~fin], nx.compile(g, backend="python")(x)[~fin])  # inf, -inf, NaN
+
+
 @pytest.mark.parametrize("dtype", ["f16", "f32", "f64"])
 def test_prelu_with_a_broadcast_slope(dtype: str) -> None:
     np_dt = dtype.replace("f", "float")
