@@ -277,6 +277,31 @@ def test_matmul_against_a_transposed_constant_weight(strategy: str, dtype: str,
     check(g, (x[:0],), np.zeros((0, 7)), dtype)
 
 
+@pytest.mark.parametrize("lib", ["numpy", "scipy"])
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_each_blas_the_backend_may_call_gives_numpys_product(lib: str, dtype: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # NumPy's OpenBLAS (64-bit integers) where its wheel has one, SciPy's (32-bit) otherwise:
+    # both called, transposed operands and all, against NumPy's product in f64
+    if lib == "scipy":
+        monkeypatch.setattr(matmul, "_numpy_blas", lambda name: None)
+    elif matmul._numpy_blas("dgemm") is None:
+        pytest.skip("this NumPy bundles no OpenBLAS of 64-bit integers")
+    monkeypatch.setattr(matmul, "_SYMBOLS", {})
+    sym = matmul._blas_symbol(dtype)
+    if sym is None:
+        pytest.skip("SciPy is not installed")
+    assert sym.endswith("64") == (lib == "numpy")
+    np_dt = dtype.replace("f", "float")
+    g = graph([TensorType(dtype, (N, 5)), TensorType(dtype, (M, 5))],
+              lambda g, b, x, y: g.add("MatMul", [x, g.add("Transpose", [y], b, {"perm": [1, 0]})], b))
+    exe = native(g)
+    assert sym in exe.source()
+    x, y = RNG.normal(size=(70, 5)).astype(np_dt), RNG.normal(size=(9, 5)).astype(np_dt)
+    tol = TOL[dtype]
+    np.testing.assert_allclose(exe(x, y), x.astype(np.float64) @ y.astype(np.float64).T, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("strategy", ["auto", "loops"])
 @pytest.mark.parametrize("side", ["a", "b", "both"])
 def test_matmul_of_a_transposed_run_time_operand(strategy: str, side: str, monkeypatch: pytest.MonkeyPatch) -> None:
