@@ -67,6 +67,14 @@ def _run(fe: FunctionEmitter, n: Node, x: Tensor, axes: tuple[int, ...], keep: b
         loop_nest(b, red_dims, inner, name="red")
         return finish(b.load(acc), b.load(aux))
 
+    return _per_result(fe, n, axes, keep, one)
+
+
+def _per_result(fe: FunctionEmitter, n: Node, axes: tuple[int, ...], keep: bool,
+                one: Callable[[list[ir.Value]], ir.Value]) -> Any:
+    """``one(index over the kept axes)`` for each element of ``n``'s result: a scalar, or
+    a buffer of its own filled in a loop nest."""
+    b = fe.b
     t = n.type
     assert isinstance(t, TensorType) and t.shape is not None
     if not t.shape:
@@ -226,22 +234,4 @@ def _arg_two_pass(fe: FunctionEmitter, n: Node, x: Tensor, axis: int, is_max: bo
         res.add_incoming(i, body)
         return res
 
-    keep = bool(n.attrs.get("keepdims", False))
-    t = n.type
-    assert isinstance(t, TensorType) and t.shape is not None
-    out_axes = [a for a in range(x.rank) if a != axis]
-    if not t.shape:
-        return one([])
-    odt = out_dtype(n)
-    out_dims = fe.dims(t.shape)
-    buf = fe.alloc(t.shape, odt)
-    fe.owner[id(buf)] = {n}
-    assert len(out_axes) == len(t.shape) - (1 if keep else 0)
-
-    def row(idx: list[ir.Value]) -> None:
-        src = [i for a, i in enumerate(idx) if a != axis] if keep else idx
-        v = one(src)
-        b.store(to_mem(b, v, odt), b.gep(buf, [linear(b, idx, out_dims)], inbounds=True, source_etype=mem_type(odt)))
-
-    loop_nest(b, out_dims, row, name="out")
-    return Tensor(odt, t.shape, out_dims, ptr=buf)
+    return _per_result(fe, n, (axis,), bool(n.attrs.get("keepdims", False)), one)
