@@ -101,6 +101,21 @@ def test_activations_fuse_into_the_chain_and_agree(name: str, dtype: str) -> Non
                                atol=4 * np.finfo(x.dtype).eps)
 
 
+def test_erf_of_f32_is_within_3_ulp_of_math_erf_over_a_dense_grid() -> None:
+    # the Erf op on f32 is emitted inline too (Gelu's erf): its three pieces, tiny values,
+    # the ends and NaN against math.erf in f64, in units of the f32 result's last place
+    g = graph([TensorType("f32", (N,))], lambda g, b, x: g.add("Erf", [x], b))
+    assert "erff" not in native(g).source()  # no libm call per element
+    x = np.concatenate([np.linspace(-6, 6, 60001), np.geomspace(1e-38, 1e-2, 60), -np.geomspace(1e-38, 1e-2, 60),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    got = native(g)(x)
+    want = _erf(x.astype(np.float64))
+    fin = ~np.isnan(x)
+    ulp = np.spacing(np.abs(want[fin]).astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got[fin] - want[fin]) / ulp) <= 3
+    assert np.isnan(got[-1]) and np.signbit(got[-4]) and got[-3] == 1 and got[-2] == -1
+
+
 def test_gelu_of_f32_is_exact_gelu_to_rounding_over_a_dense_grid() -> None:
     # f32's erf is emitted inline (a vectorisable polynomial, not libm's erff): checked against
     # math.erf in f64 across its three pieces (|x| < 1, < 4, beyond), tiny values and NaN
