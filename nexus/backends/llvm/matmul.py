@@ -133,7 +133,7 @@ def _matmul(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     dt = out_dtype(n)
     if kind(dt) == "b":
         raise Unsupported("MatMul on bools")
-    sym = blas_routine(dt, "MatMul")
+    sym = blas_routine(fe, dt, "MatMul")
     if a.rank > 2 or bt.rank > 2:
         return _batched(fe, n, a, bt, dt, sym)
     pa, ta = _operand(fe, a, False, sym is not None)
@@ -205,8 +205,15 @@ def matmul_may_fail(n: Node) -> bool:
     return bool(a.shape[-1] != bt.shape[-2])
 
 
-def blas_routine(dt: str, op: str) -> str | None:
-    """The BLAS routine ``op`` on ``dt`` calls, or None for the loop nest (see STRATEGY)."""
+def blas_routine(fe: FunctionEmitter, dt: str, op: str) -> str | None:
+    """The BLAS routine ``op`` on ``dt`` calls, or None for the loop nest (see STRATEGY).
+    A module for this process (its constants in a table) calls the BLAS found here; one
+    written out (ahead of time, ``--emit``) calls Fortran's ``sgemm_`` / ``dgemm_`` with
+    32-bit integers, which the target's BLAS (reference, OpenBLAS, MKL's LP64) provides."""
+    if not fe.mod.table and STRATEGY != "loops" and dt in ("f32", "f64"):
+        fortran = f"{'s' if dt == 'f32' else 'd'}gemm_"
+        _INT_BITS[fortran] = 32
+        return fortran
     sym = _blas_symbol(dt) if STRATEGY != "loops" else None
     if STRATEGY == "blas" and sym is None and kind(dt) == "f":
         raise Unsupported(f"{op} through BLAS needs NumPy's OpenBLAS or SciPy")
@@ -322,7 +329,7 @@ def _gemm(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     t = n.type
     assert isinstance(t, TensorType) and t.shape is not None
     ta, tb = bool(n.attrs.get("transA", False)), bool(n.attrs.get("transB", False))
-    sym = blas_routine(dt, "Gemm")
+    sym = blas_routine(fe, dt, "Gemm")
     m, kk = (a.dims[1], a.dims[0]) if ta else (a.dims[0], a.dims[1])
     nn = bt.dims[0] if tb else bt.dims[1]
     kb = bt.dims[1] if tb else bt.dims[0]
