@@ -12,6 +12,9 @@ The import (torch.export) is not counted; the child also reports the compile alo
 second call, still cold (``python -m bench.wc_compile`` prints them; the steady state
 is ``python -m bench.models --only resnet18 --backends python,llvm``).  Issue 34's targets: llvm at most
 5 s, and with a warm cache at most 0.5 s, to a first result.
+
+The children inherit the environment: with ``PYTHONDONTWRITEBYTECODE=1`` (or a read-only
+checkout) each one compiles Nexus's own Python sources again, ~0.2 s of every row here.
 """
 
 from __future__ import annotations

@@ -257,3 +257,61 @@ def test_constant_arrays_are_written_in_the_targets_byte_order(triple: str, orde
     (literal,) = re.findall(r'\[24 x i8\] c"([^"]*)"', text)  # LLVM's string syntax: \XX or the character
     data = re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), literal).encode("latin-1")
     assert data == WEIGHTS.astype(np.dtype("f8").newbyteorder(order)).tobytes()
+
+
+# An object that multiplies matrices calls Fortran's dgemm_ with 32-bit integers (the target's
+# BLAS; in the process the JIT calls NumPy's or SciPy's instead).  The driver brings a plain
+# column-major dgemm_ of its own, so the calling convention itself is what is checked.
+MATMUL_DRIVER = r"""
+#include <stdio.h>
+#include "mm.h"
+void dgemm_(const char *ta, const char *tb, const int32_t *m, const int32_t *n, const int32_t *k,
+            const double *alpha, const double *a, const int32_t *lda, const double *b, const int32_t *ldb,
+            const double *beta, double *c, const int32_t *ldc) {
+  for (int j = 0; j < *n; j++)
+    for (int i = 0; i < *m; i++) {
+      double s = 0;
+      for (int p = 0; p < *k; p++)
+        s += (*ta == 'T' ? a[p + i * *lda] : a[i + p * *lda]) * (*tb == 'T' ? b[j + p * *ldb] : b[p + j * *ldb]);
+      c[i + j * *ldc] = *alpha * s + (*beta == 0 ? 0 : *beta * c[i + j * *ldc]);
+    }
+}
+int main(void) {
+  double x[4 * 5], w[3 * 5], out[4 * 3];
+  for (int i = 0; i < 20; i++) x[i] = i * 0.25 - 2;
+  for (int i = 0; i < 15; i++) w[i] = (i % 4) - 1.5;
+  int32_t status = mm(x, 4, 5, w, 3, 5, out);
+  if (status) { printf("%s\n", mm_error(status)); return 1; }
+  for (int i = 0; i < 12; i++) printf("%.17g\n", out[i]);
+  return 0;
+}
+"""
+
+
+def test_an_object_that_multiplies_calls_fortrans_dgemm_with_32_bit_integers(tmp_path: Path) -> None:
+    cc = require_program("cc", "gcc")
+    g = nx.parse("""
+graph @mm {
+^entry:
+  %0 = Start : (f64[n, 5], f64[3, 5])
+  %x = Proj %0 {num = 0} : f64[n, 5]
+  %w = Proj %0 {num = 1} : f64[3, 5]
+  %t = Transpose %w {perm = [1, 0]} : f64[5, 3]
+  %y = MatMul %x, %t : f64[n, 3]
+  %ret = Return %y : X
+^exit(%ret):
+  End : X
+}""")
+    paths = build(g, "obj", str(tmp_path / "mm.o"))
+    header = Path(paths[1]).read_text()
+    assert "Link with what provides: dgemm_." in header
+    (tmp_path / "driver.c").write_text(MATMUL_DRIVER)
+    built = _exec([cc, "-o", str(tmp_path / "driver"), str(tmp_path / "driver.c"), str(tmp_path / "mm.o"), "-lm"],
+                  cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    done = _exec([str(tmp_path / "driver")])
+    assert done.returncode == 0, done.stderr
+    x = np.arange(20) * 0.25 - 2
+    w = (np.arange(15) % 4) - 1.5
+    np.testing.assert_allclose([float(v) for v in done.stdout.split()], (x.reshape(4, 5) @ w.reshape(3, 5).T).ravel(),
+                               rtol=1e-15)

@@ -89,3 +89,29 @@ def test_a_directory_that_cannot_be_written_is_no_failure(tmp_path: Path) -> Non
     exe = nx.compile(scale.graph_for(np.arange(3.0), 1.0), backend="llvm", cache=blocker / "sub")
     assert isinstance(exe, LLVMExecutable) and not exe.jit.cached
     np.testing.assert_array_equal(exe(np.arange(3.0), 1.0), np.arange(3.0) + 1.0)
+
+
+W = np.arange(64.0 * 32.0).reshape(64, 32) / 1000.0  # 16 KB: read from the constants table
+
+
+@nx.script
+def layer(x, i: int):  # noqa: ANN001, ANN201
+    return np.tanh(x @ W)[i]
+
+
+def test_a_loaded_object_needs_no_text_yet_has_its_table_blas_errors_and_ir(tmp_path: Path) -> None:
+    # a hit loads the object without parsing the module's text: the constants table, the
+    # BLAS symbol, the failures and the optimised IR (optimised again on demand) all still work
+    x = np.random.default_rng(0).normal(size=(5, 64))
+    g = layer.graph_for(x, 1)
+    a = nx.compile(g, backend="llvm", cache=tmp_path)
+    b = nx.compile(g, backend="llvm", cache=tmp_path)
+    assert isinstance(a, LLVMExecutable) and isinstance(b, LLVMExecutable)
+    assert (a.jit.cached, b.jit.cached) == (False, True)
+    want = np.tanh(x @ W)
+    np.testing.assert_allclose(b(x, 3), want[3], rtol=1e-12)
+    np.testing.assert_allclose(b(x, -1), want[-1], rtol=1e-12)
+    with pytest.raises(nx.NexusRuntimeError, match="IndexError"):
+        b(x, 5)
+    text = b.optimized_ir()  # (a's module was changed further by code generation: no equality)
+    assert "define" in text and "nexus_main" in text and "gemm" in text

@@ -101,6 +101,40 @@ def test_activations_fuse_into_the_chain_and_agree(name: str, dtype: str) -> Non
                                atol=4 * np.finfo(x.dtype).eps)
 
 
+def test_erf_of_f32_is_within_3_ulp_of_math_erf_over_a_dense_grid() -> None:
+    # the Erf op on f32 is emitted inline too (Gelu's erf): its three pieces, tiny values,
+    # the ends and NaN against math.erf in f64, in units of the f32 result's last place
+    g = graph([TensorType("f32", (N,))], lambda g, b, x: g.add("Erf", [x], b))
+    assert "erff" not in native(g).source()  # no libm call per element
+    x = np.concatenate([np.linspace(-6, 6, 60001), np.geomspace(1e-38, 1e-2, 60), -np.geomspace(1e-38, 1e-2, 60),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    got = native(g)(x)
+    want = _erf(x.astype(np.float64))
+    fin = ~np.isnan(x)
+    ulp = np.spacing(np.abs(want[fin]).astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got[fin] - want[fin]) / ulp) <= 3
+    assert np.isnan(got[-1]) and np.signbit(got[-4]) and got[-3] == 1 and got[-2] == -1
+
+
+def test_gelu_of_f32_is_exact_gelu_to_rounding_over_a_dense_grid() -> None:
+    # f32's erf is emitted inline (a vectorisable polynomial, not libm's erff): checked against
+    # math.erf in f64 across its three pieces (|x| < 1, < 4, beyond), tiny values and NaN
+    g = graph([TensorType("f32", (N,))], lambda g, b, x: g.add("Gelu", [x], b))
+    x = np.concatenate([np.linspace(-9, 9, 40001), np.geomspace(1e-30, 1e-3, 50), -np.geomspace(1e-30, 1e-3, 50),
+                        [0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = 0.5 * x64 * (1 + _erf(x64 / math.sqrt(2)))
+    got = native(g)(x)
+    fin = np.isfinite(x)
+    # |1 + erf| in f32 rounds to ~6e-8 absolute (as with libm's erff): the bound scales with |x|
+    err = np.abs(got[fin].astype(np.float64) - want[fin])
+    assert np.all(err <= 4 * np.finfo(np.float32).eps * np.abs(want[fin]) + 2e-7 * np.abs(x64[fin])), \
+        float(np.max(err / (np.abs(x64[fin]) + 1e-300)))
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(got[~fin], nx.compile(g, backend="python")(x)[~fin])  # inf, -inf, NaN
+
+
 @pytest.mark.parametrize("dtype", ["f16", "f32", "f64"])
 def test_prelu_with_a_broadcast_slope(dtype: str) -> None:
     np_dt = dtype.replace("f", "float")
@@ -256,6 +290,31 @@ def test_matmul_against_a_transposed_constant_weight(strategy: str, dtype: str,
     pre = x.astype(np.float64) @ w.astype(np.float64).T + bias
     check(g, (x,), 0.5 * pre * (1 + _erf(pre / math.sqrt(2))), dtype)
     check(g, (x[:0],), np.zeros((0, 7)), dtype)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "scipy"])
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_each_blas_the_backend_may_call_gives_numpys_product(lib: str, dtype: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # NumPy's OpenBLAS (64-bit integers) where its wheel has one, SciPy's (32-bit) otherwise:
+    # both called, transposed operands and all, against NumPy's product in f64
+    if lib == "scipy":
+        monkeypatch.setattr(matmul, "_numpy_blas", lambda name: None)
+    elif matmul._numpy_blas("dgemm") is None:
+        pytest.skip("this NumPy bundles no OpenBLAS of 64-bit integers")
+    monkeypatch.setattr(matmul, "_SYMBOLS", {})
+    sym = matmul._blas_symbol(dtype)
+    if sym is None:
+        pytest.skip("SciPy is not installed")
+    assert sym.endswith("64") == (lib == "numpy")
+    np_dt = dtype.replace("f", "float")
+    g = graph([TensorType(dtype, (N, 5)), TensorType(dtype, (M, 5))],
+              lambda g, b, x, y: g.add("MatMul", [x, g.add("Transpose", [y], b, {"perm": [1, 0]})], b))
+    exe = native(g)
+    assert sym in exe.source()
+    x, y = RNG.normal(size=(70, 5)).astype(np_dt), RNG.normal(size=(9, 5)).astype(np_dt)
+    tol = TOL[dtype]
+    np.testing.assert_allclose(exe(x, y), x.astype(np.float64) @ y.astype(np.float64).T, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("strategy", ["auto", "loops"])

@@ -53,6 +53,27 @@ def test_reductions_match_numpy(op: str, axes: Any, keepdims: bool) -> None:
         np.testing.assert_array_equal(got, _NP[op](xi, axis=axes, keepdims=keepdims).astype(np.int32))
 
 
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("dtype", ["f16", "f32", "f64"])
+def test_first_float_extremum_agrees_with_numpy_on_rows_of_specials(op: str, dtype: str) -> None:
+    # the first extremum in two passes (the extremum, then where it first is): rows with
+    # ties, infinities, signed zeros, NaNs early and late, rows of one element; keepdims
+    fn = np.argmax if op == "ArgMax" else np.argmin
+    np_dt = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[dtype]
+    rng = np.random.default_rng(7)
+    pool = np.array([0.0, -0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, -3.0, 2.5, np.nan])
+    for shape in ((40, 17), (6, 1), (1, 300)):
+        x = rng.choice(pool, size=shape, p=[.1, .1, .15, .15, .1, .05, .05, .15, .1, .05])
+        x[0] = pool[8]  # a row of ties
+        x = x.astype(np_dt)
+        for axis, keep in ((1, False), (0, True), (-1, True)):
+            exe = _one(op, dtype, 2, axis=axis, keepdims=keep)
+            with np.errstate(over="ignore"):
+                e = np.exp(x)  # _one reads its argument through an Exp
+            want = fn(e, axis=axis, keepdims=keep)
+            np.testing.assert_array_equal(exe(x), want)
+
+
 def test_max_propagates_nan_and_empty_max_fails() -> None:
     exe = _one("ReduceMax", "f64", 1)
     assert np.isnan(exe(np.array([1.0, np.nan, 3.0])))

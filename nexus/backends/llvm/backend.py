@@ -235,7 +235,7 @@ class LLVMExecutable(Executable):
 
     def asm(self) -> str:
         """The host assembly of the optimised module that runs."""
-        return str(host_machine().emit_assembly(self.jit.module))
+        return str(host_machine().emit_assembly(self.jit.optimized()))
 
 
 def _release(release: Any, jit: Jitted) -> None:

@@ -187,9 +187,9 @@ def _conv(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         raise Unsupported(f"Conv on {dt}")
     if not isinstance(x, Tensor) or not isinstance(w, Tensor):
         raise Unsupported("Conv of a scalar")
-    sym = blas_routine(dt, "Conv")
+    sym = blas_routine(fe, dt, "Conv")
     if sym is None:
-        raise Unsupported("Conv without BLAS (SciPy) stays with the python backend")
+        raise Unsupported("Conv without a BLAS stays with the python backend")
     nsp = x.rank - 2
     wt = n.input(1).type
     assert isinstance(wt, TensorType) and wt.shape is not None

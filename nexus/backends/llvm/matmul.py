@@ -1,11 +1,12 @@
-"""MatMul (of stacks of matrices too: one call per matrix) and Gemm: a BLAS call (SciPy's
-``dgemm`` / ``sgemm``) for f32/f64, or an i-k-j loop nest (the inner loop over a row of the
-result, unit stride, which LLVM vectorises) for other dtypes, when SciPy is missing, or when :data:`STRATEGY` says so.
+"""MatMul (of stacks of matrices too: one call per matrix) and Gemm: a BLAS call (``dgemm`` /
+``sgemm`` of the OpenBLAS NumPy's wheel bundles, else SciPy's) for f32/f64, or an i-k-j loop
+nest (the inner loop over a row of the result, unit stride, which LLVM vectorises) for other
+dtypes, when no BLAS is found, or when :data:`STRATEGY` says so.
 
 The choice comes from ``python -m bench.matmul_llvm`` (numbers in docs/llvm.md): BLAS is
-faster from 64 x 64 up.  The BLAS routine's address comes from SciPy's
-``cython_blas`` capsules and is given to the JIT as the symbol ``nexus.dgemm`` (or
-``nexus.sgemm``); the call is Fortran's, every argument by reference, and row-major
+faster from 64 x 64 up.  The BLAS routine's address comes from NumPy's OpenBLAS (64-bit
+integers, the JIT symbol ``nexus.dgemm64`` / ``nexus.sgemm64``) or from SciPy's ``cython_blas``
+capsules (32-bit, ``nexus.dgemm`` / ``nexus.sgemm``); the call is Fortran's, every argument by reference, and row-major
 ``C = A B`` is column-major ``C^T = B^T A^T``.
 """
 
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from llvmlite import ir
 
 from nexus.backends.base import register_lowering
-from nexus.backends.llvm.dtypes import I8, I32, I64, PTR, Unsupported, constant, kind, mem_type, reg_type
+from nexus.backends.llvm.dtypes import I8, I64, PTR, Unsupported, constant, kind, mem_type, reg_type
 from nexus.backends.llvm.rules import BACKEND, out_dtype
 from nexus.backends.llvm.tensors import Tensor, broadcast_index, linear, loop_nest, store_all
 from nexus.ir.node import Node
@@ -29,31 +30,65 @@ from nexus.ir.types import TensorType
 if TYPE_CHECKING:
     from nexus.backends.llvm.emit import FunctionEmitter
 
-STRATEGY = "auto"  # "auto" (BLAS for f32/f64 when SciPy is there), "blas" or "loops"
-_SYMBOLS: dict[str, bool] = {}
+STRATEGY = "auto"  # "auto" (BLAS for f32/f64 when one is found), "blas" or "loops"
+_SYMBOLS: dict[str, str | None] = {}  # "sgemm" -> its JIT symbol, None: no BLAS
+_INT_BITS: dict[str, int] = {}  # JIT symbol -> the width of its integer arguments
 
 
 def _blas_symbol(dtype: str) -> str | None:
-    """The JIT symbol of SciPy's gemm for ``dtype``, registered on first use (None: no SciPy)."""
+    """The JIT symbol of a gemm for ``dtype``, registered on first use (None: no BLAS):
+    NumPy's own OpenBLAS where its wheel has one (64-bit integers; on this machine 1.8x
+    faster than SciPy's at [8, 128] x [128, 1000], the shape of a decoder's logits), else
+    SciPy's ``cython_blas``."""
     name = {"f64": "dgemm", "f32": "sgemm"}.get(dtype)
     if name is None:
         return None
-    sym = f"nexus.{name}"
-    if sym not in _SYMBOLS:
-        cython_blas = _cython_blas()
-        if cython_blas is None:
-            _SYMBOLS[sym] = False
-            return None
+    if name not in _SYMBOLS:
         import llvmlite.binding as llvm
 
-        get = ctypes.pythonapi.PyCapsule_GetPointer
-        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-        capsule = cython_blas.__pyx_capi__[name]
-        sig = ctypes.pythonapi.PyCapsule_GetName
-        sig.restype, sig.argtypes = ctypes.c_char_p, [ctypes.py_object]
-        llvm.add_symbol(sym, get(capsule, sig(capsule)))
-        _SYMBOLS[sym] = True
-    return sym if _SYMBOLS[sym] else None
+        found = _numpy_blas(name)
+        bits = 64
+        if found is None:
+            found, bits = _scipy_blas(name), 32
+        sym = None
+        if found is not None:
+            sym = f"nexus.{name}" if bits == 32 else f"nexus.{name}64"  # another ABI, another name
+            llvm.add_symbol(sym, found)
+            _INT_BITS[sym] = bits
+        _SYMBOLS[name] = sym
+    return _SYMBOLS[name]
+
+
+def _numpy_blas(name: str) -> int | None:
+    """The address of ``name`` (Fortran's interface, 64-bit integers) in the OpenBLAS that
+    NumPy's wheel bundles (``numpy.libs`` / ``numpy/.dylibs``), or None."""
+    import numpy as np
+
+    root = Path(np.__file__).parent
+    for lib in sorted(root.parent.glob("numpy.libs/*openblas64*")) + sorted(root.glob(".dylibs/*openblas64*")):
+        try:
+            handle = ctypes.CDLL(str(lib))
+        except OSError:
+            continue
+        for sym in (f"scipy_{name}_64_", f"{name}_64_"):
+            f = getattr(handle, sym, None)
+            if f is not None:
+                return ctypes.cast(f, ctypes.c_void_p).value
+    return None
+
+
+def _scipy_blas(name: str) -> int | None:
+    """The address of ``name`` in SciPy's ``cython_blas`` (32-bit integers), or None."""
+    cython_blas = _cython_blas()
+    if cython_blas is None:
+        return None
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    capsule = cython_blas.__pyx_capi__[name]
+    sig = ctypes.pythonapi.PyCapsule_GetName
+    sig.restype, sig.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    address: int | None = get(capsule, sig(capsule))
+    return address
 
 
 def _cython_blas() -> Any:
@@ -98,7 +133,7 @@ def _matmul(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     dt = out_dtype(n)
     if kind(dt) == "b":
         raise Unsupported("MatMul on bools")
-    sym = blas_routine(dt, "MatMul")
+    sym = blas_routine(fe, dt, "MatMul")
     if a.rank > 2 or bt.rank > 2:
         return _batched(fe, n, a, bt, dt, sym)
     pa, ta = _operand(fe, a, False, sym is not None)
@@ -170,11 +205,18 @@ def matmul_may_fail(n: Node) -> bool:
     return bool(a.shape[-1] != bt.shape[-2])
 
 
-def blas_routine(dt: str, op: str) -> str | None:
-    """The BLAS routine ``op`` on ``dt`` calls, or None for the loop nest (see STRATEGY)."""
+def blas_routine(fe: FunctionEmitter, dt: str, op: str) -> str | None:
+    """The BLAS routine ``op`` on ``dt`` calls, or None for the loop nest (see STRATEGY).
+    A module for this process (its constants in a table) calls the BLAS found here; one
+    written out (ahead of time, ``--emit``) calls Fortran's ``sgemm_`` / ``dgemm_`` with
+    32-bit integers, which the target's BLAS (reference, OpenBLAS, MKL's LP64) provides."""
+    if not fe.mod.table and STRATEGY != "loops" and dt in ("f32", "f64"):
+        fortran = f"{'s' if dt == 'f32' else 'd'}gemm_"
+        _INT_BITS[fortran] = 32
+        return fortran
     sym = _blas_symbol(dt) if STRATEGY != "loops" else None
     if STRATEGY == "blas" and sym is None and kind(dt) == "f":
-        raise Unsupported(f"{op} through BLAS needs SciPy")
+        raise Unsupported(f"{op} through BLAS needs NumPy's OpenBLAS or SciPy")
     return sym
 
 
@@ -202,8 +244,10 @@ def gemm_call(fe: FunctionEmitter, sym: str, dt: str, a: Any, bm: Any, c: Any, m
         b.store(v, p)
         return p
 
-    def i32(v: ir.Value) -> ir.Value:
-        return ref(b.trunc(v, I32), I32)
+    it = ir.IntType(_INT_BITS[sym])
+
+    def i32(v: ir.Value) -> ir.Value:  # BLAS's integer: 32 bits (LP64) or 64 (ILP64)
+        return ref(b.trunc(v, it) if it.width < 64 else v, it)
 
     def ld(v: ir.Value) -> ir.Value:  # gemm refuses a leading dimension of 0 (nothing is read then)
         return i32(b.select(b.icmp_unsigned("==", v, I64(0)), I64(1), v))
@@ -285,7 +329,7 @@ def _gemm(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     t = n.type
     assert isinstance(t, TensorType) and t.shape is not None
     ta, tb = bool(n.attrs.get("transA", False)), bool(n.attrs.get("transB", False))
-    sym = blas_routine(dt, "Gemm")
+    sym = blas_routine(fe, dt, "Gemm")
     m, kk = (a.dims[1], a.dims[0]) if ta else (a.dims[0], a.dims[1])
     nn = bt.dims[0] if tb else bt.dims[1]
     kb = bt.dims[1] if tb else bt.dims[0]

@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from nexus.backends.base import register_lowering
 from nexus.backends.llvm.dtypes import I64, Unsupported, constant, kind, mem_type, reg_type, to_mem, to_reg
-from nexus.backends.llvm.rules import BACKEND, Ctx, convert
+from nexus.backends.llvm.rules import BACKEND, Ctx, convert, erf_f32, exp_f32
 from nexus.backends.llvm.tensors import Tensor, broadcast_index, linear, loop_nest
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType, numpy_dtype, simplify_dim
@@ -55,38 +55,6 @@ def _nan_min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.or_(b.fcmp_ordered("<", x, y), b.fcmp_unordered("uno", x, x)), x, y)
 
 
-def _exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """exp on f32 in arithmetic (Cephes' ``expf``, as Eigen's ``pexp_float``), within 2 ulp:
-    a loop over it vectorises where one calling libm's ``expf`` per element does not.
-    ``x = m ln2 + r``, ``|r| <= ln2 / 2``: a polynomial for ``e^r``, times ``2^m`` in two
-    steps so that results below the normal range round to subnormals (and 0) as expf's."""
-    f = ir.FloatType()
-    i32 = ir.IntType(32)
-
-    def c(v: float) -> ir.Constant:
-        return ir.Constant(f, v)
-
-    # beyond 88.8 the result is inf, below -105 it is 0 (half the least subnormal is e^-103.97)
-    xc = b.select(b.fcmp_ordered(">", x, c(88.8)), c(88.8), x)
-    xc = b.select(b.fcmp_ordered("<", xc, c(-105.0)), c(-105.0), xc)
-    floor = b.module.declare_intrinsic("llvm.floor", [f])
-    m = b.call(floor, [b.fadd(b.fmul(xc, c(1.44269504088896341)), c(0.5))])
-    r = b.fadd(b.fmul(m, c(-0.693359375)), xc)
-    r = b.fadd(b.fmul(m, c(2.12194440e-4)), r)
-    y = c(1.9875691500e-4)
-    for p in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        y = b.fadd(b.fmul(y, r), c(p))
-    y = b.fadd(b.fadd(b.fmul(y, b.fmul(r, r)), r), c(1.0))
-    k = b.fptosi(m, i32)  # in [-152, 128]: two factors 2^k1 2^k2, each a normal float
-    k1 = b.ashr(k, ir.Constant(i32, 1))
-
-    def pow2(e: ir.Value) -> ir.Value:
-        return b.bitcast(b.shl(b.add(e, ir.Constant(i32, 127)), ir.Constant(i32, 23)), f)
-
-    out = b.fmul(b.fmul(y, pow2(k1)), pow2(b.sub(k, k1)))
-    return b.select(b.fcmp_unordered("uno", x, x), x, out)  # NaN (its m was poison, not chosen)
-
-
 def _sum(b: ir.IRBuilder, acc: ir.Value, v: ir.Value) -> ir.Value:
     """``acc + v`` in a sum over a row that may be reassociated: the loop vectorises, with
     one partial sum per lane (NumPy's pairwise sums are not sequential either)."""
@@ -94,7 +62,7 @@ def _sum(b: ir.IRBuilder, acc: ir.Value, v: ir.Value) -> ir.Value:
 
 
 def _exp(fe: FunctionEmitter, w: str, x: ir.Value) -> ir.Value:
-    return _exp_f32(fe.b, x) if w == "f32" else fe.math("exp", w, [x])
+    return exp_f32(fe.b, x) if w == "f32" else fe.math("exp", w, [x])
 
 
 # --- activations: one element in registers ----------------------------------------------------
@@ -110,7 +78,8 @@ def _activation(cx: Ctx, n: Node, x: ir.Value, slope: ir.Value | None, dt: str, 
         if n.attrs.get("approximate", "none") == "tanh":
             inner = b.fmul(c(math.sqrt(2 / math.pi)), b.fadd(x, b.fmul(b.fmul(b.fmul(c(0.044715), x), x), x)))
             return b.fmul(b.fmul(c(0.5), x), b.fadd(c(1.0), cx.math("tanh", w, [inner])))
-        e = cx.math("erf", w, [b.fdiv(x, c(math.sqrt(2)))])
+        scaled = b.fdiv(x, c(math.sqrt(2)))
+        e = erf_f32(b, scaled) if w == "f32" else cx.math("erf", w, [scaled])
         return b.fmul(b.fmul(b.fadd(e, c(1.0)), x), c(0.5))
     if name == "HardSigmoid":
         v = b.fadd(b.fmul(x, c(float(n.attrs.get("alpha", 0.2)))), c(float(n.attrs.get("beta", 0.5))))
@@ -368,4 +337,40 @@ def gather_rows(fe: FunctionEmitter, n: Node, data: Tensor, ind: Tensor, axis: i
         loop_nest(b, dims[axis + r:], inner, name="take")
 
     loop_nest(b, dims[:axis + r], outer, name="gather")
+    return Tensor(dt, shape, dims, ptr=buf)
+
+
+@register_lowering(BACKEND, "GatherElements")
+def _gather_elements(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Tensor:
+    """``np.take_along_axis(data, ind, axis)``: each index checked where it is read (negative
+    ones count from the end), the result shaped like ``ind``; along the other axes ``data``
+    is read as NumPy broadcasts it (an axis of size 1 reads its one entry)."""
+    data, ind = ins
+    if not isinstance(data, Tensor) or not isinstance(ind, Tensor):
+        raise Unsupported("GatherElements of a scalar")
+    ik = kind(ind.dtype)
+    if ik not in "iu":
+        raise Unsupported(f"GatherElements with {ind.dtype} indices")
+    axis = int(n.attrs.get("axis", 0))
+    axis = axis if axis >= 0 else axis + data.rank
+    dt, shape, dims, buf = _result(fe, n)
+    b = fe.b
+    for j, (d, o) in enumerate(zip(data.shape, shape)):
+        if j == axis or d == o or d == 1:
+            continue
+        if isinstance(d, int) and isinstance(o, int):  # take_along_axis would broadcast ind instead
+            raise Unsupported(f"GatherElements: data's axis {j} ({d}) is neither the indices' ({o}) nor 1")
+        dv = data.dims[j]  # sizes known at run time only: NumPy's broadcast or its error
+        fe.fail(b.and_(b.icmp_unsigned("!=", dv, dims[j]), b.icmp_unsigned("!=", dv, I64(1))), n, "IndexError",
+                f"shape mismatch: data's axis {j} is neither the indices' size nor 1")
+    et = mem_type(dt)
+    dim = data.dims[axis]
+
+    def body(idx: list[ir.Value]) -> None:
+        i = fe.index(ind.load(b, idx), dim, ik == "i", n, f"index out of bounds for axis {axis}", reuse=False)
+        at = broadcast_index(b, idx, shape, data)
+        at[axis] = i
+        b.store(to_mem(b, data.load(b, at), dt), b.gep(buf, [linear(b, idx, dims)], inbounds=True, source_etype=et))
+
+    loop_nest(b, dims, body, name="gather_el")
     return Tensor(dt, shape, dims, ptr=buf)

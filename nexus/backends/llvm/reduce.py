@@ -67,6 +67,14 @@ def _run(fe: FunctionEmitter, n: Node, x: Tensor, axes: tuple[int, ...], keep: b
         loop_nest(b, red_dims, inner, name="red")
         return finish(b.load(acc), b.load(aux))
 
+    return _per_result(fe, n, axes, keep, one)
+
+
+def _per_result(fe: FunctionEmitter, n: Node, axes: tuple[int, ...], keep: bool,
+                one: Callable[[list[ir.Value]], ir.Value]) -> Any:
+    """``one(index over the kept axes)`` for each element of ``n``'s result: a scalar, or
+    a buffer of its own filled in a loop nest."""
+    b = fe.b
     t = n.type
     assert isinstance(t, TensorType) and t.shape is not None
     if not t.shape:
@@ -150,6 +158,8 @@ def _arg(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     fe.fail(b.icmp_unsigned("==", x.dims[axis], I64(0)), n, "ValueError",
             f"attempt to get {op.lower()} of an empty sequence")
     gt = ">" if op == "ArgMax" else "<"
+    if k == "f" and not last:
+        return _arg_two_pass(fe, n, x, axis, op == "ArgMax")
 
     def step(b: ir.IRBuilder, acc: ir.Value, aux: ir.Value, v: ir.Value, pos: ir.Value) -> tuple[ir.Value, ir.Value]:
         first = b.icmp_unsigned("==", pos, I64(0))
@@ -170,3 +180,58 @@ def _arg(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         raise Unsupported(f"{op} on bools")
     return _run(fe, n, x, (axis,), bool(n.attrs.get("keepdims", False)), dt, (zero, I64(0)), step,
                 lambda acc, aux: aux)
+
+
+def _arg_two_pass(fe: FunctionEmitter, n: Node, x: Tensor, axis: int, is_max: bool) -> Any:
+    """ArgMax/ArgMin of floats, the first extremum (the first NaN where there is one), in
+    two passes over each row: the extremum (``maxnum``, which skips NaN) and whether a NaN
+    occurs, then the first position that holds it (a loop that stops there).  One pass
+    choosing (value, position) per element is a chain of dependent selects: ArgMax of
+    [8, 1000] f32 took 38 us that way, 10 us in two passes (NumPy's SIMD argmax: 1 us;
+    LLVM does not vectorise the first pass yet)."""
+    b = fe.b
+    dt = x.dtype
+    w = "f32" if dt == "f16" else dt
+    ft = reg_type(w)
+    size = x.dims[axis]
+    ext = b.module.declare_intrinsic("llvm.maxnum" if is_max else "llvm.minnum", [ft], ir.FunctionType(ft, [ft, ft]))
+    start = ir.Constant(ft, float("-inf") if is_max else float("inf"))
+    m_slot, nan_slot = fe.eb.alloca(ft), fe.eb.alloca(I1)
+
+    def at(out_idx: list[ir.Value], i: ir.Value) -> ir.Value:
+        full = list(out_idx)
+        full.insert(axis, i)
+        return convert(b, x.load(b, full), dt, w)
+
+    def one(out_idx: list[ir.Value]) -> ir.Value:
+        b.store(start, m_slot)
+        b.store(I1(0), nan_slot)
+
+        def scan(i: list[ir.Value]) -> None:
+            v = at(out_idx, i[0])
+            b.store(b.call(ext, [b.load(m_slot), v]), m_slot)  # maxnum skips NaN
+            b.store(b.or_(b.load(nan_slot), _nan(b, v)), nan_slot)
+
+        loop_nest(b, [size], scan, name="ext")
+        m, any_nan = b.load(m_slot), b.load(nan_slot)
+        pre = b.block
+        head, body, found = (b.append_basic_block(f"find.{s}") for s in ("head", "body", "found"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, name="find")
+        i.add_incoming(I64(0), pre)
+        # the last position is the answer when no earlier one is (size >= 1 was checked)
+        b.cbranch(b.icmp_unsigned("<", b.add(i, I64(1)), size), body, found)
+        b.position_at_end(body)
+        v = at(out_idx, i)
+        hit = b.select(any_nan, _nan(b, v), b.fcmp_ordered("==", v, m))
+        nxt = b.add(i, I64(1), flags=["nuw", "nsw"])
+        i.add_incoming(nxt, b.block)
+        b.cbranch(hit, found, head)
+        b.position_at_end(found)
+        res = b.phi(I64, name="argext")
+        res.add_incoming(i, head)
+        res.add_incoming(i, body)
+        return res
+
+    return _per_result(fe, n, (axis,), bool(n.attrs.get("keepdims", False)), one)

@@ -109,16 +109,36 @@ def _reshape(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     if not isinstance(x, Tensor):
         return Tensor(dtype, shape, dims, elem=lambda idx: x)
 
+    # a lazy input is read at its own index: the leading and trailing axes the reshape keeps
+    # (equal in both types, checked once here) pass through, only the axes between are
+    # flattened and split again ([64*b, 256] -> [b, 64, 256] needs no division per element)
+    lead = trail = 0
+    if x.ptr is None:
+        while lead < min(x.rank, len(shape)) and x.shape[lead] == shape[lead]:
+            lead += 1
+        while trail < min(x.rank, len(shape)) - lead and x.shape[-1 - trail] == shape[-1 - trail]:
+            trail += 1
+        kept = [*range(lead), *range(-trail, 0)]
+        for j in kept:
+            fe.fail(b.icmp_unsigned("!=", dims[j], src[j]), n, "ValueError",
+                    "cannot reshape: the shape input disagrees with the graph's type")
+
     def elem(idx: list[ir.Value]) -> ir.Value:
-        off = linear(fe.b, idx, dims)
         if x.ptr is not None:
+            off = linear(fe.b, idx, dims)
             p = fe.b.gep(x.ptr, [off], inbounds=True, source_etype=mem_type(x.dtype))
             return to_reg(fe.b, fe.b.load(p, typ=mem_type(x.dtype)), x.dtype)
+        mid = idx[lead:len(idx) - trail]
+        off = linear(fe.b, mid, dims[lead:len(dims) - trail]) if mid else I64(0)
         at = []
-        for d in reversed(src):
-            at.append(fe.b.urem(off, d))
-            off = fe.b.udiv(off, d)
-        return x.load(fe.b, at[::-1])
+        between = src[lead:len(src) - trail]
+        for k, d in enumerate(reversed(between)):
+            if k == len(between) - 1:  # the outermost takes the rest
+                at.append(off)
+            else:
+                at.append(fe.b.urem(off, d))
+                off = fe.b.udiv(off, d)
+        return x.load(fe.b, [*idx[:lead], *at[::-1], *idx[len(idx) - trail:]])
 
     return Tensor(dtype, shape, dims, elem=elem)
 
@@ -229,20 +249,22 @@ def _ints(n: Node, k: int) -> list[int] | None:
 
 @register_lowering(BACKEND, "Slice")
 def _slice(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
-    """``x[start:end:step]`` along the axes named, with constant starts, ends, axes and
-    steps: the input read at ``start + i * step`` (Python's clamping of the bounds, in
-    registers where a dim is known only at run time)."""
+    """``x[start:end:step]`` along the axes named, with constant axes and steps: the input
+    read at ``start + i * step`` (Python's clamping of the bounds, in registers where a dim
+    or a bound is known only at run time).  Where a bound is a run-time value and the type
+    gives the sliced axis a fixed size, the size is checked against it once."""
     x = ins[0]
     if not isinstance(x, Tensor):
         raise Unsupported("Slice of a scalar")
     dtype, shape = _out_type(n)
-    starts, ends = _ints(n, 1), _ints(n, 2)
-    axes = _ints(n, 3) if len(ins) > 3 else list(range(len(starts or ())))
-    steps = _ints(n, 4) if len(ins) > 4 else [1] * len(axes or ())
-    if starts is None or ends is None or axes is None or steps is None:
-        raise Unsupported("Slice with bounds known only at run time")
     b = fe.b
-    first = [I64(0)] * x.rank
+    consts = _ints(n, 1), _ints(n, 2)
+    axes = _ints(n, 3) if len(ins) > 3 else list(range(len(_bounds(fe, n, ins, 1))))
+    steps = _ints(n, 4) if len(ins) > 4 else [1] * len(axes or ())
+    if axes is None or steps is None:
+        raise Unsupported("Slice with axes or steps known only at run time")
+    starts, ends = _bounds(fe, n, ins, 1), _bounds(fe, n, ins, 2)
+    first: list[ir.Value] = [I64(0)] * x.rank
     stride = [1] * x.rank
     dims = list(x.dims)
     for a, start, end, step in zip(axes, starts, ends, steps):
@@ -250,9 +272,12 @@ def _slice(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         d = x.dims[a]
         lo, hi = (I64(0), d) if step > 0 else (I64(-1), b.sub(d, I64(1)))
 
-        def clamp(i: int, lo: ir.Value = lo, hi: ir.Value = hi, d: ir.Value = d) -> ir.Value:
-            i = max(min(i, 2**62), -2**62)  # beyond any dim: no overflow when the dim is added
-            v = b.add(I64(i), d) if i < 0 else I64(i)
+        def clamp(i: int | ir.Value, lo: ir.Value = lo, hi: ir.Value = hi, d: ir.Value = d) -> ir.Value:
+            if isinstance(i, int):
+                i = max(min(i, 2**62), -2**62)  # beyond any dim: no overflow when the dim is added
+                v = b.add(I64(i), d) if i < 0 else I64(i)
+            else:  # a run-time bound: INT64_MIN + d does not overflow, INT64_MAX is clamped
+                v = b.select(b.icmp_signed("<", i, I64(0)), b.add(i, d), i)
             v = b.select(b.icmp_signed("<", v, lo), lo, v)
             return b.select(b.icmp_signed(">", v, hi), hi, v)
 
@@ -261,6 +286,9 @@ def _slice(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         size = b.sdiv(b.add(span, I64(abs(step) - 1)), I64(abs(step)))
         first[a], stride[a] = s, step
         dims[a] = b.select(b.icmp_signed("<", size, I64(0)), I64(0), size)
+        if None in consts and isinstance(shape[a], int):
+            fe.fail(b.icmp_unsigned("!=", dims[a], I64(shape[a])), n, "ValueError",
+                    f"the slice's size along axis {a} is not the {shape[a]} its type says")
     dims = [I64(d) if isinstance(d, int) else v for d, v in zip(shape, dims)]
 
     sliced = {a % x.rank for a in axes}
@@ -270,6 +298,13 @@ def _slice(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
         return x.load(fe.b, at)
 
     return Tensor(dtype, shape, dims, elem=elem)
+
+
+def _bounds(fe: FunctionEmitter, n: Node, ins: list[Any], k: int) -> list[int] | list[ir.Value]:
+    """Slice ``n``'s starts (``k`` 1) or ends (2): ints where a Constant gives them, else
+    the run-time values of a tensor of static length."""
+    const = _ints(n, k)
+    return const if const is not None else _shape_values(fe, ins[k], n.input(k))
 
 
 @register_lowering(BACKEND, "Split")

@@ -116,19 +116,20 @@ class Jitted:
     Keeps the engine (and so the machine code) alive as long as it lives.  With
     ``cache_dir`` (:mod:`nexus.backends.llvm.cache`), an object compiled before from the same
     text for the same machine is loaded instead of optimised and compiled (``cached``
-    says which); ``module`` is then the unoptimised one."""
+    says which); ``module`` is then an empty one (the text is not parsed again)."""
 
     def __init__(self, text: str, cache_dir: Path | None = None):
         # A machine of its own: the engine takes ownership of it (and frees it with itself).
         machine = _new_host_machine()
+        self.text = text
         hit = None
         if cache_dir is not None:
             name = cache.key(text, machine.triple, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
                              ".".join(map(str, llvm.llvm_version_info)), llvmlite.__version__, repr(PIPELINE))
             hit = cache.load(cache_dir, name)
         self.cached = hit is not None
-        if hit is not None:
-            self.module = llvm.parse_assembly(text)
+        if hit is not None:  # the engine loads the object: the module it stands for stays empty
+            self.module = llvm.parse_assembly("")
             self.module.triple = machine.triple
             self.module.data_layout = str(machine.target_data)
         else:
@@ -146,5 +147,9 @@ class Jitted:
     def global_address(self, name: str) -> int:
         return int(self.engine.get_global_value_address(name))
 
+    def optimized(self) -> llvm.ModuleRef:
+        """The optimised module (optimised again from the text where the object was cached)."""
+        return optimize(self.text, _new_host_machine()) if self.cached else self.module
+
     def optimized_ir(self) -> str:
-        return str(self.module)
+        return str(self.optimized())
