@@ -166,8 +166,8 @@ class XlaExecutable(Executable):
     def key(values: Sequence[Any]) -> Key:
         # build_arguments gives NumPy arrays and scalars: a scalar's type is its signature,
         # an array's shape and dtype object (dtype.str builds a string: ~1 us an argument).
-        return tuple(type(v) if isinstance(v, np.generic) else (v.shape, v.dtype) if isinstance(v, np.ndarray)
-                     else (np.shape(v), np.asarray(v).dtype) for v in values)
+        return tuple([type(v) if isinstance(v, np.generic) else (v.shape, v.dtype) if isinstance(v, np.ndarray)
+                      else (np.shape(v), np.asarray(v).dtype) for v in values])
 
     def compiled(self, values: list[Any], key: Key | None = None) -> Compiled:
         """The computation for these arguments' signature (compiled on first use)."""
