@@ -152,7 +152,7 @@ def rnn_loss(xs: Tensor["T", "D"], h0: Tensor["H"], W: Tensor["H", "D"],  # noqa
 def test_grad_of_the_rnn_with_run_time_T_matches_torch_autograd() -> None:
     torch = require("torch", "torch")
     exe = nx.compile(nx.grad(rnn_loss, argnums=(2, 3)), backend="xla")
-    for T in (90, 20):  # 90 outgrows the first stack buffers (64): they double once
+    for T in (20, 90, 20):  # 90 outgrows the stack buffers sized for 20 (64): they double once
         xs, h0, W, U, _ = _rnn_inputs(100)
         tw, tu = torch.tensor(W, requires_grad=True), torch.tensor(U, requires_grad=True)
         h = torch.tensor(h0)
@@ -163,7 +163,24 @@ def test_grad_of_the_rnn_with_run_time_T_matches_torch_autograd() -> None:
         np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-5, atol=1e-10)
         np.testing.assert_allclose(gu, tu.grad.numpy(), rtol=1e-5, atol=1e-10)
     inner = exe._exes[exe.graph]
-    assert inner.compiles == 2  # capacity 64, then 128; T = 20 reuses it
+    assert inner.compiles == 2  # capacity 64, then 256; the second T = 20 reuses it
+
+
+def test_a_gradients_stacks_are_sized_before_its_one_compile() -> None:
+    """A first call that needs more than the first capacity: the stacks' depth, computed
+    first by a computation with only the depth as output, sizes the buffers, so XLA
+    compiles the gradient once (not once at capacity 64, then again)."""
+    torch = require("torch", "torch")
+    exe = nx.compile(nx.grad(rnn_loss, argnums=(3,)), backend="xla")
+    xs, h0, W, U, _ = _rnn_inputs(100)
+    tu = torch.tensor(U, requires_grad=True)
+    h = torch.tensor(h0)
+    for t in range(90):
+        h = torch.tanh(torch.tensor(W) @ torch.tensor(xs[t]) + tu @ h)
+    (h * h).sum().backward()
+    (gu,) = exe(xs, h0, W, U, 90)
+    np.testing.assert_allclose(gu, tu.grad.numpy(), rtol=1e-5, atol=1e-10)
+    assert exe._exes[exe.graph].compiles == 1
 
 
 def _unannotated_rnn(W, U, xs, h, T):  # noqa: ANN001, ANN202, N803

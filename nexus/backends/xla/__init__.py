@@ -79,9 +79,11 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   to [0]: such a list came back empty, with no error.)
 * **Gradient graphs.** Their stack (``nexus.ops.stack``) becomes one preallocated buffer
   per kind (shape, dtype) of value pushed, with a count, carried through the loops, and
-  the computation returns the peak depth; when the peak passed the capacity (64 at
-  first), the executable doubles the capacity until it fits, compiles again (remembered
-  for later calls of that signature) and reruns.  An adjoint that starts as a scalar
+  the computation returns the peak depth.  At a signature's first call, the same
+  computation with the depth as its only output (XLA drops the rest) runs first and
+  sizes the buffers, so the full one compiles once; when a later call's peak passes the
+  capacity, the executable doubles the capacity until it fits, compiles again
+  (remembered for later calls of that signature) and reruns.  An adjoint that starts as a scalar
   zero and gets its shape later (type ``f64[...]``) is broadcast to the shape the loop
   or branch settles on (found by ``jax.eval_shape``).
 * **Host kernels.** Ops listed in ``rules_shape.HOST_OPS`` (gradients of convolutions and

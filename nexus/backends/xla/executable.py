@@ -10,7 +10,9 @@ compiled once per argument signature.
   output tuple, with the peak stack depth of a gradient graph last.
 
 The compiled computations are cached by signature; ``compiles`` counts how many were
-built (a gradient graph whose stacks overflowed counts its recompiles too).
+built (a gradient graph whose stacks outgrew their capacity in a later call counts its
+recompiles too; at a signature's first call, a cheap computation of the stacks' depth
+sizes them first, so that the full one compiles once).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from nexus.ir.graph import Graph
 from nexus.ir.node import Node
 from nexus.ir.types import StackType
 
-Key = tuple[tuple[tuple[int, ...], str], ...]
+Key = tuple[Any, ...]  # per argument: a NumPy scalar's type, or (shape, dtype)
 # strict_float=True: XLA's algebraic simplifier off for this executable's computations only
 # (not for other JAX code in the process).  It reassociates float arithmetic with constants
 # (`-1.8 * (y * -1.5)` becomes `2.7 * y`: a third of f64 inputs then differ from NumPy in
@@ -61,6 +63,13 @@ class Compiled:
     # 1 + the index here of the first that failed); empty where none may.
     checks: list[Node] = field(default_factory=list)
 
+    @property
+    def plain(self) -> bool:
+        """Whether its outputs are just the results (no depth, check code or true size):
+        the call's fast path (XlaExecutable.__call__)."""
+        return not self.layout.kinds and self.trips is None and not self.checks and \
+            all(a is None for a in self.padded)
+
 
 class XlaExecutable(Executable):
     """``g`` compiled by XLA (through JAX), per argument signature."""
@@ -74,7 +83,9 @@ class XlaExecutable(Executable):
         self.compiles = 0
         self.compile_seconds = 0.0
         self._cache: dict[Key, Compiled] = {}
+        self._plain: dict[Key, Compiled] = {}  # the entries of _cache whose call needs no reading back
         self._version = g.version
+        self._convert = signature(g).convert  # the current version's (see _refresh)
         self._last: Compiled | None = None
         regions(g)  # refuse an irreducible graph now, not at the first call
 
@@ -94,12 +105,10 @@ class XlaExecutable(Executable):
     def build_computation(self, outs: list[Any], tr: Trace, padded: list[int | None],
                           checks: list[Node]) -> tuple[Any, ...]:
         """The output tuple: the results (a padded one followed by its true size; ``padded``
-        receives their axes), then the largest stack depth reached (0 without stacks),
-        which tells whether the stack buffers were large enough, then, where a check may
-        fail at run time (``checks`` receives them), the code of the first that failed."""
-        top = tr.top or {}
-        peaks = [v[0] for k, v in top.items() if isinstance(getattr(k, "type", None), StackType)]
-        peak = jnp.max(jnp.stack(peaks)) if peaks else jnp.zeros((), np.int64)
+        receives their axes), then, where the graph has stacks or a list grown on a run-time
+        trip count, the largest depth reached, which tells whether the buffers were large
+        enough, then, where a check may fail at run time (``checks`` receives them), the
+        code of the first that failed.  (Every output is a transfer at every call.)"""
         flat: list[Any] = []
         padded.clear()
         for o in outs:
@@ -109,11 +118,13 @@ class XlaExecutable(Executable):
             else:
                 flat.append(jnp.asarray(o))
                 padded.append(None)
+        if tr.layout.kinds or tr.trips.used:
+            flat.append(_peak(tr))
         checks.clear()
         if not tr.checks or is_static(tr.status):
-            return (*flat, peak)  # no check left for run time: nothing to read after a call
+            return tuple(flat)  # no check left for run time: nothing to read after a call
         checks += tr.checks
-        return (*flat, peak, tr.status)
+        return (*flat, tr.status)
 
     # --- compiling ------------------------------------------------------------------
     def _compile(self, values: list[Any], layout: StackLayout) -> Compiled:
@@ -140,7 +151,6 @@ class XlaExecutable(Executable):
                 continue  # the layout grew: trace again
         # XLA compiles at the first call (jit's cache), so ``seconds`` counts tracing and lowering
         dt = time.perf_counter() - t0
-        self.compiles += 1
         self.compile_seconds += dt
         return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt, padded,
                         trips if trips.used else None, checks)
@@ -148,11 +158,16 @@ class XlaExecutable(Executable):
     def _refresh(self) -> None:
         if self.graph.version != self._version:
             self._cache.clear()
+            self._plain.clear()
             self._version = self.graph.version
+            self._convert = signature(self.graph).convert
 
     @staticmethod
     def key(values: Sequence[Any]) -> Key:
-        return tuple((tuple(np.shape(v)), np.asarray(v).dtype.str) for v in values)
+        # build_arguments gives NumPy arrays and scalars: a scalar's type is its signature,
+        # an array's shape and dtype object (dtype.str builds a string: ~1 us an argument).
+        return tuple([type(v) if isinstance(v, np.generic) else (v.shape, v.dtype) if isinstance(v, np.ndarray)
+                      else (np.shape(v), np.asarray(v).dtype) for v in values])
 
     def compiled(self, values: list[Any], key: Key | None = None) -> Compiled:
         """The computation for these arguments' signature (compiled on first use)."""
@@ -161,22 +176,63 @@ class XlaExecutable(Executable):
         entry = self._cache.get(key)
         if entry is None:
             with jax.enable_x64(True):
-                entry = self._cache[key] = self._compile(values, StackLayout())
+                entry = self._compile(values, StackLayout())
+                if entry.has_stacks:
+                    entry = self._fit(values, entry)
+                self._cache[key] = entry
+                self.compiles += 1
         return entry
 
+    def _fit(self, values: list[Any], entry: Compiled) -> Compiled:
+        """A signature's first call of a graph with stacks: its stacks' peak depth for these
+        arguments, from the same computation with the peak as its only output (XLA drops
+        everything the peak does not depend on, the arithmetic of the loops included, so
+        it compiles in a fraction of the full one's time).  When the peak passes the
+        capacity, the full computation is traced again for a capacity that holds it, before
+        XLA compiles it once.  (A later call that goes deeper still grows it, see __call__.)"""
+        layout = StackLayout(list(entry.layout.kinds), entry.layout.capacity)
+
+        def depth(*args: Any) -> Any:
+            return _peak(self.execute_graph(layout, args)[1])
+
+        try:
+            peak = int(np.asarray(jax.jit(depth)(*values)))
+        except NewStackKind:  # (the kinds were all learnt by the first trace; only a guess failed)
+            return entry
+        cap = entry.layout.capacity
+        if peak <= cap:
+            return entry
+        while cap < peak:
+            cap *= 2
+        return self._compile(values, StackLayout(list(entry.layout.kinds), cap))
+
     def __call__(self, *args: Any) -> Any:
-        values = self.build_arguments(args)
-        key = self.key(values)
+        if self.graph.version == self._version:
+            values = self._convert(args)  # = build_arguments, without looking up the signature
+            key = self.key(values)
+            entry = self._plain.get(key)
+        else:
+            values, key, entry = self.build_arguments(args), None, None
+        if entry is not None:  # the common case: nothing to read back but the results
+            with jax.enable_x64(True):
+                outs = entry.fn(*values)
+            self._last = entry
+            return _to_numpy(outs[0]) if len(outs) == 1 else tuple(_to_numpy(o) for o in outs)
         entry = self.compiled(values, key)
+        key = self.key(values) if key is None else key
+        if entry.plain:
+            self._plain[key] = entry
+            return self(*args)
         with jax.enable_x64(True):
             for _ in range(_MAX_DOUBLINGS):
                 if entry.trips is not None:
                     entry.trips.most = 0
-                *outs, peak = entry.fn(*values)
+                outs = entry.fn(*values)
                 if entry.checks:
-                    failed, peak, outs = peak, outs[-1], outs[:-1]
+                    failed, outs = outs[-1], outs[:-1]
                 if not entry.layout.kinds and entry.trips is None:
-                    break  # no stack, no list bounded by a trip count: the peak is 0, not worth a read
+                    break  # no stack, no list bounded by a trip count: no depth to read
+                *outs, peak = outs
                 peak = int(np.asarray(peak))  # (int() of a jax scalar costs several times more)
                 if entry.trips is not None:
                     # Wait for the loops' trip-count callbacks.
@@ -191,6 +247,7 @@ class XlaExecutable(Executable):
                     cap *= 2
                 grown = StackLayout(list(entry.layout.kinds), cap)
                 entry = self._cache[key] = self._compile(values, grown)
+                self.compiles += 1
         self._last = entry
         if entry.checks:
             _raise_failed(entry.checks, failed)
@@ -214,6 +271,13 @@ class XlaExecutable(Executable):
         return self._last.lowered_text
 
 
+def _peak(tr: Trace) -> Any:
+    """The largest depth any stack of the trace reached (0 without stacks)."""
+    top = tr.top or {}
+    peaks = [v[0] for k, v in top.items() if isinstance(getattr(k, "type", None), StackType)]
+    return jnp.max(jnp.stack(peaks)) if peaks else jnp.zeros((), np.int64)
+
+
 def _raise_failed(checks: list[Node], failed: Any) -> None:
     """Raise the python backend's error for the check whose code ``failed`` is (0: none)."""
     code = int(np.asarray(failed))
@@ -225,7 +289,7 @@ def _raise_failed(checks: list[Node], failed: Any) -> None:
 
 def _to_numpy(v: Any) -> Any:
     arr = np.asarray(v)
-    return arr[()] if arr.ndim == 0 else arr
+    return arr[()] if not arr.shape else arr
 
 
 def compile_xla(g: Graph, dynamic_bound: int | None = None, strict_float: bool = False) -> XlaExecutable:
