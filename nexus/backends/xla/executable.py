@@ -27,7 +27,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus.backends.base import Executable, NexusRuntimeError
-from nexus.backends.xla.trace import BACKEND, NewStackKind, Padded, StackLayout, Trace, TripCount, is_static, regions
+from nexus.backends.xla.trace import (
+    BACKEND,
+    NewStackKind,
+    Padded,
+    StackLayout,
+    Trace,
+    TripCount,
+    carry_refused,
+    is_static,
+    regions,
+)
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
@@ -99,7 +109,12 @@ class XlaExecutable(Executable):
         tr = Trace(layout, self.dynamic_bound)
         if trips is not None:
             tr.trips = trips
-        outs = tr.run(self.graph, args)
+        try:
+            outs = tr.run(self.graph, args)
+        except TypeError as e:
+            if tr.unsettled is None:
+                raise
+            raise carry_refused(e, tr) from e
         return outs, tr
 
     def build_computation(self, outs: list[Any], tr: Trace, padded: list[int | None],

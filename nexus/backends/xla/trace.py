@@ -300,6 +300,9 @@ class Trace:
         self.status: Any = None
         self.checks: list[Node] = []
         self.failures = 0  # how many times fail_where was traced (see checked_region)
+        # The innermost loop whose carry JAX refused (padded on entry, plain after the body
+        # or the reverse): the error it becomes names that loop's node (see carry_refused).
+        self.unsettled: Node | None = None
 
     # --- the three steps' middle one -------------------------------------------------
     def run(self, g: Graph, args: Sequence[Any]) -> list[Any]:
@@ -488,6 +491,10 @@ class Trace:
         shape all paths agree on, where the type leaves it open (see :meth:`widen`)."""
         t = getattr(name, "type", None)
         if isinstance(v, Unread):
+            if v.type.shape is None and shape is None:
+                raise XlaLoweringError(f"value %{_label(name)} ({v.type}) is unassigned on one path and no other "
+                                       "path gives it a shape; XLA needs one shape per value: run this function "
+                                       "on the python or llvm backend", name if isinstance(name, Node) else None)
             return jnp.asarray(v.zeros(shape))
         if isinstance(t, StackType) or isinstance(v, (tuple, Padded)):
             return jax.tree_util.tree_map(jnp.asarray, v)  # (None leaves stay None)
@@ -798,15 +805,21 @@ class Trace:
         foreseen = self.open_shape(names) or _sizes_from_data(r.body)
         if foreseen:
             settle()
+        node = _grower(r.body) or (r.test if isinstance(r.test, Node) else None)
         try:
             final = execute()
         except TypeError:
             if foreseen:
+                self.unsettled = self.unsettled or node
                 raise
             # The carry changes in a way nothing above foresaw (a padded value from before the
             # loop replaced by the body): settle the carried shapes, trace again.
             settle()
-            final = execute()
+            try:
+                final = execute()
+            except TypeError:
+                self.unsettled = self.unsettled or node
+                raise
         self.heap = list(final[n_values:len(final) - checked]) if threads else heap
         self.status = final[-1] if checked else status
         after = dict(zip(names, final[:n_values]))
@@ -946,6 +959,16 @@ def _grower(seq: Seq) -> Node | None:
         if found is not None:
             return found
     return None
+
+
+def carry_refused(e: TypeError, tr: Trace) -> XlaLoweringError:
+    """JAX's refusal of a loop carry whose layout the body changes (found by the script
+    fuzzer: a value padded on entry that a path of the body replaces by a plain one, with
+    variables assigned on some paths only), as the error that names the loop."""
+    first = str(e).split("\n")[0]
+    return XlaLoweringError(f"a loop-carried value changes layout between iterations ({first}); "
+                            "XLA needs one layout per value: run this function on the python or llvm backend",
+                            tr.unsettled)
 
 
 def _locate(e: XlaLoweringError, node: Node | None) -> NoReturn:
