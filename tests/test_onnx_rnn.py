@@ -102,10 +102,13 @@ def check(op: str, roundtrip: bool = False, **kw: Any) -> nx.Graph:
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 def test_directions_plain_and_with_every_input(op: str, direction: str) -> None:
     """No optional input at all, then B, sequence_lens (two lengths shorter than T),
-    initial_h and initial_c.  Both directions of a bidirectional op share one loop."""
+    initial_h and initial_c.  Both directions of a bidirectional op share one loop, in the
+    graph of the one Call that stands for the op."""
     check(op, direction=direction, bias=False, seed=1)
     g = check(op, direction=direction, lens=LENS, h0=True, c0=True, roundtrip=direction == "bidirectional")
-    assert [n.op.name for n in g.nodes()].count("Cond") == 1
+    calls = [n for n in g.nodes() if n.op.name == "Call"]
+    assert len(calls) == 1 and calls[0].attrs["recurrent"]
+    assert [n.op.name for n in calls[0].attrs["callee"].nodes()].count("Cond") == 1
 
 
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])

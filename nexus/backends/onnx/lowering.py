@@ -548,3 +548,27 @@ def _stack_push(ex: Exporter, n: Node, stack: str, value: str) -> str:
 def _stack_pop(ex: Exporter, n: Node, stack: str) -> list[str]:
     last = ex.const(np.int64(-1))
     return [ex.add("SequenceErase", [stack, last])[0], ex.add("SequenceAt", [stack, last])[0]]  # (rest, top)
+
+
+@register_lowering("onnx", "Call")
+def _call(ex: Exporter, n: Node, *ins: str) -> str | list[str]:
+    """A Call of a recurrent op's cell graph, still as the importer built it, is the ONNX op
+    again (its fused kernel in ONNX Runtime); ``to_onnx`` inlines every other Call first."""
+    from nexus.frontend.recurrent import INPUTS, OUTPUTS, spec_of
+
+    spec = spec_of(n)
+    if spec is None:
+        raise ValueError(f"Call %{n.name or '?'} is not a recurrent op's loop: inline it before the export")
+    names = dict(zip(spec.inputs, ins))
+    if "sequence_lens" in names:  # ONNX takes int32 lengths
+        lens = n.inputs[spec.inputs.index("sequence_lens")].type
+        if isinstance(lens, TensorType) and lens.dtype != "i32":
+            names["sequence_lens"] = ex.add("Cast", [names["sequence_lens"]], to=NEXUS_TO_ONNX["i32"])[0]
+    inputs = [names.get(role, "") for role in INPUTS]
+    while not inputs[-1]:
+        inputs.pop()
+    last = max(OUTPUTS.index(role) for role in spec.outputs)
+    outs = [ex.fresh(role) if role in spec.outputs else "" for role in OUTPUTS[:last + 1]]
+    ex.add(spec.op, inputs, outs, **spec.attrs)
+    results = [outs[OUTPUTS.index(role)] for role in spec.outputs]
+    return results if len(results) > 1 else results[0]
