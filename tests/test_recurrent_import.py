@@ -178,3 +178,26 @@ def test_dropout_in_training_mode_is_refused() -> None:
     m = torch.nn.LSTM(IN, HID, num_layers=2, dropout=0.5).train()
     with pytest.raises(Exception, match="dropout=0.5 in training mode is random"):
         nx.from_torch(m, (torch.randn(STEPS, BATCH, IN),))
+
+
+def test_official_rnn_node_tests_export_as_the_op_and_agree() -> None:
+    """The 18 official ONNX RNN/GRU/LSTM node tests: import -> export writes the op again
+    (layout=1 ones as the time-major op between Transposes, which ONNX Runtime's CPU kernel
+    runs) and ONNX Runtime gives the expected outputs stored with each test."""
+    from onnx.backend.test.runner import _normalize_tensor
+
+    from nexus.testing import onnx_conformance as conf
+
+    cases = [c for c in conf.node_cases() if c.ops & {"RNN", "GRU", "LSTM"}]
+    assert len(cases) >= 18
+    for case in cases:
+        e = nx.to_onnx(nx.from_onnx(case.model))
+        ops = {n.op_type for n in e.graph.node}
+        assert ops & case.ops and "Loop" not in ops, case.name
+        names = [i.name for i in case.model.graph.input if i.name not in {t.name for t in case.model.graph.initializer}]
+        for inputs, outputs in case.data_sets:
+            feeds = dict(zip(names, [np.asarray(_normalize_tensor(x)) for x in inputs]))
+            got = ort_run(e, *[feeds[n] for n in names])
+            for a, b in zip(got, outputs):
+                np.testing.assert_allclose(a, np.asarray(_normalize_tensor(b)), rtol=case.rtol, atol=case.atol,
+                                           err_msg=case.name)

@@ -42,8 +42,8 @@ from nexus.backends.base import (
 )
 from nexus.backends.onnx.export import RULES, ExportError, to_onnx
 from nexus.backends.python.cost import estimate_ns
-from nexus.frontend.recurrent import spec_of
 from nexus.backends.python.interpreter import NATIVE_CALLS, compile_python
+from nexus.frontend.recurrent import spec_of
 from nexus.ir.binding import signature
 from nexus.ir.cfg import kahn_groups, role
 from nexus.ir.graph import Graph
