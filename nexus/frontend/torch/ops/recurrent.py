@@ -82,8 +82,8 @@ def _rnn(imp: Importer, op: str, x: Node, hx: list[Node], params: Sequence[Node]
         dirs = [params[(layer * d + k) * per:(layer * d + k + 1) * per] for k in range(d)]
         w = _stack(imp, [_gates(imp, op, p[0], hidden) for p in dirs])
         r = _stack(imp, [_gates(imp, op, p[1], hidden) for p in dirs])
-        b = _stack(imp, [imp.emit("Concat", [_gates(imp, op, p[2], hidden), _gates(imp, op, p[3], hidden)],
-                                  {"axis": 0}, name="") for p in dirs]) if has_biases else None
+        b = _stack(imp, [_join(imp, [_gates(imp, op, p[2], hidden), _gates(imp, op, p[3], hidden)])
+                         for p in dirs]) if has_biases else None
         states = [imp.emit("Slice", [s, imp.const([layer * d], np.int64), imp.const([(layer + 1) * d], np.int64),
                                      imp.const([0], np.int64)], name="") for s in hx]
         ins = [seq, w, r, b, None, states[0], states[1] if op == "LSTM" else None]
@@ -92,9 +92,13 @@ def _rnn(imp: Importer, op: str, x: Node, hx: list[Node], params: Sequence[Node]
         for k, v in enumerate(last[:len(hx)]):
             assert v is not None
             finals[k].append(v)
-        sizes = [imp.emit("DimSize", [y], {"axis": a}, name="") for a in (0, 2)]
-        seq = imp.emit("Reshape", [imp.emit("Transpose", [y], {"perm": (0, 2, 1, 3)}, name=""),
-                                   shape_vec(imp, [*sizes, d * hidden])], name="")
+        if d == 1:
+            seq = imp.emit("Squeeze", [y], {"axes": (1,)}, name="")
+        else:  # [T, D, B, H] -> [T, B, D*H]
+            steps = tensor_type(y).shape[0]  # type: ignore[index]
+            t = steps if isinstance(steps, int) else imp.emit("DimSize", [y], {"axis": 0}, name="")
+            seq = imp.emit("Reshape", [imp.emit("Transpose", [y], {"perm": (0, 2, 1, 3)}, name=""),
+                                       shape_vec(imp, [t, -1, d * hidden])], name="")
     out = imp.emit("Transpose", [seq], {"perm": (1, 0, 2)}, name="") if batch_first else seq
     return [out, *(imp.emit("Concat", f, {"axis": 0}, name="") for f in finals)]
 
@@ -109,6 +113,17 @@ def _gates(imp: Importer, op: str, v: Node, hidden: int) -> Node:
 
 
 def _stack(imp: Importer, parts: list[Node]) -> Node:
-    """The directions' tensors stacked on a new leading axis."""
+    """The directions' tensors stacked on a new leading axis (a constant where they are)."""
+    known = [imp.value_of(p) for p in parts]
+    if all(k is not None for k in known):
+        return imp.const(np.stack([np.asarray(k) for k in known]))
     return imp.emit("Concat", [imp.emit("Unsqueeze", [p], {"axes": (0,)}, name="") for p in parts], {"axis": 0},
                     name="")
+
+
+def _join(imp: Importer, parts: list[Node]) -> Node:
+    """``parts`` concatenated along their axis 0 (a constant where they are)."""
+    known = [imp.value_of(p) for p in parts]
+    if all(k is not None for k in known):
+        return imp.const(np.concatenate([np.asarray(k) for k in known]))
+    return imp.emit("Concat", parts, {"axis": 0}, name="")
