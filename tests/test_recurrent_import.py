@@ -173,6 +173,15 @@ def test_llvm_compiles_the_torch_import() -> None:
     close(nx.compile(nx.from_torch(m, (x,)), backend="llvm")(x.numpy()), flat(m(x)))
 
 
+def test_xla_runs_the_torch_import() -> None:
+    """Two layers: the second reads the first one's Y, a buffer of T rows (xla refuses a
+    stack grown in a loop there; torch's unrolled decomposition ran)."""
+    require("jax", "xla")
+    m = module("LSTM")
+    x = torch.randn(BATCH, STEPS, IN)
+    close(nx.compile(nx.from_torch(m, (x,)), backend="xla")(x.numpy()), flat(m(x)))
+
+
 def test_dropout_in_training_mode_is_refused() -> None:
     torch.manual_seed(0)
     m = torch.nn.LSTM(IN, HID, num_layers=2, dropout=0.5).train()

@@ -20,7 +20,8 @@ The shape of the cell graph::
           (the reverse direction's slice reversed in time, within each sequence's length)
     loop i < T:  h, c := step(XW[i], h, c)   (both directions at once: batched over D)
                  where i >= sequence_lens: h, c keep their value and the output row is 0
-    Y := the stacked rows (the reverse direction's slice reversed back)
+                 (the output row written into Y's buffer of T rows, carried: SetItem)
+    Y := the buffer (the reverse direction's slice reversed back)
 
 Both directions of a bidirectional op run in the same iteration, batched over the
 direction axis ``D``, so there is one loop whatever the direction.  The input projection
@@ -31,9 +32,12 @@ the length before the loop and again after it.  A sequence of length 0 ends with
 states, not the initial ones (as ONNX Runtime does; the ONNX docs do not say).  The cell
 graph is time-major (``layout=0``); a batch-major op transposes around the call.
 
-The llvm backend compiles every case.  The xla backend refuses a per-sequence reversal (a
-reverse direction with ``sequence_lens``) of the stacked ``Y``, whose length it knows only
-at run time; without ``Y`` (only ``Y_h``/``Y_c``) it takes all.
+The rows go into a buffer whose size is known before the loop (T), not onto a stack that
+grows by one row per step: the python backend writes each row in place (a stack's
+``Concat`` copied all earlier rows at every step), and the xla backend, which pads a
+stack grown in a loop to a bound and then refuses to reshape, transpose or multiply it,
+takes every case (a second layer reads the first one's ``Y``).  The llvm backend compiles
+every case too.
 
 The gate equations follow the ONNX operator docs (gate orders iofc for LSTM, zrh for GRU),
 with ``clip`` applied to every activation's input after the bias and peephole terms.
@@ -285,6 +289,9 @@ def _loop(imp: _Cell, op: str, ins: list[Node | None], attrs: Mapping[str, Any],
     if peep is not None:
         peeps = [b.e("Unsqueeze", [p], {"axes": (1,)}) for p in b.split(peep, 1, 3)]
     carried = [h0, c0] if op == "LSTM" else [h0]
+    n_states = len(carried)
+    if want_y:  # Y's rows written into a buffer of T rows: a size known before the loop (XLA needs one)
+        carried.append(b.rows(x, d, r))
 
     def body(i: Node, _c: Node, state: list[Node]) -> tuple[Node | None, list[Node], list[Node]]:
         h = state[0]
@@ -325,12 +332,15 @@ def _loop(imp: _Cell, op: str, ins: list[Node | None], attrs: Mapping[str, Any],
             live = b.e("Unsqueeze", [b.e("Less", [i, lens])], {"axes": (0, 2)})  # [1, B, 1]
             new = [b.e("Where", [live, v, old]) for v, old in zip(new, state)]
             row = b.e("Where", [live, row, _like(imp, 0, row)])
-        return None, new, [row] if want_y else []
+        if want_y:
+            new.append(b.e("SetItem", [state[-1], row, i]))
+        return None, new, []
 
-    finals, stacks = build_loop(imp, next(imp.ids), steps, None, carried, int(want_y), body, RecurrentError)
+    finals, _ = build_loop(imp, next(imp.ids), steps, None, carried, 0, body, RecurrentError)
     y = None
     if want_y:
-        y = b.backward(stacks[0], lens, steps, direction)  # [T, D, B, H]
+        y = b.backward(finals[-1], lens, steps, direction)  # [T, D, B, H]
+    finals = finals[:n_states]
     if lens is not None:  # a sequence of length 0 has zero states, not the initial ones (as ONNX Runtime)
         some = b.e("Unsqueeze", [b.e("Greater", [lens, imp.const(np.array(0, np.int64))])], {"axes": (0, 2)})
         finals = [b.e("Where", [some, v, _like(imp, 0, v)]) for v in finals]
@@ -409,6 +419,15 @@ class _Build:
             return self.imp.const(np.zeros((d, batch, hidden), numpy_dtype(_t(x).dtype)))
         return self.e("Expand", [_like(self.imp, 0, x), self.e("Concat", [
             self.i64([d]), self.dim(x, 1), self.dim(r, 2)], {"axis": 0})])
+
+    def rows(self, x: Node, d: int, r: Node) -> Node:
+        """Zeros for Y, [T, D, B, H]: a constant where the sizes are known."""
+        steps, batch = _t(x).shape[:2]
+        hidden = _t(r).shape[2]  # type: ignore[index]
+        if all(isinstance(n, int) for n in (steps, batch, hidden)):
+            return self.imp.const(np.zeros((steps, d, batch, hidden), numpy_dtype(_t(x).dtype)))
+        return self.e("Expand", [_like(self.imp, 0, x), self.e("Concat", [
+            self.dim(x, 0), self.i64([d]), self.dim(x, 1), self.dim(r, 2)], {"axis": 0})])
 
     def split(self, v: Node, axis: int, parts: int) -> list[Node]:
         t = self.e("Split", [v], {"axis": axis, "num_outputs": parts})

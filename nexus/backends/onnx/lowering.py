@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.backends.base import register_lowering
+from nexus.backends.base import MissingLoweringError, register_lowering
 from nexus.frontend.onnx.data import NEXUS_TO_ONNX, ONE_TO_ONE
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType
@@ -572,3 +572,21 @@ def _call(ex: Exporter, n: Node, *ins: str) -> str | list[str]:
     ex.add(spec.op, inputs, outs, **spec.attrs)
     results = [outs[OUTPUTS.index(role)] for role in spec.outputs]
     return results if len(results) > 1 else results[0]
+
+
+@register_lowering("onnx", "SetItem")
+def _setitem(ex: Exporter, n: Node, data: str, value: str, *index: str) -> str:
+    """``data[i] = value`` with one integer scalar ``i`` and a value of ``data``'s row shape
+    (a recurrent op's loop writes its output rows so): ONNX's ScatterND.  Other subscripts
+    (slices, masks, broadcast values) have no rule."""
+    d, v = n.input(0).type, n.input(1).type
+    i = n.inputs[2] if len(n.inputs) == 3 else None
+    if (n.attrs.get("kinds", "i") != "i" or i is None or not isinstance(i.type, TensorType) or i.type.shape != ()
+            or not isinstance(d, TensorType) or not isinstance(v, TensorType) or d.shape is None
+            or v.shape != d.shape[1:] or v.dtype != d.dtype):
+        raise MissingLoweringError("onnx", n)
+    idx = ex.add("Reshape", [index[0], ex.const(np.array([1, 1], np.int64))])[0]
+    if i.type.dtype != "i64":
+        idx = ex.add("Cast", [idx], to=NEXUS_TO_ONNX["i64"])[0]
+    rows = ex.add("Unsqueeze", [value, ex.const(np.array([0], np.int64))])[0]
+    return ex.add("ScatterND", [data, idx, rows])[0]
