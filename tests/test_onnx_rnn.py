@@ -102,10 +102,13 @@ def check(op: str, roundtrip: bool = False, **kw: Any) -> nx.Graph:
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 def test_directions_plain_and_with_every_input(op: str, direction: str) -> None:
     """No optional input at all, then B, sequence_lens (two lengths shorter than T),
-    initial_h and initial_c.  Both directions of a bidirectional op share one loop."""
+    initial_h and initial_c.  Both directions of a bidirectional op share one loop, in the
+    graph of the one Call that stands for the op."""
     check(op, direction=direction, bias=False, seed=1)
     g = check(op, direction=direction, lens=LENS, h0=True, c0=True, roundtrip=direction == "bidirectional")
-    assert [n.op.name for n in g.nodes()].count("Cond") == 1
+    calls = [n for n in g.nodes() if n.op.name == "Call"]
+    assert len(calls) == 1 and calls[0].attrs["recurrent"]
+    assert [n.op.name for n in calls[0].attrs["callee"].nodes()].count("Cond") == 1
 
 
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
@@ -230,11 +233,11 @@ def test_one_graph_serves_every_sequence_length() -> None:
 
 @pytest.mark.parametrize("op", list(GATES))
 def test_compiled_backends(op: str) -> None:
-    """llvm with every input; xla where Y needs no reversal within sequence_lens and no
-    transpose (layout=1): it refuses those on the stacked Y, whose length it knows only
-    at run time."""
+    """llvm and xla with every input (Y's rows go into a buffer of T rows, so xla also takes
+    the reversal within sequence_lens that it refused on a stack grown in the loop)."""
     cases: list[tuple[str, dict[str, Any]]] = [
         ("llvm", {"direction": "bidirectional", "lens": LENS, "h0": True, "c0": True, "peep": True}),
+        ("xla", {"direction": "bidirectional", "lens": LENS, "h0": True, "c0": True, "peep": True}),
         ("xla", {"direction": "bidirectional", "h0": True, "c0": True, "peep": True}),
         ("xla", {"direction": "forward", "lens": LENS}),
         ("xla", {"direction": "bidirectional", "lens": LENS, "outputs": ("Y_h",)}),

@@ -10,7 +10,10 @@ why:
 - a graph with loops whose every op compiles so (and only such ops) runs whole as native
   code, with no Python between its loops;
 - a graph with no such loop that ``nx.to_onnx`` exports runs whole as one ONNX Runtime
-  session: its fused kernels, and its ``Loop`` bodies of dense ops at ORT's own speed;
+  session: its fused kernels, and its ``Loop`` bodies of dense ops at ORT's own speed.  A
+  recurrent op that an importer brought in (ONNX's or torch's LSTM, GRU, RNN) is a ``Call``
+  of its loop (:mod:`nexus.frontend.recurrent`), not a loop of the graph: it goes to ONNX
+  Runtime, whose fused kernel it exports as, whole or as a region of the split below;
 - otherwise the python backend runs the blocks, the Phis and branches (control flow and
   data-dependent glue, the calls of the native kernels), and hands each block's dense
   dataflow worth a session call to ONNX Runtime

@@ -16,7 +16,7 @@ from nexus.ir.cons import SSABuilder
 from nexus.ir.graph import Graph
 from nexus.ir.graph import tensor_type as graph_tensor_type
 from nexus.ir.node import Block, Node
-from nexus.ir.types import TensorType
+from nexus.ir.types import TensorType, numpy_dtype
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -160,6 +160,102 @@ class BlockBuilder:
         self.ssa.seal(header)
         self.block = exit_block
         return [self.ssa.get_value(k, exit_block) for k in keys]
+
+
+BodyFn = Callable[[Node, Node, list[Node]], tuple["Node | None", list[Node], list[Node]]]
+
+
+def build_loop(imp: BlockBuilder, uid: Hashable, trip: Node | None, cond0: Node | None, carried: Sequence[Node],
+               n_scans: int, body: BodyFn, error: type[Exception] = ValueError) -> tuple[list[Node], list[Node]]:
+    """A loop of ``trip`` iterations (None: until the condition is false), as ONNX's
+    ``Loop`` and ``Scan`` and the recurrent ops import (see :mod:`nexus.frontend.onnx.control`)::
+
+        pre:    i := 0; cond := cond0; v := v_init; acc := empty     (acc: one per scan output)
+        header: test := i < M and cond                               (Phis of i, cond, v, acc)
+        body:   cond_out, v_out, s := body(i, cond, v); acc := Concat(acc, s[None]); i := i + 1
+
+    ``body(i, cond, v)`` imports one iteration and returns ``(cond_out or None, v_out, scan
+    elements)``; ``uid`` makes the SSA keys unique; ``error`` is the class of the errors.
+    Returns the final carried values and the stacked scan outputs."""
+    key_i, key_c = (uid, "i"), (uid, "cond")
+    key_v = [(uid, f"v{k}") for k in range(len(carried))]
+    key_s = [(uid, f"scan{k}") for k in range(n_scans)]
+    pre = imp.block
+    imp.ssa.set_value(key_i, pre, imp.const(np.array(0, np.int64)))
+    imp.ssa.set_value(key_c, pre, imp.scalar_bool(cond0) if cond0 is not None else imp.const(np.array(True)))
+    for k, v in zip(key_v, carried):
+        imp.ssa.set_value(k, pre, v)
+    m = None
+    if trip is not None:
+        m = imp.emit("Cast", [trip], {"to": "i64"}, name="") if tensor_type(trip).dtype != "i64" else trip
+        if tensor_type(m).shape != ():
+            m = imp.emit("Reshape", [m, imp.const(np.array([], np.int64))], name="")
+    jmp = imp.jump()
+    header = imp.new_block("loop", [jmp], seal=False)
+    imp.ssa.declare_assigned(header, [key_i, key_c, *key_v, *key_s])
+    imp.block = header
+    i = imp.ssa.get_value(key_i, header)
+    c = imp.ssa.get_value(key_c, header)
+    assert i is not None and c is not None
+    test = c
+    if m is not None:
+        below = imp.emit("Less", [i, m], name="")
+        test = below if cond0 is None else imp.emit("And", [below, c], name="")
+    on_false, on_true = imp.branch(test)
+    exit_block = imp.new_block("loop_exit", [on_false])
+    imp.block = imp.new_block("loop_body", [on_true])
+    vin = [imp.ssa.get_value(k, imp.block) for k in key_v]
+    cond_out, v_out, scans = body(i, c, vin)  # type: ignore[arg-type]
+    if len(v_out) != len(carried):
+        raise error(f"the loop body returns {len(v_out)} carried values, the loop has {len(carried)}")
+    if len(scans) != n_scans:
+        raise error(f"the loop body returns {len(scans)} scan outputs, expected {n_scans}")
+    end = imp.block
+    inits = [_empty_stack(imp, s, error) for s in scans]
+    # The stacks' initial values go in the block before the loop, ahead of its Jmp.
+    for k, (init, _) in zip(key_s, inits):
+        for n in init:
+            imp.g.move(n, pre)
+        imp.ssa.set_value(k, pre, init[-1])
+    imp.g.move(jmp, pre)
+    imp.block = end
+    i_end = imp.ssa.get_value(key_i, end)
+    assert i_end is not None
+    imp.ssa.set_value(key_i, end, imp.emit("Add", [i_end, imp.const(np.array(1, np.int64))], name=""))
+    if cond_out is not None:
+        imp.ssa.set_value(key_c, end, imp.scalar_bool(cond_out))
+    for k, v in zip(key_v, v_out):
+        imp.ssa.set_value(k, end, v)
+    for k, s, (_, static) in zip(key_s, scans, inits):
+        acc = imp.ssa.get_value(k, end)
+        assert acc is not None
+        if not static:  # give the rank-only empty stack the element's shape
+            target = imp.emit("Concat", [imp.emit("Slice", [imp.emit("ShapeOf", [acc], name=""),
+                                                             imp.const(np.array([0], np.int64)),
+                                                             imp.const(np.array([1], np.int64))], name=""),
+                                         imp.emit("ShapeOf", [s], name="")], {"axis": 0}, name="")
+            acc = imp.emit("Expand", [acc, target], name="")
+        row = imp.emit("Unsqueeze", [s], {"axes": (0,)}, name="")
+        imp.ssa.set_value(k, end, imp.emit("Concat", [acc, row], {"axis": 0}, name=""))
+    header.append_input(imp.jump())
+    imp.ssa.seal(header)
+    imp.block = exit_block
+    finals = [imp.ssa.get_value(k, exit_block) for k in key_v]
+    stacks = [imp.ssa.get_value(k, exit_block) for k in key_s]
+    return finals, stacks  # type: ignore[return-value]
+
+
+def _empty_stack(imp: BlockBuilder, s: Node, error: type[Exception]) -> tuple[list[Node], bool]:
+    """Nodes making an empty stack for scan element ``s`` ([0, *shape] when the shape is
+    static, else [0, 1, ..., 1], expanded in the body) and whether it is static."""
+    t = tensor_type(s)
+    if t.shape is None:
+        raise error("a scan output needs a known rank")
+    static = all(isinstance(d, int) for d in t.shape)
+    shape = (0, *t.shape) if static else (0,) + (1,) * len(t.shape)
+    return [imp.const(np.zeros(shape, numpy_dtype(t.dtype)))], static
+
+
 
 
 def read_source(source: Any, what: str, error: type[Exception]) -> tuple[bytes, str | None]:

@@ -75,5 +75,7 @@ register(OpDef("Proj", "meta", inputs=("tuple",), attrs={"num": Attr("int", doc=
 register(OpDef("Phi", "phi", inputs=("value",), variadic=True, type_rule=_phi,
                doc="Selects the input at the position of the control edge the block was entered by."))
 register(OpDef("Call", "meta", inputs=("arg",), variadic=True, pure=False, type_rule=_call,
-               attrs={"callee": Attr("graph", doc="the graph to run")},
+               attrs={"callee": Attr("graph", doc="the graph to run"),
+                      "recurrent": Attr("str", None, doc="the ONNX recurrent op the callee's loop stands for "
+                                                         "(nexus.frontend.recurrent.Spec)")},
                doc="Runs another graph; one result directly, several as a tuple."))

@@ -50,7 +50,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None, check: bool = True) -> on
     elif opset < needed:
         raise ExportError(f"graph @{graph.name} needs ONNX opset {needed} or later ({why}), not {opset}")
 
-    graph = _without_dead_tapes(graph)
+    graph = _without_dead_tapes(_inlined(graph))
     try:
         graph, stack_dtypes = split_stacks(graph)
     except StackSplitError as e:
@@ -110,6 +110,23 @@ def _needed_opset(graph: Graph) -> tuple[int, str]:
                 and best < 19:
             best, why = 19, "Resize's half_pixel_symmetric"
     return best, why
+
+
+def _inlined(graph: Graph) -> Graph:
+    """``graph``, or a copy of it with its Calls inlined but those of a recurrent op's loop
+    still as the importer built it, which the ``Call`` rule writes as the ONNX op."""
+    from nexus.frontend.recurrent import spec_of
+    from nexus.passes.inline import can_inline, inline_call
+
+    def other(g: Graph) -> Node | None:
+        return next((n for n in g.nodes() if n.op.name == "Call" and spec_of(n) is None and can_inline(g, n)), None)
+
+    if other(graph) is None:
+        return graph
+    graph = graph.clone()[0]
+    while (call := other(graph)) is not None:
+        inline_call(graph, call)
+    return graph
 
 
 _TAPE_OPS = frozenset({"StackNew", "StackPush", "StackPop"})

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.backends.base import register_lowering
+from nexus.backends.base import MissingLoweringError, register_lowering
 from nexus.frontend.onnx.data import NEXUS_TO_ONNX, ONE_TO_ONE
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType
@@ -548,3 +548,45 @@ def _stack_push(ex: Exporter, n: Node, stack: str, value: str) -> str:
 def _stack_pop(ex: Exporter, n: Node, stack: str) -> list[str]:
     last = ex.const(np.int64(-1))
     return [ex.add("SequenceErase", [stack, last])[0], ex.add("SequenceAt", [stack, last])[0]]  # (rest, top)
+
+
+@register_lowering("onnx", "Call")
+def _call(ex: Exporter, n: Node, *ins: str) -> str | list[str]:
+    """A Call of a recurrent op's cell graph, still as the importer built it, is the ONNX op
+    again (its fused kernel in ONNX Runtime); ``to_onnx`` inlines every other Call first."""
+    from nexus.frontend.recurrent import INPUTS, OUTPUTS, spec_of
+
+    spec = spec_of(n)
+    if spec is None:
+        raise ValueError(f"Call %{n.name or '?'} is not a recurrent op's loop: inline it before the export")
+    names = dict(zip(spec.inputs, ins))
+    if "sequence_lens" in names:  # ONNX takes int32 lengths
+        lens = n.inputs[spec.inputs.index("sequence_lens")].type
+        if isinstance(lens, TensorType) and lens.dtype != "i32":
+            names["sequence_lens"] = ex.add("Cast", [names["sequence_lens"]], to=NEXUS_TO_ONNX["i32"])[0]
+    inputs = [names.get(role, "") for role in INPUTS]
+    while not inputs[-1]:
+        inputs.pop()
+    last = max(OUTPUTS.index(role) for role in spec.outputs)
+    outs = [ex.fresh(role) if role in spec.outputs else "" for role in OUTPUTS[:last + 1]]
+    ex.add(spec.op, inputs, outs, **spec.attrs)
+    results = [outs[OUTPUTS.index(role)] for role in spec.outputs]
+    return results if len(results) > 1 else results[0]
+
+
+@register_lowering("onnx", "SetItem")
+def _setitem(ex: Exporter, n: Node, data: str, value: str, *index: str) -> str:
+    """``data[i] = value`` with one integer scalar ``i`` and a value of ``data``'s row shape
+    (a recurrent op's loop writes its output rows so): ONNX's ScatterND.  Other subscripts
+    (slices, masks, broadcast values) have no rule."""
+    d, v = n.input(0).type, n.input(1).type
+    i = n.inputs[2] if len(n.inputs) == 3 else None
+    if (n.attrs.get("kinds", "i") != "i" or i is None or not isinstance(i.type, TensorType) or i.type.shape != ()
+            or not isinstance(d, TensorType) or not isinstance(v, TensorType) or d.shape is None
+            or v.shape != d.shape[1:] or v.dtype != d.dtype):
+        raise MissingLoweringError("onnx", n)
+    idx = ex.add("Reshape", [index[0], ex.const(np.array([1, 1], np.int64))])[0]
+    if i.type.dtype != "i64":
+        idx = ex.add("Cast", [idx], to=NEXUS_TO_ONNX["i64"])[0]
+    rows = ex.add("Unsqueeze", [value, ex.const(np.array([0], np.int64))])[0]
+    return ex.add("ScatterND", [data, idx, rows])[0]

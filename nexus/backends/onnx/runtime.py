@@ -43,6 +43,7 @@ from nexus.backends.base import (
 from nexus.backends.onnx.export import RULES, ExportError, to_onnx
 from nexus.backends.python.cost import estimate_ns
 from nexus.backends.python.interpreter import NATIVE_CALLS, compile_python
+from nexus.frontend.recurrent import spec_of
 from nexus.ir.binding import signature
 from nexus.ir.cfg import kahn_groups, role
 from nexus.ir.graph import Graph
@@ -140,8 +141,13 @@ def _runs_there(n: Node) -> bool:
         return n.num_inputs == 1 and role(n) == "data" and _runs_there(n.input(0))
     if isinstance(n.type, TupleType) and any(u.op.name != "Proj" for u in n.users):
         return False
-    return (role(n) == "data" and n.op.kind == "data" and n.op.pure and n.op.name in RULES
+    return (role(n) == "data" and (n.op.kind == "data" and n.op.pure and n.op.name in RULES or _recurrent(n))
             and not n.deps and not any(i < 0 for _, i in n.uses) and _tensors(n.type))
+
+
+def _recurrent(n: Node) -> bool:
+    """A Call of a recurrent op's loop that the export writes as the ONNX op (its fused kernel)."""
+    return n.op.name == "Call" and spec_of(n) is not None
 
 
 def _tensors(t: Type) -> bool:
@@ -182,6 +188,9 @@ def _worth(region: list[Node]) -> tuple[bool, str]:
     pools take ``SLOW_FACTOR`` times ONNX Runtime's; a session pays ``SESSION_CALL_NS``
     once.  Unknown sizes count as no work, so a region with symbolic sizes is judged by
     its node count and its ops."""
+    ops = sorted({spec.op for n in region if n.op.name == "Call" and (spec := spec_of(n)) is not None})
+    if ops:  # its loop on the python backend runs a dozen nodes per time step
+        return True, f"ONNX Runtime's fused {', '.join(ops)} kernel"
     work = sum(estimate_ns(n) for n in region)
     slow = sum(estimate_ns(n) for n in region if n.op.name in SLOW_OPS)
     python = len(region) * PYTHON_NODE_NS + work + (SLOW_FACTOR - 1) * slow

@@ -21,15 +21,16 @@ need no Phi.  ``Scan`` reads slice ``i`` (or ``T - 1 - i``) of each scan input w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.frontend.importing import known_rank, tensor_type
+from nexus.frontend.importing import BodyFn, known_rank, tensor_type
+from nexus.frontend.importing import build_loop as shared_build_loop
 from nexus.frontend.onnx.data import OnnxImportError
 from nexus.ir.node import Node
-from nexus.ir.types import OptionalType, numpy_dtype
+from nexus.ir.types import OptionalType
 
 if TYPE_CHECKING:
     from nexus.frontend.onnx.importer import Importer
@@ -50,92 +51,10 @@ def convert_if(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | No
                        lambda t, e: OnnxImportError(f"If's branches have {t} and {e} outputs"))
 
 
-BodyFn = Callable[[Node, Node, list[Node]], tuple["Node | None", list[Node], list[Node]]]
-
-
 def build_loop(imp: Importer, trip: Node | None, cond0: Node | None, carried: Sequence[Node],
                n_scans: int, body: BodyFn) -> tuple[list[Node], list[Node]]:
-    """The loop of the module docstring: ``body(i, cond, v)`` imports one iteration and
-    returns ``(cond_out or None, v_out, scan elements)``.  Returns the final carried
-    values and the stacked scan outputs."""
-    uid = next(imp._ids)
-    key_i, key_c = (uid, "i"), (uid, "cond")
-    key_v = [(uid, f"v{k}") for k in range(len(carried))]
-    key_s = [(uid, f"scan{k}") for k in range(n_scans)]
-    pre = imp.block
-    imp.ssa.set_value(key_i, pre, imp.const(np.array(0, np.int64)))
-    imp.ssa.set_value(key_c, pre, imp.scalar_bool(cond0) if cond0 is not None else imp.const(np.array(True)))
-    for k, v in zip(key_v, carried):
-        imp.ssa.set_value(k, pre, v)
-    m = None
-    if trip is not None:
-        m = imp.emit("Cast", [trip], {"to": "i64"}, name="") if _t(trip).dtype != "i64" else trip
-        if _t(m).shape != ():
-            m = imp.emit("Reshape", [m, imp.const(np.array([], np.int64))], name="")
-    jmp = imp.jump()
-    header = imp.new_block("loop", [jmp], seal=False)
-    imp.ssa.declare_assigned(header, [key_i, key_c, *key_v, *key_s])
-    imp.block = header
-    i = imp.ssa.get_value(key_i, header)
-    c = imp.ssa.get_value(key_c, header)
-    assert i is not None and c is not None
-    test = c
-    if m is not None:
-        below = imp.emit("Less", [i, m], name="")
-        test = below if cond0 is None else imp.emit("And", [below, c], name="")
-    on_false, on_true = imp.branch(test)
-    exit_block = imp.new_block("loop_exit", [on_false])
-    imp.block = imp.new_block("loop_body", [on_true])
-    vin = [imp.ssa.get_value(k, imp.block) for k in key_v]
-    cond_out, v_out, scans = body(i, c, vin)  # type: ignore[arg-type]
-    if len(v_out) != len(carried):
-        raise OnnxImportError(f"the loop body returns {len(v_out)} carried values, the loop has {len(carried)}")
-    if len(scans) != n_scans:
-        raise OnnxImportError(f"the loop body returns {len(scans)} scan outputs, expected {n_scans}")
-    end = imp.block
-    inits = [_empty_stack(imp, s) for s in scans]
-    # The stacks' initial values go in the block before the loop, ahead of its Jmp.
-    for k, (init, _) in zip(key_s, inits):
-        for n in init:
-            imp.g.move(n, pre)
-        imp.ssa.set_value(k, pre, init[-1])
-    imp.g.move(jmp, pre)
-    imp.block = end
-    i_end = imp.ssa.get_value(key_i, end)
-    assert i_end is not None
-    imp.ssa.set_value(key_i, end, imp.emit("Add", [i_end, imp.const(np.array(1, np.int64))], name=""))
-    if cond_out is not None:
-        imp.ssa.set_value(key_c, end, imp.scalar_bool(cond_out))
-    for k, v in zip(key_v, v_out):
-        imp.ssa.set_value(k, end, v)
-    for k, s, (_, static) in zip(key_s, scans, inits):
-        acc = imp.ssa.get_value(k, end)
-        assert acc is not None
-        if not static:  # give the rank-only empty stack the element's shape
-            target = imp.emit("Concat", [imp.emit("Slice", [imp.emit("ShapeOf", [acc], name=""),
-                                                             imp.const(np.array([0], np.int64)),
-                                                             imp.const(np.array([1], np.int64))], name=""),
-                                         imp.emit("ShapeOf", [s], name="")], {"axis": 0}, name="")
-            acc = imp.emit("Expand", [acc, target], name="")
-        row = imp.emit("Unsqueeze", [s], {"axes": (0,)}, name="")
-        imp.ssa.set_value(k, end, imp.emit("Concat", [acc, row], {"axis": 0}, name=""))
-    header.append_input(imp.jump())
-    imp.ssa.seal(header)
-    imp.block = exit_block
-    finals = [imp.ssa.get_value(k, exit_block) for k in key_v]
-    stacks = [imp.ssa.get_value(k, exit_block) for k in key_s]
-    return finals, stacks  # type: ignore[return-value]
-
-
-def _empty_stack(imp: Importer, s: Node) -> tuple[list[Node], bool]:
-    """Nodes making an empty stack for scan element ``s`` ([0, *shape] when the shape is
-    static, else [0, 1, ..., 1], expanded in the body) and whether it is static."""
-    t = _t(s)
-    if t.shape is None:
-        raise OnnxImportError("a scan output needs a known rank")
-    static = all(isinstance(d, int) for d in t.shape)
-    shape = (0, *t.shape) if static else (0,) + (1,) * len(t.shape)
-    return [imp.const(np.zeros(shape, numpy_dtype(t.dtype)))], static
+    """The loop of the module docstring (:func:`nexus.frontend.importing.build_loop`)."""
+    return shared_build_loop(imp, next(imp._ids), trip, cond0, carried, n_scans, body, OnnxImportError)
 
 
 def convert_loop(imp: Importer, ins: Ins, attrs: dict[str, Any]) -> list[Node | None]:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from nexus.frontend.torch.importer import Importer
 
 Rule = Callable[..., Any]
-_SECTIONS = ("pointwise", "reductions", "shapes", "nn")
+_SECTIONS = ("pointwise", "reductions", "shapes", "nn", "recurrent")
 RULES: Registry[Rule] = Registry(*(f"nexus.frontend.torch.ops.{m}" for m in _SECTIONS))
 INT64_MAX = int(np.iinfo(np.int64).max)
 
