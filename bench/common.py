@@ -40,9 +40,14 @@ class Skip(Exception):
 
 
 def measure(impls: dict[str, Callable[[], Any]], repeats: int, number: int = 1,
-            warmup: int = 1) -> dict[str, list[float]]:
+            warmup: int = 1, prime: bool = False) -> dict[str, list[float]]:
     """Seconds per call of each implementation; repeats interleaved round-robin, the
-    starting implementation rotating from round to round."""
+    starting implementation rotating from round to round.
+
+    ``prime``: call each implementation once, untimed, right before each timed sample.
+    A single timed call of a model otherwise runs with the caches the previous
+    implementation left (an ONNX Runtime call measured 64 us alone and 110-270 us right
+    after torch eager or the python backend), which is no caller's steady state."""
     for fn in impls.values():
         for _ in range(warmup):
             fn()
@@ -53,6 +58,8 @@ def measure(impls: dict[str, Callable[[], Any]], repeats: int, number: int = 1,
         # caches) then burden every other one in turn, not always the same neighbour.
         for name in names[r % len(names):] + names[:r % len(names)]:
             fn = impls[name]
+            if prime:
+                fn()
             t0 = time.perf_counter()
             for _ in range(number):
                 fn()

@@ -6,7 +6,9 @@ symbolic batch, imported through ``nx.from_torch`` and through ``nx.from_onnx`` 
 ``torch.onnx.export``; for models with loops, which that exporter cannot write, of
 ``nx.to_onnx``), checked against torch eager at every batch size, and timed: torch eager,
 ONNX Runtime on the same ONNX file, and each Nexus backend, one thread each (BLAS pinned,
-ONNX Runtime's threads not spinning), interleaved rounds, median and spread.  The ratio is
+ONNX Runtime's threads not spinning), interleaved rounds, each timed call right after an
+untimed one of the same implementation (a serving loop's warm caches, not the previous
+implementation's leftovers), median and spread.  The ratio is
 the median over rounds of (this time / ONNX Runtime's time) in the same round: below 1 is
 faster than ONNX Runtime.
 
@@ -193,7 +195,7 @@ def run_model(m: Model, batches: list[int], backends: list[str], repeats: int) -
                 continue
             errs[name] = error(out, refs)
             impls[name] = lambda e=exe, w=which: e(*w)
-        times = measure(impls, repeats)
+        times = measure(impls, repeats, prime=True)  # each timed call after one of its own
         base = times["onnxruntime"]
         for name in [*impls, *(n for n in errs if n not in impls)]:
             ts = times.get(name)
