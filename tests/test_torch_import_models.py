@@ -73,6 +73,27 @@ def test_group_norm_with_dynamic_batch_and_length() -> None:
         _agree(g, m, (torch.randn(*shape),))
 
 
+def test_group_norm_exports_as_instance_normalization_that_onnxruntime_agrees_with() -> None:
+    require("onnxruntime", "onnx")
+    import onnxruntime as ort
+
+    torch.manual_seed(2)
+    m = nn.Sequential(nn.Conv1d(2, 8, 3), nn.GroupNorm(4, 8), nn.GELU(), nn.GroupNorm(8, 8, affine=False)).eval()
+    with torch.no_grad():
+        m[1].weight.uniform_(0.5, 2.0)
+        m[1].bias.uniform_(-1.0, 1.0)
+    g = _import(m, (torch.randn(2, 2, 10),), ({0: Dim("batch", max=16)},))
+    model = nx.to_onnx(g)
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("InstanceNormalization") == 2 and "LayerNormalization" not in ops
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for b in (1, 5):
+        x = torch.randn(b, 2, 10) * 3 + 1
+        with torch.no_grad():
+            want = m(x).numpy()
+        np.testing.assert_allclose(s.run(None, {s.get_inputs()[0].name: x.numpy()})[0], want, rtol=1e-4, atol=1e-5)
+
+
 # --- vector norms ----------------------------------------------------------------------------
 @pytest.mark.filterwarnings("ignore:divide by zero encountered in power")  # |0| ** -1.5 is inf, as in torch
 @pytest.mark.parametrize("ord", [2, 1, math.inf, -math.inf, 0, 3, 0.5, -1.5])
@@ -165,6 +186,36 @@ def test_attention_overloads_torch_dispatches_to() -> None:
     args = (q, k, v[..., :8].contiguous(), _bool_mask((4, 4), True))
     g = _import(f, args)
     _agree(g, f, args)
+
+
+class _MaskedAttention(nn.Module):
+    """Attention under a boolean mask built from constants and expanded to the batch, as
+    transformers builds its padding mask under torch.export (``arange(n) >= start``):
+    all True for ``start=0``, so it hides nothing."""
+
+    def __init__(self, start: int, additive: bool = False) -> None:
+        super().__init__()
+        self.start, self.additive = start, additive
+
+    def forward(self, q: Any, k: Any, v: Any) -> Any:
+        n = q.shape[2]
+        mask = (torch.arange(n) >= self.start)[None, None, :, None]
+        if self.additive:
+            mask = torch.where(mask, 0.0, -math.inf)
+        mask = mask.expand(q.shape[0], -1, n, n)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("start, additive, dropped", [(0, False, True), (0, True, True), (2, False, False),
+                                                      (2, True, False)])
+def test_attention_mask_known_to_hide_nothing_is_dropped(start: int, additive: bool, dropped: bool) -> None:
+    torch.manual_seed(7)
+    m = _MaskedAttention(start, additive).eval()
+    g = _import(m, _qkv(2, 2, 5, 5, 8), ({0: Dim("batch", max=8)},) * 3)
+    (softmax,) = [n for b in g.blocks for n in b.nodes if n.op.name == "Softmax"]
+    assert (softmax.input(0).op.name == "MatMul") == dropped  # no Where or Add on the scores: nothing hidden
+    for b in (1, 3):
+        _agree(g, m, _qkv(b, 2, 5, 5, 8))
 
 
 def test_causal_attention_with_dynamic_lengths() -> None:

@@ -22,6 +22,8 @@ from nexus.frontend.torch.ops import (
     whole,
 )
 from nexus.ir.node import Node
+from nexus.ir.static import static_value
+from nexus.ir.types import TensorType
 
 if TYPE_CHECKING:
     from nexus.frontend.torch.importer import Importer
@@ -199,11 +201,15 @@ def _group_norm(imp: Importer, x: Node, groups: int, w: Node | None, b: Node | N
     # the group size spelled out rather than -1, which an empty batch leaves undetermined
     k = _product(imp, [per_group, *(_size(imp, x, a) for a in range(2, r))])
     dt = tensor_type(x).dtype
-    grouped = imp.emit("Reshape", [x, shape_vec(imp, [_size(imp, x, 0), groups, k])], name="")
+    # the types spelled out too: with a symbolic batch the shapes are computed, and the
+    # exporter needs the static group count to write an InstanceNormalization
+    xt = tensor_type(x)
+    gt = TensorType(dt, (xt.shape[0], groups, k)) if isinstance(k, int) and xt.shape is not None else None  # type: ignore[index]
+    grouped = imp.emit("Reshape", [x, shape_vec(imp, [_size(imp, x, 0), groups, k])], name="", type=gt)
     y = imp.emit("LayerNormalization", [grouped, imp.const(np.ones(1, np_dtype(dt)))], {"axis": 2, "epsilon": eps},
                  name="")
     shape = shape_vec(imp, [_size(imp, x, a) for a in range(r)])
-    y = imp.emit("Reshape", [y, shape], name="" if w is not None or b is not None else None)
+    y = imp.emit("Reshape", [y, shape], name="" if w is not None or b is not None else None, type=xt)
     per_channel = imp.const([-1] + [1] * (r - 2), np.int64)  # [C, 1, ...]: against x's [N, C, *]
     if w is not None:
         y = imp.emit("Mul", [y, imp.emit("Reshape", [cast(imp, w, dt), per_channel], name="")],
@@ -255,6 +261,8 @@ def _attention(imp: Importer, q: Node, k: Node, v: Node, mask: Node | None, drop
                                f"whether or not the module is in training): export with dropout_p=0")
     if is_causal and mask is not None:
         raise TorchImportError("scaled dot-product attention takes attn_mask or is_causal, not both")
+    if mask is not None and _hides_nothing(mask, additive):
+        mask = None  # transformers builds an all-True mask under torch.export: no Where over the scores
     dt = tensor_type(q).dtype
     k, v = cast(imp, k, dt), cast(imp, v, dt)
     rq, rk = rank(q), rank(k)
@@ -299,6 +307,24 @@ def _attention(imp: Importer, q: Node, k: Node, v: Node, mask: Node | None, drop
     if weights:
         p = imp.emit("Where", [empty, zero, p], name="")
     return imp.emit("Where", [empty, zero, imp.emit("MatMul", [p, v], name="")]), p
+
+
+_SAME_VALUES = frozenset({"Expand", "Unsqueeze", "Squeeze", "Reshape", "Identity", "Transpose"})
+
+
+def _hides_nothing(mask: Node, additive: bool) -> bool:
+    """Whether an attention mask is known, before the run, to change no score: a boolean
+    mask all True or a float mask all 0 (either after any broadcast or reshape, so a mask
+    expanded to a symbolic batch counts).  Such a mask is dropped: the scores need no
+    Where or Add, and no query can be left without a key."""
+    while mask.op.name in _SAME_VALUES:
+        mask = mask.input(0)
+    v = static_value(mask)
+    if v is None or v.size == 0:
+        return False
+    if v.dtype == np.bool_:
+        return not additive and bool(v.all())
+    return v.dtype.kind == "f" and not bool(np.any(v))
 
 
 def _causal(imp: Importer, q: Node, k: Node) -> Node:
