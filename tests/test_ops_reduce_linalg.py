@@ -114,6 +114,41 @@ def test_gemm(dtype: type, ta: bool, tb: bool, cshape) -> None:  # type: ignore[
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("ta,tb", [(False, True), (True, True), (False, False)])
+def test_python_backend_gemm_with_constant_weights(monkeypatch: pytest.MonkeyPatch, dtype: type, ta: bool,
+                                                   tb: bool) -> None:
+    """A Gemm whose b is a constant (a Linear layer's transposed weight) runs through a
+    planned kernel on the python backend (a C-ordered copy of b's transpose), at two sizes
+    of a symbolic batch; PyTorch in float64 is the oracle."""
+    import nexus as nx
+    from nexus.backends.python import lowering
+    from nexus.ir.graph import Graph
+    from nexus.ir.types import TensorType
+
+    dt = {np.float32: "f32", np.float64: "f64", np.int64: "i64"}[dtype]
+    w, c = rand((5, 4) if tb else (4, 5), dtype), rand((5,), dtype)
+    g = Graph("gemm", [TensorType(dt, (4, "n") if ta else ("n", 4))], ["a"])
+    blk = g.start_block
+    alpha, beta = (2.0, 3.0) if np.dtype(dtype).kind == "f" else (1.0, 1.0)
+    y = g.add("Gemm", [g.args[0], g.add("Constant", [], blk, {"value": w}), g.add("Constant", [], blk, {"value": c})],
+              blk, {"alpha": alpha, "beta": beta, "transA": ta, "transB": tb})
+    g.end_block.append_input(g.add("Return", [y], blk))
+    nx.verify(g)
+    planned: list[bool] = []
+    plan = lowering.planned_gemm
+    monkeypatch.setattr(lowering, "planned_gemm", lambda **kw: planned.append(True) or plan(**kw))
+    exe = nx.compile(g, backend="python")
+    for n in (3, 1, 3):
+        a = rand((4, n) if ta else (n, 4), dtype)
+        a_, w_ = torch.from_numpy(a.astype(np.float64)), torch.from_numpy(w.astype(np.float64))
+        want = alpha * ((a_.T if ta else a_) @ (w_.T if tb else w_)) + beta * torch.from_numpy(c.astype(np.float64))
+        got = exe(a)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+    assert planned == ([True] if tb else [])
+
+
 def test_gemm_errors() -> None:
     with pytest.raises(OpTypeError, match="contraction dims differ"):
         apply_op("Gemm", np.zeros((2, 3), np.float32), np.zeros((4, 2), np.float32))

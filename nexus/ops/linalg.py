@@ -100,6 +100,29 @@ def _gemm(a: Any, b: Any, c: Any = None, alpha: float = 1.0, beta: float = 1.0,
     return np.asarray(out, dtype=a.dtype)
 
 
+_BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def planned_gemm(alpha: float = 1.0, beta: float = 1.0, transA: bool = False, transB: bool = False) -> Any:
+    """The Gemm kernel of one node whose ``b`` is a constant (the attributes given):
+    ``f(a, b, c=None)`` gives :func:`_gemm`'s result.  With ``transB`` (a Linear layer's
+    [out, in] weight) the transposed weight is copied once into C order and kept: BLAS runs
+    a product with few rows 1.5-4x faster on it than on the transposed view (the batch-8
+    classifiers of MobileNetV3 and EfficientNet, 8x1280 @ 1280x1000: 3.1 ms on the view,
+    0.7 ms on the copy).  Another ``b`` than the kept one is copied again."""
+    cell: list[tuple[Any, ...]] = [()]
+
+    def gemm(a: Any, b: Any, c: Any = None) -> Any:
+        last = cell[0]  # one read: another thread may replace it meanwhile
+        if not last or b is not last[0]:
+            if not (transB and type(b) is np.ndarray and b.ndim == 2 and b.dtype in _BLAS_FLOATS):
+                return _gemm(a, b, c, alpha, beta, transA, transB)
+            last = cell[0] = (b, np.ascontiguousarray(b.T))
+        return _gemm(a, last[1], c, alpha, beta, transA, False)
+
+    return gemm
+
+
 define("Gemm", FAMILY, ("a", "b", "c"), _gemm_rule, _gemm, variadic=True, differentiable=True, multithreaded=True,
        promotion="arith",
        attrs={

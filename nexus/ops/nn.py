@@ -412,7 +412,7 @@ def _depthwise_last_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias
                          strides: Sequence[int], dil: Sequence[int]) -> Any:
     """:func:`_conv_depthwise_last` planned: the input padded and moved channels-last into
     a [N, *padded, C] work array, the windows a strided view of it, one ``einsum`` with the
-    taps into another, the bias added channels-last, then one copy into [N, C, *out].  The
+    taps into another, then one copy into [N, C, *out] that adds the bias.  The
     input is moved channels-last directly on small images and through a padded
     channels-first copy on large ones: a channel's stride of a power of two floats (32x32,
     64x64) makes the direct transposing copy 4x slower (cache sets).  A large batch goes
@@ -441,6 +441,7 @@ def _depthwise_last_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias
     last_inner = (slice(None),) + first_inner[2:] + (slice(None),)
     first_borders = _borders(padded, range(2, n + 2), pads)  # the batch dim is whole: any slice's
     last_borders = _borders((nb,) + last, range(1, n + 1), pads)
+    bias_first = None if bias is None else bias.reshape((1, c) + (1,) * n)
 
     def depthwise(x: np.ndarray) -> np.ndarray:
         res = np.empty((nb, c) + out_sp, dtype)
@@ -455,9 +456,10 @@ def _depthwise_last_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias
                 buf = _padded(1, xs.transpose(moved), (m,) + last, last_inner, last_borders)
             win = np.ndarray((m,) + win_shape, dtype, buf, 0, win_strides)
             out = np.einsum(spec, win, taps, out=_scratch(2, (m,) + out_sp + (c,), dtype))
-            if bias is not None:
-                out += bias
-            np.copyto(res[lo:lo + part], out.transpose(to_first))
+            if bias_first is None:
+                np.copyto(res[lo:lo + part], out.transpose(to_first))
+            else:  # the bias added on the way back to channels-first: one pass, not two
+                np.add(out.transpose(to_first), bias_first, out=res[lo:lo + part])
         return res
     return depthwise
 

@@ -24,6 +24,7 @@ from nexus.ir.kernels import kernel_attrs
 from nexus.ir.node import Node
 from nexus.ir.opdef import all_ops
 from nexus.ir.types import TensorType, numpy_dtype
+from nexus.ops.linalg import planned_gemm
 from nexus.ops.nn import planned_conv
 
 BACKEND = "python"
@@ -159,3 +160,15 @@ def _planned_conv(node: Node) -> Callable[..., Any] | None:
 
 
 PLANNED["Conv"] = _planned_conv
+
+
+def _planned_gemm(node: Node) -> Callable[..., Any] | None:
+    """A Gemm with a constant, transposed ``b`` (a Linear layer's weight) runs on a C-ordered
+    copy of its transpose, made once (``nexus.ops.linalg.planned_gemm``)."""
+    attrs = kernel_attrs(node)
+    if not attrs.get("transB") or not _constant(node.input(1)):
+        return None
+    return planned_gemm(**attrs)  # type: ignore[no-any-return]
+
+
+PLANNED["Gemm"] = _planned_gemm
