@@ -12,7 +12,7 @@ import builtins
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from nexus.frontend.script import build, expr, iterables
+from nexus.frontend.script import build, expr, iterables, lists
 from nexus.frontend.script.annotations import (
     is_number,
 )
@@ -213,6 +213,9 @@ def stmt_For(low: Lowering, node: ast.For) -> None:
             (vals[0], vals[1], vals[2] if len(vals) == 3 else Static(1))
     else:
         v = low.expr(it)
+        if lists.is_seq(v):  # a list held as a sequence: a hidden counter over its positions
+            for_sequence(low, node, iterables.ListSeq(v))
+            return
         if isinstance(v, TupleVal):  # `for s in [a, b]`, a closure's tuple: their stacked values
             v = iterables.literal_items(low, v, it)
         if not isinstance(v, Node):

@@ -1,0 +1,183 @@
+"""Lists in ``@nx.script`` (``xs = []``, ``xs = [a, b]``, ``xs.append(v)``), and what a
+script reads from one.
+
+A list is held one of two ways, chosen by type when the script is built:
+
+- **stacked**: the tensor ``[len, *shape]`` of its items (an ``Append`` per append), when
+  every item has the list's element shape: the same ints and the same symbols, such as an
+  argument's dims.  The backends compile it as any tensor, and reading it (``xs[i]``,
+  ``len(xs)``, ``np.stack(xs)``) is reading an array.
+- **a sequence** (``seq<...>``, ``SequenceEmpty``/``SequenceInsert``), when an item's shape
+  may differ from the others': a dim known only at run time (a slice to a bound computed in
+  the loop, a boolean mask's count) or two different symbols.  ``len`` is
+  ``SequenceLength``, ``xs[i]`` ``SequenceAt``, ``np.concatenate``/``np.stack``
+  ``ConcatFromSequence``, and the script returns a Python list of arrays, as Python does.
+
+The element type (a hint keyed by the list's site) comes from the first build that
+appends; an append that does not fit the stacked element type builds again with a
+sequence type (``LoopTypeRetry``), as loop variables whose shape changes do.  Every value
+of a sequence list has that one type, so loop Phis over it settle at once.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, TypeGuard
+
+import numpy as np
+
+from nexus.frontend.script.annotations import is_int
+from nexus.frontend.script.ssa import LoopTypeRetry
+from nexus.frontend.script.values import Static, Val
+from nexus.ir.node import Node
+from nexus.ir.types import SequenceType, TensorType, fresh_dim, numpy_dtype
+
+if TYPE_CHECKING:
+    from nexus.frontend.script.visitor import Lowering
+
+
+def is_seq(v: Val) -> TypeGuard[Node]:
+    """Whether ``v`` is a list held as a sequence."""
+    return isinstance(v, Node) and isinstance(v.type, SequenceType)
+
+
+def list_new(low: Lowering, target: ast.Name, literal: ast.List, site: Hashable) -> None:
+    """``name = [a, b, ...]``: an empty list, then one append per item.  The element type
+    comes from the first append; until a build has seen it (a retry, as for loop
+    variables whose type changes) the empty list is a placeholder."""
+    low.lists[target.id] = site
+    hint = low.ssa.hints.get(site)
+    if isinstance(hint, SequenceType):
+        node = low.emit("SequenceEmpty", [], {"dtype": hint.dtype}, type=hint, name=target.id)
+    else:
+        if isinstance(hint, TensorType) and hint.shape is not None:
+            empty = np.zeros((0, *(d if isinstance(d, int) else 0 for d in hint.shape)), numpy_dtype(hint.dtype))
+        else:
+            empty = np.zeros((0,), np.float64)
+        node = low.g.add("Constant", [], low.cur, {"value": empty}, loc=low._loc)
+    low.bind(target.id, node)
+    for item in literal.elts:
+        list_append(low, target, low.expr(item), item)
+
+
+def list_append(low: Lowering, target: ast.Name, value: Val, node: ast.AST) -> None:
+    lst = low.as_node(low.load(target.id, target))
+    x = low.as_node(value)
+    lt, xt = lst.type, x.type
+    site = low.lists[target.id]
+    hint = low.ssa.hints.get(site)
+    if not isinstance(xt, TensorType):
+        raise low.error(node, f"a list in a script holds arrays and numbers, not {xt}")
+    if isinstance(lt, SequenceType):
+        if xt.dtype != lt.dtype or (xt.shape is None) != (lt.elem.shape is None) \
+                or xt.shape is not None and lt.elem.shape is not None and len(xt.shape) != len(lt.elem.shape):
+            raise _mixed(low, target, lt.elem, xt, node)
+        if not _fits(lt.elem, xt):
+            raise LoopTypeRetry(site, SequenceType(_per_item(lt.elem, xt), None))
+        new = low.emit("SequenceInsert", [lst, x], type=lt)
+    else:
+        assert isinstance(lt, TensorType)
+        if lt.dtype != xt.dtype or lt.shape is None or xt.shape is None or len(lt.shape) != len(xt.shape) + 1:
+            if hint is None:
+                raise LoopTypeRetry(site, xt)  # build again with the element type known
+            raise _mixed(low, target, hint, xt, node)
+        if isinstance(hint, TensorType) and hint.shape != xt.shape:
+            # This item's shape may differ from the others': the list is a sequence.  The
+            # loop hints of its variable describe the stacked tensor; they go.
+            var = low.var(target.id)
+            for k in [k for k in low.ssa.hints if isinstance(k, tuple) and len(k) == 2 and k[1] == var
+                      and isinstance(k[0], tuple)]:
+                del low.ssa.hints[k]
+            raise LoopTypeRetry(site, SequenceType(_per_item(hint, xt), None))
+        new = low.emit("Append", [lst, x])
+    new.name = target.id
+    low.bind(target.id, new)
+
+
+def _mixed(low: Lowering, target: ast.Name, elem: object, xt: TensorType, node: ast.AST) -> Exception:
+    return low.error(node, f"`{target.id}` holds values of type {elem}; this one is {xt}",
+                     "a list in a script holds values of one dtype and rank")
+
+
+def _fits(elem: TensorType, t: TensorType) -> bool:
+    """Whether an item of type ``t`` fits a sequence of ``elem`` items (a symbolic dim of
+    ``elem`` is per item: any size fits it)."""
+    assert elem.shape is not None and t.shape is not None
+    return all(not isinstance(e, int) or e == d for e, d in zip(elem.shape, t.shape))
+
+
+def _per_item(a: TensorType, b: TensorType) -> TensorType:
+    """The element type of a sequence holding items of types ``a`` and ``b`` (one rank):
+    the ints they share, a symbol (per item) elsewhere."""
+    assert a.shape is not None and b.shape is not None
+    return a.with_shape(tuple(x if isinstance(x, int) and x == y else fresh_dim() for x, y in zip(a.shape, b.shape)))
+
+
+# --- reading a sequence list -------------------------------------------------------------------
+
+
+def length(low: Lowering, seq: Node) -> Node:
+    """``len(xs)``: an i64 scalar."""
+    return low.emit("SequenceLength", [seq])
+
+
+def item(low: Lowering, seq: Node, index: Val, node: ast.AST) -> Node:
+    """``xs[i]`` for an int ``i`` (negative counts from the back; IndexError out of range)."""
+    return low.emit("SequenceAt", [seq, _index(low, index, node)])
+
+
+def _index(low: Lowering, index: Val, node: ast.AST) -> Node:
+    if isinstance(index, Static) and not (isinstance(index.value, (int, np.integer))
+                                          and not isinstance(index.value, bool)):
+        raise low.error(node, f"list indices must be integers, not {type(index.value).__name__}",
+                         "index with an int; a list in a script takes no tuple or mask index")
+    i = low.as_node(index)
+    if not (isinstance(i.type, TensorType) and i.type.shape == () and is_int(i.type.dtype)):
+        raise low.error(node, f"list indices must be int scalars, got {i.type}",
+                         "index with an int (`xs[i][j]` indexes the item)")
+    return low.cast(i, "i64")
+
+
+def subscript(low: Lowering, seq: Node, node: ast.Subscript) -> Node:
+    """``xs[i]``, or ``xs[:]`` (a copy: the same value, as a list is immutable here)."""
+    s = node.slice
+    if isinstance(s, ast.Slice):
+        if s.lower is None and s.upper is None and s.step is None:
+            return seq
+        raise low.error(node, "slicing a list whose items differ in shape is not supported",
+                         "loop over range(a, b) and append xs[i] to a new list")
+    return item(low, seq, low.expr(s), node)
+
+
+def concatenate(low: Lowering, seq: Node, axis: int | None, stack: bool, node: ast.AST) -> Node:
+    """``np.concatenate(xs, axis)`` / ``np.stack(xs, axis)``: ConcatFromSequence (an
+    empty list, or shapes that do not line up, fail at run time as in NumPy)."""
+    if axis is None:
+        raise low.error(node, "np.concatenate(xs, axis=None) of a list whose items differ in shape is not "
+                              "supported", "flatten each item before appending it, then concatenate on axis 0")
+    return low.emit("ConcatFromSequence", [seq], {"axis": int(axis), "new_axis": stack})
+
+
+def set_item(low: Lowering, target: ast.Subscript, seq: Node, value: Val) -> None:
+    """``xs[i] = v``: the item at ``i`` erased and ``v`` inserted there (IndexError out of
+    range, negative ``i`` from the back, as Python)."""
+    assert isinstance(target.value, ast.Name) and isinstance(seq.type, SequenceType)
+    name = target.value.id
+    if isinstance(target.slice, ast.Slice):
+        raise low.error(target, "assigning to a slice of a list whose items differ in shape is not supported",
+                         "assign one item at a time")
+    i = _index(low, low.expr(target.slice), target)
+    x = low.as_node(value)
+    t = seq.type
+    if not isinstance(x.type, TensorType) or x.type.dtype != t.dtype or x.type.shape is None \
+            or t.elem.shape is None or len(x.type.shape) != len(t.elem.shape):
+        raise _mixed(low, target.value, t.elem, x.type, target)  # type: ignore[arg-type]
+    if not _fits(t.elem, x.type):
+        raise LoopTypeRetry(low.lists[name], SequenceType(_per_item(t.elem, x.type), None))
+    erased = low.emit("SequenceErase", [seq, i], type=t)  # checks the range
+    n = low.emit("SequenceLength", [seq])
+    at = low.emit("Where", [low.emit("Less", [i, low.const(0, "i64")]), low.emit("Add", [i, n]), i])
+    new = low.emit("SequenceInsert", [erased, x, at], type=t)
+    new.name = name
+    low.bind(name, new)
