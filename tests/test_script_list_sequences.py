@@ -84,6 +84,14 @@ def f(x):
     out[-1] = x[:1]
     return out
 ''',
+    "NumPy reads it as an array": '''
+def f(x):
+    m = x[x > 0]
+    out = []
+    for i in range(3):
+        out.append(m * i)
+    return np.sum(out), np.array(out), np.mean(out, axis=0), np.exp(out), np.asarray(out, dtype=np.float32)
+''',
     "a list per iteration": '''
 def f(x):
     sums = []

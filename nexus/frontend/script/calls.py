@@ -178,6 +178,8 @@ def call_op(low: Lowering, name: str, node: ast.Call, shown: str, numpy: bool = 
                          "see nexus.ir.all_ops() for the ops there are")
     opdef = get_op(op)
     args = positional(low, node)
+    if numpy:  # NumPy reads a list as an array
+        args = [lists.as_array(low, a) for a in args]
     attrs = static_kwargs(low, node)
     if "axis" in attrs and "axis" not in opdef.attrs and "axes" in opdef.attrs:
         axis = attrs.pop("axis")

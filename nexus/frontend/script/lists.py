@@ -150,6 +150,15 @@ def subscript(low: Lowering, seq: Node, node: ast.Subscript) -> Node:
     return item(low, seq, low.expr(s), node)
 
 
+def as_array(low: Lowering, v: Val) -> Val:
+    """A sequence list where NumPy reads a list as an array (``np.sum(xs)``,
+    ``np.array(xs)``): ``np.stack(xs)`` (ConcatFromSequence; items that differ in shape
+    fail at run time, as NumPy refuses a ragged array).  Anything else is unchanged."""
+    if not is_seq(v):
+        return v
+    return low.emit("ConcatFromSequence", [v], {"axis": 0, "new_axis": True})
+
+
 def concatenate(low: Lowering, seq: Node, axis: int | None, stack: bool, node: ast.AST) -> Node:
     """``np.concatenate(xs, axis)`` / ``np.stack(xs, axis)``: ConcatFromSequence (an
     empty list, or shapes that do not line up, fail at run time as in NumPy)."""

@@ -54,6 +54,8 @@ def nx_as_numpy(low: Lowering, name: str, node: ast.Call) -> Val | None:
 
 def _npx(low: Lowering, name: str, node: ast.Call, first: list[Val]) -> Val:
     args = first + [low.expr(a) for a in node.args]
+    if name not in ("stack", "concatenate"):  # NumPy reads a list as an array
+        args = [lists.as_array(low, a) for a in args]
     kw = calls.static_kwargs(low, node)
     return _NPX[name](low, node, args, kw)
 
