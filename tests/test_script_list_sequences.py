@@ -86,9 +86,9 @@ def f(x):
 ''',
     "NumPy reads it as an array": '''
 def f(x):
-    m = x[x > 0]
     out = []
     for i in range(3):
+        m = x[x > 0]                   # a mask's count, taken in the loop: a sequence
         out.append(m * i)
     return np.sum(out), np.array(out), np.mean(out, axis=0), np.exp(out), np.asarray(out, dtype=np.float32)
 ''',
@@ -179,6 +179,25 @@ def f(x):
     np.testing.assert_array_equal(got[1], want[1])
     ops = [n.op.name for n in f.graph_for(x).nodes()]
     assert ops.count("Append") == 3 and not any(o.startswith("Sequence") for o in ops)
+
+
+def test_items_of_a_size_fixed_before_the_loop_stay_stacked() -> None:
+    """A mask taken before the loop (a run-time size, but one for every iteration), and a
+    list of one item of such a size, are stacked; a slice to the loop's counter is not."""
+    src = '''
+def f(x):
+    m = x[x > 0]
+    out = []
+    for i in range(3):
+        out.append(m * i)
+    one = [np.tanh(x[x < 1])]
+    return np.stack(out), np.stack(one)
+'''
+    py, f = _both(src)
+    x = np.arange(5.0) - 1.5
+    _same(f(x), py(x))
+    ops = [n.op.name for n in f.graph_for(x).nodes()]
+    assert ops.count("Append") == 2 and not any(o.startswith("Sequence") for o in ops)
 
 
 def test_slicing_a_sequence_list_is_refused_at_its_line() -> None:

@@ -4,37 +4,93 @@ script reads from one.
 A list is held one of two ways, chosen by type when the script is built:
 
 - **stacked**: the tensor ``[len, *shape]`` of its items (an ``Append`` per append), when
-  every item has the list's element shape: the same ints and the same symbols, such as an
-  argument's dims.  The backends compile it as any tensor, and reading it (``xs[i]``,
-  ``len(xs)``, ``np.stack(xs)``) is reading an array.
+  every item has one shape: in this build, every append's item has the type of the first
+  one (the same ints and symbols), and an append inside a loop that started after the list
+  was made appends items whose symbolic dims were all known before that loop (an
+  argument's dims, a mask taken before the loop).  The backends compile it as any tensor,
+  and reading it (``xs[i]``, ``len(xs)``, ``np.stack(xs)``) is reading an array.
 - **a sequence** (``seq<...>``, ``SequenceEmpty``/``SequenceInsert``), when an item's shape
-  may differ from the others': a dim known only at run time (a slice to a bound computed in
-  the loop, a boolean mask's count) or two different symbols.  ``len`` is
+  may differ from the others': a dim computed in such a loop (a slice to a bound computed
+  in the loop, a boolean mask taken there) or two different symbols.  ``len`` is
   ``SequenceLength``, ``xs[i]`` ``SequenceAt``, ``np.concatenate``/``np.stack``
-  ``ConcatFromSequence``, and the script returns a Python list of arrays, as Python does.
+  ``ConcatFromSequence``, NumPy functions read it as ``np.stack(xs)``, and the script
+  returns a Python list of arrays, as Python does.
 
 The element type (a hint keyed by the list's site) comes from the first build that
-appends; an append that does not fit the stacked element type builds again with a
-sequence type (``LoopTypeRetry``), as loop variables whose shape changes do.  Every value
-of a sequence list has that one type, so loop Phis over it settle at once.
+appends; an append that does not fit the stacked form builds again with a sequence type
+(``LoopTypeRetry``), as loop variables whose shape changes do.  Every value of a sequence
+list has that one type, so loop Phis over it settle at once.  The stacked form still
+checks each append's shape at run time (``Append``), so a case the symbols miss fails
+there rather than giving a wrong answer.
 """
 
 from __future__ import annotations
 
 import ast
+import weakref
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, TypeGuard
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
 from nexus.frontend.script.annotations import is_int
 from nexus.frontend.script.ssa import LoopTypeRetry
 from nexus.frontend.script.values import Static, Val
-from nexus.ir.node import Node
-from nexus.ir.types import SequenceType, TensorType, fresh_dim, numpy_dtype
+from nexus.ir.node import Block, Node
+from nexus.ir.types import SequenceType, TensorType, TupleType, fresh_dim, numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.script.visitor import Lowering
+
+
+@dataclass
+class _Site:
+    """A list made in this build: the loops open where it was made, its first item's type."""
+
+    open_loops: frozenset[Block]
+    first: TensorType | None = None
+
+
+# Lowering -> list site -> what this build knows of it (a build is one Lowering).
+_SITES: weakref.WeakKeyDictionary[Any, dict[Hashable, _Site]] = weakref.WeakKeyDictionary()
+
+
+def _open_loops(low: Lowering) -> frozenset[Block]:
+    """The headers of the loops being lowered (unsealed until their back edges are in)."""
+    return frozenset(h for h in low.ssa.loop_keys if h not in low.ssa.sealed)
+
+
+def _one_shape(low: Lowering, site: _Site, t: TensorType) -> bool:
+    """Whether an item of type ``t`` has the shape of every item appended so far: the
+    first item's type, and, inside a loop that began after the list was made, symbolic
+    dims known before that loop (else the item's shape may change between iterations)."""
+    if t.shape is None or site.first is not None and t.shape != site.first.shape:
+        return False
+    between = _open_loops(low) - site.open_loops
+    if not between or all(isinstance(d, int) for d in t.shape):
+        return True
+    before: set[Any] = set()
+    for block in low.g.blocks:  # in the order made: those before the outermost such loop
+        if block in between:
+            break
+        for n in block.members:
+            before |= _symbols(n.type)
+    return all(_free(d) <= before for d in t.shape)
+
+
+def _symbols(t: Any) -> set[Any]:
+    out: set[Any] = set()
+    shapes = [t.shape] if isinstance(t, TensorType) else [e.shape for e in t.elems if isinstance(e, TensorType)] \
+        if isinstance(t, TupleType) else []
+    for shape in shapes:
+        for d in shape or ():
+            out |= _free(d)
+    return out
+
+
+def _free(d: Any) -> set[Any]:
+    return set() if isinstance(d, int) else set(getattr(d, "free_symbols", ()))
 
 
 def is_seq(v: Val) -> TypeGuard[Node]:
@@ -47,6 +103,7 @@ def list_new(low: Lowering, target: ast.Name, literal: ast.List, site: Hashable)
     comes from the first append; until a build has seen it (a retry, as for loop
     variables whose type changes) the empty list is a placeholder."""
     low.lists[target.id] = site
+    _SITES.setdefault(low, {})[site] = _Site(_open_loops(low))
     hint = low.ssa.hints.get(site)
     if isinstance(hint, SequenceType):
         node = low.emit("SequenceEmpty", [], {"dtype": hint.dtype}, type=hint, name=target.id)
@@ -82,14 +139,17 @@ def list_append(low: Lowering, target: ast.Name, value: Val, node: ast.AST) -> N
             if hint is None:
                 raise LoopTypeRetry(site, xt)  # build again with the element type known
             raise _mixed(low, target, hint, xt, node)
-        if isinstance(hint, TensorType) and hint.shape != xt.shape:
+        state = _SITES.setdefault(low, {}).setdefault(site, _Site(frozenset()))
+        if not _one_shape(low, state, xt):
             # This item's shape may differ from the others': the list is a sequence.  The
             # loop hints of its variable describe the stacked tensor; they go.
             var = low.var(target.id)
             for k in [k for k in low.ssa.hints if isinstance(k, tuple) and len(k) == 2 and k[1] == var
                       and isinstance(k[0], tuple)]:
                 del low.ssa.hints[k]
-            raise LoopTypeRetry(site, SequenceType(_per_item(hint, xt), None))
+            raise LoopTypeRetry(site, SequenceType(_per_item(state.first or xt, xt), None))
+        if state.first is None:
+            state.first = xt
         new = low.emit("Append", [lst, x])
     new.name = target.id
     low.bind(target.id, new)
