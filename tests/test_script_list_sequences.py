@@ -92,6 +92,24 @@ def f(x):
         out.append(m * i)
     return np.sum(out), np.array(out), np.mean(out, axis=0), np.exp(out), np.asarray(out, dtype=np.float32)
 ''',
+    "a loop variable that shrinks": '''
+def f(x):
+    out = []
+    w = x
+    for i in range(3):
+        out.append(w)
+        w = w[1:]
+    return out
+''',
+    "a loop variable that grows": '''
+def f(x):
+    out = []
+    w = x
+    for i in range(3):
+        w = np.concatenate([w, w])
+        out.append(w)
+    return out
+''',
     "a list per iteration": '''
 def f(x):
     sums = []
@@ -170,15 +188,21 @@ def f(x):
     fixed = [np.zeros(3)]
     for i in range(x.shape[0]):
         fixed.append(np.ones(3) * i)
-    return out, np.stack(fixed)
+    h = x[0]
+    hs = []
+    for t in range(x.shape[0]):        # an RNN's states: a loop variable of one shape
+        h = np.tanh(x[t] + h * 0.5)
+        hs.append(h)
+    return out, np.stack(fixed), np.stack(hs)
 '''
     py, f = _both(src)
     x = np.arange(6.0).reshape(3, 2)
     got, want = f(x), py(x)
     np.testing.assert_array_equal(got[0], np.stack(want[0]))
     np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-14)
     ops = [n.op.name for n in f.graph_for(x).nodes()]
-    assert ops.count("Append") == 3 and not any(o.startswith("Sequence") for o in ops)
+    assert ops.count("Append") == 4 and not any(o.startswith("Sequence") for o in ops)
 
 
 def test_items_of_a_size_fixed_before_the_loop_stay_stacked() -> None:

@@ -165,6 +165,7 @@ def close_loop(low: Lowering, node: ast.While | ast.For, header: Any, line: int,
     for e in back:
         header.append_input(edge_ctrl(low, e))
     low.ssa.seal(header)
+    lists.check_loop(low, header)  # a stacked list fed by a Phi whose shape changes: a sequence
     low.block = merge(low, exits, "loopexit")
     if node.orelse and low.block is not None:
         low.body(node.orelse)

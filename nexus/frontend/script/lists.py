@@ -27,6 +27,7 @@ there rather than giving a wrong answer.
 from __future__ import annotations
 
 import ast
+import itertools
 import weakref
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -61,22 +62,85 @@ def _open_loops(low: Lowering) -> frozenset[Block]:
     return frozenset(h for h in low.ssa.loop_keys if h not in low.ssa.sealed)
 
 
-def _one_shape(low: Lowering, site: _Site, t: TensorType) -> bool:
-    """Whether an item of type ``t`` has the shape of every item appended so far: the
+# Lowering -> (loop header Phi, list site, list variable, item type): a stacked list's
+# item whose shape comes through that Phi; checked when the loop is closed (check_loop).
+_PENDING: weakref.WeakKeyDictionary[Any, list[tuple[Node, Hashable, str, TensorType]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _one_shape(low: Lowering, site: _Site, x: Node, t: TensorType, key: Hashable, var: str) -> bool:
+    """Whether an item ``x`` of type ``t`` has the shape of every item appended so far: the
     first item's type, and, inside a loop that began after the list was made, symbolic
-    dims known before that loop (else the item's shape may change between iterations)."""
+    dims known before that loop (else the item's shape may change between iterations).
+    A loop Phi's symbolic dims say only "some size" (its back edge is not in yet), so an
+    item computed from one is checked again when its loop is closed."""
     if t.shape is None or site.first is not None and t.shape != site.first.shape:
         return False
     between = _open_loops(low) - site.open_loops
     if not between or all(isinstance(d, int) for d in t.shape):
         return True
-    before: set[Any] = set()
-    for block in low.g.blocks:  # in the order made: those before the outermost such loop
-        if block in between:
+    outermost = next(b for b in low.g.blocks if b in between)  # blocks are kept in the order made
+    before = _symbols_before(low, outermost)
+    inside = set(itertools.dropwhile(lambda b: b is not outermost, low.g.blocks))
+    if not all(_free(d) <= before for d in t.shape):
+        return False
+    seen: set[Node] = set()
+    work = [x]
+    while work:  # the loops' Phis the item comes from
+        v = work.pop()
+        if v in seen or v.block not in inside:
+            continue
+        seen.add(v)
+        if v.op.name == "Phi" and v.block in between:
+            if isinstance(v.type, TensorType) and any(not isinstance(d, int) for d in v.type.shape or (None,)):
+                _PENDING.setdefault(low, []).append((v, key, var, t))
+            continue
+        work.extend(v.inputs)
+    return True
+
+
+def check_loop(low: Lowering, header: Block) -> None:
+    """After the loop of ``header`` is sealed: a stacked list's item computed from one of
+    its Phis whose operands differ in shape (``w = w[1:]`` around the loop) may change
+    shape between iterations, so the list builds again as a sequence."""
+    pending = [p for p in _PENDING.get(low, []) if p[0].block is header and p[0].graph is not None]
+    if not pending:  # (a trivial Phi is removed when sealed: its value does not change)
+        return
+    before = _symbols_before(low, header)
+    for phi, key, var, t in pending:
+        if not all(_same_size(phi.type, v.type, before) for v in phi.inputs):
+            _drop_loop_hints(low, var)
+            raise LoopTypeRetry(key, SequenceType(_per_item(t, t), None))
+
+
+def _same_size(phi: Any, t: Any, before: set[Any]) -> bool:
+    """Whether a value of type ``t`` that enters a Phi of type ``phi`` has its size: equal
+    dims, or a symbol known before the loop (two such symbols are taken to be equal: the
+    stacked list checks it at run time); not a dim computed from them (``n - 1``)."""
+    if not (isinstance(phi, TensorType) and isinstance(t, TensorType)) or phi.shape is None or t.shape is None \
+            or len(phi.shape) != len(t.shape):
+        return False
+    return all(p == q or not isinstance(q, int) and getattr(q, "is_Symbol", False) and q in before
+               and not isinstance(p, int) for p, q in zip(phi.shape, t.shape))
+
+
+def _symbols_before(low: Lowering, header: Block) -> set[Any]:
+    """The symbols in the types of the nodes made before the loop of ``header``."""
+    out: set[Any] = set()
+    for block in low.g.blocks:  # in the order made
+        if block is header:
             break
         for n in block.members:
-            before |= _symbols(n.type)
-    return all(_free(d) <= before for d in t.shape)
+            out |= _symbols(n.type)
+    return out
+
+
+def _drop_loop_hints(low: Lowering, var: str) -> None:
+    """The loop hints of a list variable describe its stacked tensor: they go when it
+    becomes a sequence."""
+    for k in [k for k in low.ssa.hints if isinstance(k, tuple) and len(k) == 2 and k[1] == var
+              and isinstance(k[0], tuple)]:
+        del low.ssa.hints[k]
 
 
 def _symbols(t: Any) -> set[Any]:
@@ -140,13 +204,9 @@ def list_append(low: Lowering, target: ast.Name, value: Val, node: ast.AST) -> N
                 raise LoopTypeRetry(site, xt)  # build again with the element type known
             raise _mixed(low, target, hint, xt, node)
         state = _SITES.setdefault(low, {}).setdefault(site, _Site(frozenset()))
-        if not _one_shape(low, state, xt):
-            # This item's shape may differ from the others': the list is a sequence.  The
-            # loop hints of its variable describe the stacked tensor; they go.
-            var = low.var(target.id)
-            for k in [k for k in low.ssa.hints if isinstance(k, tuple) and len(k) == 2 and k[1] == var
-                      and isinstance(k[0], tuple)]:
-                del low.ssa.hints[k]
+        if not _one_shape(low, state, x, xt, site, low.var(target.id)):
+            # This item's shape may differ from the others': the list is a sequence.
+            _drop_loop_hints(low, low.var(target.id))
             raise LoopTypeRetry(site, SequenceType(_per_item(state.first or xt, xt), None))
         if state.first is None:
             state.first = xt
