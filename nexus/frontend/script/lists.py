@@ -68,23 +68,53 @@ _PENDING: weakref.WeakKeyDictionary[Any, list[tuple[Node, Hashable, str, TensorT
     weakref.WeakKeyDictionary()
 
 
-def _one_shape(low: Lowering, site: _Site, x: Node, t: TensorType, key: Hashable, var: str) -> bool:
+def _own_dims(low: Lowering, var: str, first: TensorType) -> dict[Any, Any]:
+    """The element dims of the loop hints of list variable ``var`` -> the first item's."""
+    out: dict[Any, Any] = {}
+    assert first.shape is not None
+    for k, h in low.ssa.hints.items():
+        if isinstance(k, tuple) and len(k) == 2 and k[1] == var and isinstance(k[0], tuple) \
+                and isinstance(h, TensorType) and h.shape is not None and len(h.shape) == len(first.shape) + 1:
+            out.update({e: d for e, d in zip(h.shape[1:], first.shape) if not isinstance(e, int)})
+    return out
+
+
+def _own_phis(lst: Node) -> list[Node]:
+    """The Phis of the list value ``lst`` comes from (through its appends)."""
+    out = []
+    v = lst
+    while v.op.name == "Append":
+        v = v.inputs[0]
+    if v.op.name == "Phi":
+        out.append(v)
+    return out
+
+
+def _one_shape(low: Lowering, site: _Site, lst: Node, x: Node, t: TensorType, key: Hashable, var: str) -> bool:
     """Whether an item ``x`` of type ``t`` has the shape of every item appended so far: the
     first item's type, and, inside a loop that began after the list was made, symbolic
     dims known before that loop (else the item's shape may change between iterations).
     A loop Phi's symbolic dims say only "some size" (its back edge is not in yet), so an
     item computed from one is checked again when its loop is closed."""
-    if t.shape is None or site.first is not None and t.shape != site.first.shape:
+    if t.shape is None:
         return False
+    shape = t.shape
+    if site.first is not None:
+        # An item read from the list itself (``xs[-1]``) has the element dims of the list's
+        # loop Phi, whose hint an earlier build made: they are the first item's dims.
+        own = _own_dims(low, var, site.first)
+        shape = tuple(own.get(d, d) for d in shape)
+        if shape != site.first.shape:
+            return False
     between = _open_loops(low) - site.open_loops
-    if not between or all(isinstance(d, int) for d in t.shape):
+    if not between or all(isinstance(d, int) for d in shape):
         return True
     outermost = next(b for b in low.g.blocks if b in between)  # blocks are kept in the order made
     before = _symbols_before(low, outermost)
     inside = set(itertools.dropwhile(lambda b: b is not outermost, low.g.blocks))
-    if not all(_free(d) <= before for d in t.shape):
+    if not all(_free(d) <= before for d in shape):
         return False
-    seen: set[Node] = set()
+    seen: set[Node] = set(_own_phis(lst))
     work = [x]
     while work:  # the loops' Phis the item comes from
         v = work.pop()
@@ -204,7 +234,7 @@ def list_append(low: Lowering, target: ast.Name, value: Val, node: ast.AST) -> N
                 raise LoopTypeRetry(site, xt)  # build again with the element type known
             raise _mixed(low, target, hint, xt, node)
         state = _SITES.setdefault(low, {}).setdefault(site, _Site(frozenset()))
-        if not _one_shape(low, state, x, xt, site, low.var(target.id)):
+        if not _one_shape(low, state, lst, x, xt, site, low.var(target.id)):
             # This item's shape may differ from the others': the list is a sequence.
             _drop_loop_hints(low, low.var(target.id))
             raise LoopTypeRetry(site, SequenceType(_per_item(state.first or xt, xt), None))
