@@ -263,8 +263,9 @@ def f(x, i: int, j: int):
     "run-time-length slices appended in a loop": ('''
 def f(x, i: int, j: int):
     out = []
+    s = x[:i % 5]                      # sliced in the loop, the list would be a sequence
     for t in range(3):
-        out.append(x[:i % 5] * t)
+        out.append(s * t)
     return out
 ''', "Append %out .*padded along axis"),
     # An outer product of two run-time slices: padded along both axes of its result.

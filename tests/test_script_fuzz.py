@@ -43,3 +43,18 @@ def test_generator_makes_the_partial_constructs() -> None:
     text = "".join(Gen(random.Random(s), partial=True).program().split("def f(")[1] for s in range(60))
     for construct in ("enumerate(", "zip(", "reversed(", "_T[", "start=", ", -"):
         assert construct in text, construct
+
+
+def test_programs_with_ragged_lists_match_python() -> None:
+    """Lists of slices of different lengths (sequences in a script), read by len, an index,
+    a for loop and np.concatenate."""
+    failures = fuzz(30, seed=29, arrays_every=1, max_depth=2, runs=2, stop_after=1, partial=True, ragged=True)
+    assert not failures, str(failures[0])
+
+
+def test_generator_makes_ragged_lists() -> None:
+    import random
+
+    text = "".join(Gen(random.Random(s), ragged=True).program().split("def f(")[1] for s in range(40))
+    for construct in ("rg", ".append(np.tanh(rg", "np.concatenate(rg", "float(len(rg", "in rg"):
+        assert construct in text, construct

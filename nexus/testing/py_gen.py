@@ -25,6 +25,11 @@ UnboundLocalError the script must raise it too, naming the variable; where it re
 None the script must return None, on the python backend and on the one given with
 ``--backend``.
 
+With ``ragged`` (``--ragged``) programs also build lists of slices of different lengths,
+which a script holds as sequences (``seq<...>``), and read them by ``len``, an index, a
+``for`` loop and ``np.concatenate``; the python backend runs them (llvm and xla refuse
+sequences, so ``--ragged`` goes with the default backend).
+
 CLI: ``python -m nexus.testing.py_gen --count 20000 [--seed S] [--optimize] [--backend llvm]``
 prints each disagreement (the program, the inputs, both results) and a summary.  With
 ``--backend NAME`` each script is compiled with ``nx.compile(f, backend=NAME)`` and the
@@ -47,6 +52,7 @@ from typing import Any
 import numpy as np
 
 INT, FLOAT, ARR, BOOL, LIST, TUP = "int", "float", "arr", "bool", "list", "tuple"  # TUP: (int, float)
+RAGGED = "ragged"  # a list of slices of different lengths (a sequence in a script)
 OPT = "opt"  # an int or None, read through `is None` tests only
 
 HELPERS = '''
@@ -105,7 +111,7 @@ class Env:
                 seen.setdefault(n, set()).add(t)
         self.vars = dict(definite)
         self.maybe = {n: next(iter(ts)) for n, ts in seen.items()
-                      if n not in definite and len(ts) == 1 and LIST not in ts}
+                      if n not in definite and len(ts) == 1 and LIST not in ts and RAGGED not in ts}
 
     def targets(self, t: str) -> list[str]:
         # Loop counters (w_*) are never reassigned: the loops stay bounded.
@@ -130,6 +136,9 @@ class Gen:
     # reversed loops with negative and run-time steps, a global tuple of constants, tuple
     # variables, `in` over tuples and divmod.
     partial: bool = False
+    # Lists of slices of different lengths (sequences in a script): appended in loops,
+    # read by len, an index, a for loop and np.concatenate (off: the programs of before).
+    ragged: bool = False
     counter: int = 0
     lines: list[str] = field(default_factory=list)
 
@@ -343,6 +352,9 @@ class Gen:
 
     def stmt(self, env: Env, ind: str, depth: int, loops: int) -> bool:
         r = self.rng
+        if self.ragged and self.arrays and not self.f32 and r.random() < 0.1:
+            self.ragged_stmt(env, ind, loops)
+            return False
         k = r.randrange(12 if depth < self.max_depth else 5)
         types = [INT, FLOAT] + ([ARR] if self.arrays else [])
         if k <= 1:
@@ -489,6 +501,37 @@ class Gen:
             w = self.pick_or_new(env, ARR)
             self.lines.append(f"{ind}{w} = {self.wrap(ARR, read, loops > 0)}")
             env.vars[w] = ARR
+
+    def ragged_stmt(self, env: Env, ind: str, loops: int) -> None:
+        """A list of slices of different lengths (never empty, never aliased): made, grown
+        by a loop from its own last item or appended to once, and read back into a float."""
+        r = self.rng
+        names = env.of(RAGGED)
+        if not names or r.random() < 0.3:
+            name = self.fresh("rg")
+            self.lines.append(f"{ind}{name} = [{self.arr_expr(env, 1)}]")
+            env.vars[name] = RAGGED
+            if r.random() < 0.7:
+                k = self.fresh("k")
+                self.lines.append(f"{ind}for {k} in range(({self.int_expr(env, 1)}) % 5):")
+                self.lines.append(f"{ind}    {name}.append(np.tanh({name}[-1][:({k} + {self.int_expr(env, 1)}) % 4] "
+                                  "+ 0.5))")
+        else:
+            name = r.choice(names)
+            self.lines.append(f"{ind}{name}.append({self.wrap(ARR, self.arr_expr(env), loops > 0)}"
+                              f"[:({self.int_expr(env, 1)}) % 4])")
+        f = self.pick_or_new(env, FLOAT)
+        which = r.randrange(4)
+        if which == 3:  # a for loop over the items
+            q = self.fresh("q")
+            self.lines.append(f"{ind}{f} = 0.0")
+            self.lines.append(f"{ind}for {q} in {name}:")
+            self.lines.append(f"{ind}    {f} = {f} + float({q}.sum()) * 0.5")
+        else:
+            read = [f"float(len({name}))", f"float({name}[({self.int_expr(env, 1)}) % len({name})].sum())",
+                    f"float(np.concatenate({name}).sum())"][which]
+            self.lines.append(f"{ind}{f} = {self.wrap(FLOAT, read, loops > 0)}")
+        env.vars[f] = FLOAT
 
     def pick_or_new(self, env: Env, t: str) -> str:
         names = env.targets(t)
@@ -857,7 +900,8 @@ def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Fai
 def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = False,
          stop_after: int | None = None, verbose: bool = False, max_depth: int = 3,
          runs: int = 3, progress: int = 0, backend: str = "python",
-         stats: dict[str, int] | None = None, numpy: bool = True, partial: bool = False) -> list[Failure]:
+         stats: dict[str, int] | None = None, numpy: bool = True, partial: bool = False,
+         ragged: bool = False) -> list[Failure]:
     """Generate and check ``count`` programs; returns the failures.  ``max_depth``
     bounds the nesting of statements (2 gives programs of about 15 lines)."""
     failures: list[Failure] = []
@@ -869,7 +913,8 @@ def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = Fals
         rng = random.Random(seed * 1_000_003 + k)
         arrays = k % arrays_every == 0
         f32 = arrays and k % 4 == 2
-        src = Gen(rng, arrays=arrays, f32=f32, max_depth=max_depth, numpy=numpy, partial=partial).program()
+        src = Gen(rng, arrays=arrays, f32=f32, max_depth=max_depth, numpy=numpy, partial=partial,
+                  ragged=ragged).program()
         failure = check_program(src, rng, arrays, runs=runs, optimize=optimize, f32=f32, backend=backend,
                                 stats=stats)
         if failure is not None:
@@ -894,12 +939,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-partial", action="store_true",
                    help="none of issue 30's constructs (variables assigned on some paths, None returns, "
                         "enumerate/zip/reversed loops, tuples): the programs of before")
+    p.add_argument("--ragged", action="store_true",
+                   help="also lists of slices of different lengths (sequences in a script; python backend only)")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     stats: dict[str, int] = {}
     failures = fuzz(args.count, args.seed, arrays_every=args.arrays_every, optimize=args.optimize,
                     stop_after=args.stop_after, verbose=True, progress=500, backend=args.backend, stats=stats,
-                    numpy=not args.no_numpy, partial=not args.no_partial)
+                    numpy=not args.no_numpy, partial=not args.no_partial, ragged=args.ragged)
     dt = time.perf_counter() - t0
     print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s (backend {args.backend})")
     for key, n in sorted(stats.items()):

@@ -40,9 +40,12 @@ literals), shapes (``reshape`` with -1, ``transpose``/``.T``, ``swapaxes``, ``mo
 ``linalg.norm`` (vector norms, and the Frobenius norm), the matching array methods,
 ``.shape``/``.ndim``/``.size``/``.dtype``, list literals as arguments, and ``return (x,)``.
 **Lists** (``xs = []``, ``xs = [a, b]``, ``xs.append(v)``, also inside loops) hold values of
-one dtype and rank and are kept as their stacked tensor ``[len, *shape]``: ``np.stack(xs)``,
-``np.concatenate(xs)``, ``len(xs)``, ``xs[i]`` and ``for v in xs`` read it as NumPy reads an
-array (so a script returning ``xs`` returns that tensor, not a Python list); a second name for
+one dtype and rank.  Items of one shape (the same ints and symbols) are kept as their stacked
+tensor ``[len, *shape]``: ``np.stack(xs)``, ``np.concatenate(xs)``, ``len(xs)``, ``xs[i]`` and
+``for v in xs`` read it as NumPy reads an array (so a script returning ``xs`` returns that
+tensor, not a Python list).  Items whose shapes may differ (a slice to a bound computed in
+a loop) make the list a sequence (``seq<...>``, see :mod:`nexus.frontend.script.lists`),
+read as Python reads a list and returned as a Python list of arrays; a second name for
 a list (``zs = xs``) is refused, since Python's names would share one list and a script's
 list is a value (``zs = xs[:]`` copies the items so far).  On the python backend an append costs what a
 Python ``list.append`` does (amortised O(1): the stacked tensor has spare rows).

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nexus.frontend.script import control, expr, subscripts
+from nexus.frontend.script import control, expr, lists, subscripts
 from nexus.frontend.script.annotations import is_number
 from nexus.frontend.script.ssa import LoopTypeRetry
 from nexus.frontend.script.values import Static, TupleVal, Val
-from nexus.ir.types import TensorType, TupleType, Type, numpy_dtype
+from nexus.ir.types import TensorType, TupleType, Type
 
 if TYPE_CHECKING:
     from nexus.frontend.script.visitor import Lowering
@@ -68,53 +68,18 @@ def stmt_Expr(low: Lowering, node: ast.Expr) -> None:
             and isinstance(call.func.value, ast.Name) and call.func.value.id in low.lists:
         if len(call.args) != 1 or call.keywords:
             raise low.error(call, "`list.append` takes one value")
-        list_append(low, call.func.value, low.expr(call.args[0]), call)
+        lists.list_append(low, call.func.value, low.expr(call.args[0]), call)
         return
     low.expr(node.value)
 
 
-# --- lists: a list variable holds its stacked tensor [n, *shape] ---------------------------
-
-
-def list_new(low: Lowering, target: ast.Name, literal: ast.List) -> None:
-    """``name = [a, b, ...]``: an empty list, then one Append per item.  The element type
-    comes from the first append; until a build has seen it (a retry, as for loop
-    variables whose type changes) the empty list is a placeholder."""
-    site = ("list", control.loop_key(low, literal))
-    low.lists[target.id] = site
-    hint = low.ssa.hints.get(site)
-    if isinstance(hint, TensorType) and hint.shape is not None:
-        empty = np.zeros((0, *(d if isinstance(d, int) else 0 for d in hint.shape)), numpy_dtype(hint.dtype))
-    else:
-        empty = np.zeros((0,), np.float64)
-    node = low.g.add("Constant", [], low.cur, {"value": empty}, loc=low._loc)
-    low.bind(target.id, node)
-    for item in literal.elts:
-        list_append(low, target, low.expr(item), item)
-
-
-def list_append(low: Lowering, target: ast.Name, value: Val, node: ast.AST) -> None:
-    lst = low.as_node(low.load(target.id, target))
-    x = low.as_node(value)
-    lt, xt = lst.type, x.type
-    assert isinstance(lt, TensorType) and isinstance(xt, TensorType)
-    if lt.dtype != xt.dtype or lt.shape is None or xt.shape is None or len(lt.shape) != len(xt.shape) + 1:
-        site = low.lists[target.id]
-        if site not in low.ssa.hints:
-            raise LoopTypeRetry(site, xt)  # build again with the element type known
-        raise low.error(node, f"`{target.id}` holds values of type {low.ssa.hints[site]}; this one is {xt}",
-                         "a list in a script holds values of one dtype and rank (it is their stacked tensor)")
-    new = low.emit("Append", [lst, x])
-    new.name = target.id
-    low.bind(target.id, new)
-
-
 def stmt_Assign(low: Lowering, node: ast.Assign) -> None:
+    # A list literal stored in a name is a list variable (see nexus.frontend.script.lists).
     if isinstance(node.value, ast.List) and any(isinstance(t, ast.Name) for t in node.targets):
         if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
             raise low.error(node.value, "a list can be stored in one variable (`xs = []`), not several",
                              "assign it to one name")
-        list_new(low, node.targets[0], node.value)
+        lists.list_new(low, node.targets[0], node.value, ("list", control.loop_key(low, node.value)))
         return
     refuse_list_alias(low, node)
     value = low.expr(node.value)
@@ -124,7 +89,7 @@ def stmt_Assign(low: Lowering, node: ast.Assign) -> None:
 
 def refuse_list_alias(low: Lowering, node: ast.Assign) -> None:
     """``zs = ys`` for a list ``ys``: in Python both names are one list and see each
-    other's appends; a script's list is a value (its stacked tensor), so they would
+    other's appends; a script's list is a value (a stacked tensor or a sequence), so they would
     not.  Refused rather than run differently."""
     sources = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
     for src in sources:
@@ -133,7 +98,7 @@ def refuse_list_alias(low: Lowering, node: ast.Assign) -> None:
         if all(isinstance(t, ast.Name) and t.id == src.id for t in node.targets):
             continue  # `ys = ys`
         raise low.error(src, f"`{src.id}` is a list: another name for it would share it in Python but "
-                              "hold a copy in a script (a list is its stacked tensor here)",
+                              "hold a copy in a script (a list is a value here)",
                          f"keep one name for the list; `{src.id}[:]` copies its items so far (an array "
                          "in a script)")
 
@@ -280,6 +245,9 @@ def assign_item(low: Lowering, target: ast.Subscript, value: Val) -> None:
         raise low.error(target, f"`{name}` is not a tensor: only tensors' elements can be assigned",
                          "build a tensor, e.g. with np.zeros(n), and assign into it")
     x = low.as_node(base)
+    if lists.is_seq(x):
+        lists.set_item(low, target, x, value)
+        return
     kinds, idx = subscripts.store_index(low, x, target)
     t = x.type
     assert isinstance(t, TensorType)

@@ -17,7 +17,7 @@ from nexus.frontend.names import FUNCTION_KINDS, public_ops
 
 # math.* / numpy.* functions -> (op, result cast).  math results are Python floats
 # (f64) except floor/ceil, which return ints.
-from nexus.frontend.script import control, expr, numpy_creation, numpy_surface
+from nexus.frontend.script import control, expr, lists, numpy_creation, numpy_surface
 from nexus.frontend.script.annotations import is_int, is_number, py_dtype, weak_dtype_of
 from nexus.frontend.script.numpy_creation import _hashable
 from nexus.frontend.script.source import parse_function
@@ -178,6 +178,8 @@ def call_op(low: Lowering, name: str, node: ast.Call, shown: str, numpy: bool = 
                          "see nexus.ir.all_ops() for the ops there are")
     opdef = get_op(op)
     args = positional(low, node)
+    if numpy:  # NumPy reads a list as an array
+        args = [lists.as_array(low, a) for a in args]
     attrs = static_kwargs(low, node)
     if "axis" in attrs and "axis" not in opdef.attrs and "axes" in opdef.attrs:
         axis = attrs.pop("axis")
@@ -314,6 +316,8 @@ def call_builtin(low: Lowering, name: str, node: ast.Call) -> Val:
                          expr.binop(low, ast.Mod(), args[0], args[1], node)))
     if name == "len" and len(args) == 1:
         x = low.as_node(args[0])
+        if lists.is_seq(x):
+            return lists.length(low, x)
         t = x.type
         if not isinstance(t, TensorType) or not t.shape:
             raise low.error(node, f"len() needs a tensor of rank >= 1, got {t}")

@@ -12,7 +12,7 @@ import builtins
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from nexus.frontend.script import build, expr, iterables
+from nexus.frontend.script import build, expr, iterables, lists
 from nexus.frontend.script.annotations import (
     is_number,
 )
@@ -165,6 +165,7 @@ def close_loop(low: Lowering, node: ast.While | ast.For, header: Any, line: int,
     for e in back:
         header.append_input(edge_ctrl(low, e))
     low.ssa.seal(header)
+    lists.check_loop(low, header)  # a stacked list fed by a Phi whose shape changes: a sequence
     low.block = merge(low, exits, "loopexit")
     if node.orelse and low.block is not None:
         low.body(node.orelse)
@@ -213,6 +214,9 @@ def stmt_For(low: Lowering, node: ast.For) -> None:
             (vals[0], vals[1], vals[2] if len(vals) == 3 else Static(1))
     else:
         v = low.expr(it)
+        if lists.is_seq(v):  # a list held as a sequence: a hidden counter over its positions
+            for_sequence(low, node, iterables.ListSeq(v))
+            return
         if isinstance(v, TupleVal):  # `for s in [a, b]`, a closure's tuple: their stacked values
             v = iterables.literal_items(low, v, it)
         if not isinstance(v, Node):

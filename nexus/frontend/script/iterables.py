@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nexus.frontend.script import expr
+from nexus.frontend.script import expr, lists
 from nexus.frontend.script.annotations import is_int
 from nexus.frontend.script.values import Static, TupleVal, Val
 from nexus.ir.node import Node
@@ -71,6 +71,22 @@ class RowsSeq(Seq):
             last = expr.binop(low, ast.Sub(), self.length(low), Static(1), _NOWHERE)
             k = low.as_node(expr.binop(low, ast.Sub(), last, k, _NOWHERE), "i64")
         return low.emit("Gather", [self.rows, k], {"axis": 0})
+
+
+@dataclass
+class ListSeq(Seq):
+    """The items of a list held as a sequence (see nexus.frontend.script.lists)."""
+
+    seq: Node
+    reverse: bool = False
+
+    def length(self, low: Lowering) -> Val:
+        return lists.length(low, self.seq)
+
+    def item(self, low: Lowering, k: Node) -> Val:
+        if self.reverse:
+            k = low.emit("Sub", [low.emit("Neg", [k]), low.const(1, "i64")])  # -1 - k: from the back
+        return low.emit("SequenceAt", [self.seq, k])
 
 
 @dataclass
@@ -149,11 +165,15 @@ def sequence(low: Lowering, it: ast.expr) -> Seq:
             return RangeSeq(first, Static(None), expr.binop(low, ast.Sub(), Static(0), inner.step, it), n)
         if isinstance(inner, RowsSeq):
             return RowsSeq(inner.rows, not inner.reverse)
+        if isinstance(inner, ListSeq):
+            return ListSeq(inner.seq, not inner.reverse)
         raise low.error(it, "reversed() needs a sequence: a range or a tensor, not an enumerate or zip object",
                          "reverse the range or tensor inside it")
     v = low.expr(it)
     if isinstance(v, TupleVal):
         return RowsSeq(literal_items(low, v, it))
+    if lists.is_seq(v):
+        return ListSeq(v)
     if not isinstance(v, Node):
         raise low.error(it, "`for` loops run over range(...), enumerate/zip/reversed of ranges and tensors, "
                             "or a tensor's first axis",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.frontend.script import calls, expr
+from nexus.frontend.script import calls, expr, lists
 from nexus.frontend.script.annotations import is_number
 from nexus.frontend.script.values import Static, TupleVal, Val
 from nexus.ir.node import Node
@@ -174,7 +174,7 @@ def np_array(low: Lowering, node: ast.Call, shown: str) -> Val:
     v = low.expr(node.args[0])
     if isinstance(v, TupleVal):
         return expr.stack(low, v, kw.get("dtype"))
-    x = low.as_node(v)
+    x = low.as_node(lists.as_array(low, v))
     return low.cast(x, kw["dtype"]) if "dtype" in kw else low.emit("Identity", [x])
 
 

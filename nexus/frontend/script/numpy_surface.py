@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nexus.frontend.script import calls, expr, numpy_creation, numpy_math
+from nexus.frontend.script import calls, expr, lists, numpy_creation, numpy_math
 from nexus.frontend.script.annotations import I64_MAX
 from nexus.frontend.script.numpy_creation import (
     _dtype_name,
@@ -54,6 +54,8 @@ def nx_as_numpy(low: Lowering, name: str, node: ast.Call) -> Val | None:
 
 def _npx(low: Lowering, name: str, node: ast.Call, first: list[Val]) -> Val:
     args = first + [low.expr(a) for a in node.args]
+    if name not in ("stack", "concatenate"):  # NumPy reads a list as an array
+        args = [lists.as_array(low, a) for a in args]
     kw = calls.static_kwargs(low, node)
     return _NPX[name](low, node, args, kw)
 
@@ -303,6 +305,8 @@ def _items(low: Lowering, v: Val, node: ast.AST) -> list[Val]:
 
 def npx_stack(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
     axis = _axis(low, kw, args, 1, node, 0)
+    if lists.is_seq(args[0]):
+        return lists.concatenate(low, args[0], axis, True, node)
     if not isinstance(args[0], TupleVal):  # an array (or a list variable) is the list of its rows
         rows, rank = _rank(low, args[0], node)
         to = int(axis) % rank
@@ -318,6 +322,8 @@ def npx_stack(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]
 
 def npx_concatenate(low: Lowering, node: ast.Call, args: list[Val], kw: dict[str, Any]) -> Val:
     axis = _axis(low, kw, args, 1, node, 0)
+    if lists.is_seq(args[0]):
+        return lists.concatenate(low, args[0], axis, False, node)
     if not isinstance(args[0], TupleVal):  # rows of an array (or a list variable) joined along `axis`
         x, r = _rank(low, args[0], node)
         if axis is None:

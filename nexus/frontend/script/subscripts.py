@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nexus.frontend.script import lists
 from nexus.frontend.script.annotations import I64_MAX, is_int
 from nexus.frontend.script.values import Static, TupleVal, Val
 from nexus.ir.node import Node
@@ -30,6 +31,8 @@ def load(low: Lowering, node: ast.Subscript) -> Val:
                 raise low.error(node, "tuple index out of range") from None
         raise low.error(node, "tuples can only be indexed by constant ints")
     x = low.as_node(base)
+    if lists.is_seq(x):
+        return lists.subscript(low, x, node)
     t = x.type
     if not isinstance(t, TensorType) or t.shape is None:
         raise low.error(node, f"indexing needs a tensor of known rank, got {t}",

@@ -21,7 +21,9 @@ Stateful TF resources that Nexus models as values (the ``StackV2`` stacks TF's g
 graphs push to and pop from) are SSA variables of their own, assigned by each push and
 pop, so loops carry them as Phis.  TensorArrays and TensorLists are stacked tensors
 ``[n, *element]``; where TF leaves the element shape unknown until the first write, a
-first import pass learns it from the writes and a second one builds the graph.
+first import pass learns it from the writes and a second one builds the graph.  A
+TensorList whose writes differ in shape (or have shapes known only at run time) is a
+sequence (``seq<...>``) instead.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from nexus.ir.cons import PhiTypeError, SSABuilder, SSAError
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import OpTypeError
-from nexus.ir.types import Type
+from nexus.ir.types import TensorType, Type
 
 # Read through, never emitted: their value is their first input's (Switch: on the live side).
 ALIAS_OPS = IDENTITY_OPS | {"Switch", "Enter", "Exit", "NextIteration", "LoopCond", "RefEnter", "RefExit",
@@ -83,18 +85,26 @@ def _from_tf(source: Any, inputs: Sequence[str] | None, outputs: Sequence[str] |
     ins = _inputs(nodes, inputs)
     outs = _outputs(nodes, outputs)
     learned: dict[Key, tuple[int, ...]] = {}
+    varying: dict[Key, TensorType] = {}
     gname = name or _graph_name(file)
-    Importer(nodes, library, ins, outs, gname, learned).check_supported()
+    Importer(nodes, library, ins, outs, gname, learned, varying).check_supported()
     while True:
         # A pass that meets a list of unknown element shape learns it from the writes (a
-        # write may need another list's shape first: then the next pass learns it).
-        before = len(learned)
-        imp = Importer(nodes, library, ins, outs, gname, learned)
+        # write may need another list's shape first: then the next pass learns it).  Writes
+        # of different shapes make the list a sequence; so do writes whose shape is known
+        # only at run time, once nothing else is left to learn.
+        before = (len(learned), len(varying))
+        imp = Importer(nodes, library, ins, outs, gname, learned, varying)
         g = imp.run()
         if not imp.relearn:
             return g
-        if len(learned) == before:  # nothing more to learn: the final pass says which list
-            return Importer(nodes, library, ins, outs, gname, learned, final=True).run()
+        if (len(learned), len(varying)) == before:
+            run_time = {k: t for k, t in imp.run_time_shapes.items() if k not in learned and k not in varying}
+            if run_time:
+                varying.update(run_time)
+                continue
+            # nothing more to learn: the final pass says which list
+            return Importer(nodes, library, ins, outs, gname, learned, varying, final=True).run()
 
 
 def _graph_name(file: str) -> str:
@@ -190,9 +200,12 @@ class Importer(BlockBuilder):
     """One import pass: the graph being built, the SSA builder over TF tensors."""
 
     def __init__(self, nodes: Mapping[str, TfNode], library: Mapping[str, Any], inputs: list[Tensor],
-                 outputs: list[Tensor], name: str, learned: dict[Key, tuple[int, ...]], final: bool = False):
+                 outputs: list[Tensor], name: str, learned: dict[Key, tuple[int, ...]],
+                 varying: dict[Key, TensorType], final: bool = False):
         self.nodes, self.library, self.inputs, self.outputs = nodes, library, inputs, outputs
         self.learned, self.final = learned, final
+        self.varying = varying  # lists whose items differ in shape (sequences) -> their element type
+        self.run_time_shapes: dict[Key, TensorType] = {}  # lists written items of shapes known at run time
         self.relearn = False  # this pass met an element shape it had to learn
         self.markers: dict[Node, Key] = {}  # placeholder lists of unknown element shape -> key
         self.stack_types: dict[Key, Type] = {}

@@ -12,7 +12,13 @@
 Where TF leaves a list's element shape unknown until the first write, the first import
 pass makes a placeholder of unknown rank, learns the shape from the writes into it (the
 placeholder found by following the written list back through Phis and writes), and the
-importer builds the graph again with the learned shapes.
+importer builds the graph again with the learned shapes.  A TF2 TensorList whose writes
+have different shapes (a push-back of ``tf.range(i + 1)`` in a while loop), or shapes
+known only at run time, is a sequence (``seq<...>``) instead: push-back ``SequenceInsert``,
+pop-back ``SequenceAt`` and ``SequenceErase``, get-item ``SequenceAt``, set-item an erase
+and an insert, length ``SequenceLength``, stack ``ConcatFromSequence`` (the items must
+agree then, as TF requires).  A v1 TensorArray stays a stacked tensor (its flow tensor
+is what the loop carries).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from nexus.frontend.tf.ops import Outs, _t, attr_type, cast, converts, i64, scal
 from nexus.frontend.tf.proto import TfImportError, TfNode, shape_dims
 from nexus.ir.node import Node
 from nexus.ir.static import static_value
-from nexus.ir.types import STACK, TensorType, TupleType, numpy_dtype
+from nexus.ir.types import STACK, SequenceType, TensorType, TupleType, fresh_dim, numpy_dtype
 
 if TYPE_CHECKING:
     from nexus.frontend.tf.importer import Importer
@@ -37,6 +43,8 @@ def new_list(imp: Importer, n: TfNode, size: Node | int, dtype: str, elem: tuple
     """Zeros ``[size, *elem]``; with ``elem`` unknown, the learned shape, else a placeholder."""
     key = imp.list_key(n)
     if elem is None or any(d < 0 for d in elem):
+        if key in imp.varying and n.op != "TensorArrayV3":  # a TensorArray's flow stays a tensor
+            return _new_seq(imp, size, imp.varying[key])
         elem = imp.learned.get(key)
     dt = numpy_dtype(dtype)
     if elem is None:
@@ -56,10 +64,13 @@ def new_list(imp: Importer, n: TfNode, size: Node | int, dtype: str, elem: tuple
     return imp.emit("Expand", [imp.const(np.zeros((), dt)), shape])
 
 
-def learn(imp: Importer, lst: Node, elem: Node) -> None:
-    """Record the shape of ``elem`` written into ``lst`` for the placeholder ``lst`` came from."""
+def learn(imp: Importer, lst: Node, elem: Node) -> Node | None:
+    """Record the shape of ``elem`` written into ``lst`` for the placeholder ``lst`` came from.
+    Where the list is a sequence from the next pass on, a new placeholder for the written
+    list (this pass cannot build the write)."""
     if not imp.markers:
-        return
+        return None
+    found = None
     seen: set[Node] = set()
     work = [lst]
     while work:
@@ -69,15 +80,30 @@ def learn(imp: Importer, lst: Node, elem: Node) -> None:
         seen.add(v)
         key = imp.markers.get(v)
         if key is not None:
-            shape = _t(elem).shape
-            if shape is None or not all(isinstance(d, int) for d in shape):
+            t = _t(elem)
+            if t.shape is None:
                 continue  # not known yet: maybe in the next pass
-            imp.learned.setdefault(key, tuple(int(d) for d in shape))  # type: ignore[arg-type]
+            if not all(isinstance(d, int) for d in t.shape):
+                # known at run time only: a sequence, unless a later pass learns more
+                imp.run_time_shapes.setdefault(key, _per_item(t, t))
+                continue
+            shape = tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
+            before = imp.learned.setdefault(key, shape)
+            if before != shape and key not in imp.varying:  # writes of two shapes: a sequence
+                imp.varying[key] = _per_item(TensorType(t.dtype, before), t)
+            if key in imp.varying:
+                found = key
             continue
         if v.op.name == "Phi":
             work.extend(v.inputs)
         elif v.op.name in ("SetItem", "ScatterND", "Identity", "Concat", "Slice") and v.inputs:
             work.append(v.inputs[0])
+    if found is None:
+        return None
+    marker = imp.g.add("Constant", [], imp.block, {"value": np.zeros((0,), numpy_dtype(_t(elem).dtype))},
+                       type=TensorType(_t(elem).dtype, None))
+    imp.markers[marker] = found
+    return marker
 
 
 def _elem_attr(n: TfNode, key: str) -> tuple[int, ...] | None:
@@ -96,12 +122,56 @@ def _elem_input(imp: Importer, n: TfNode, i: int) -> tuple[int, ...] | None:
 
 
 def _set(imp: Importer, lst: Node, index: Node, value: Node) -> Node:
-    learn(imp, lst, value)
+    if isinstance(lst.type, SequenceType):
+        i = scalar(imp, i64(imp, index))
+        erased = imp.emit("SequenceErase", [lst, i], type=lst.type, name="")  # checks the index
+        return imp.emit("SequenceInsert", [erased, value, i], type=_seq_type(lst.type, value))
+    placeholder = learn(imp, lst, value)
+    if placeholder is not None:
+        return placeholder
     return imp.emit("SetItem", [lst, value, scalar(imp, i64(imp, index))], {"kinds": "i"})
 
 
 def _get(imp: Importer, lst: Node, index: Node) -> Node:
+    if isinstance(lst.type, SequenceType):
+        return imp.emit("SequenceAt", [lst, scalar(imp, i64(imp, index))])
     return imp.emit("Gather", [lst, scalar(imp, i64(imp, index))], {"axis": 0})
+
+
+# --- a TensorList of items of different shapes: a sequence ------------------------------------------
+def _per_item(a: TensorType, b: TensorType) -> TensorType:
+    """The element type of a sequence holding items of types ``a`` and ``b``: the ints they
+    share, a symbol (per item) elsewhere; an unknown rank where the ranks differ."""
+    if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+        return TensorType(a.dtype, None)
+    return a.with_shape(tuple(x if isinstance(x, int) and x == y else fresh_dim() for x, y in zip(a.shape, b.shape)))
+
+
+def _seq_type(seq: SequenceType, value: Node) -> SequenceType:
+    """The type of ``seq`` with ``value`` written into it: the same where it fits (so loop
+    Phis keep one type), else the joined element type."""
+    t = _t(value)
+    e = seq.elem
+    if e.shape is None or t.shape is not None and len(t.shape) == len(e.shape) and all(
+            not isinstance(x, int) or x == y for x, y in zip(e.shape, t.shape)):
+        return SequenceType(e, None)
+    return SequenceType(_per_item(e, t), None)
+
+
+def _new_seq(imp: Importer, size: Node | int, elem: TensorType) -> Node:
+    """An empty sequence, or ``size`` items (a reserved list) that are empty arrays of the
+    element rank until written."""
+    t = SequenceType(elem, None)
+    if isinstance(size, int) and size == 0:
+        return imp.emit("SequenceEmpty", [], {"dtype": elem.dtype}, type=t)
+    if elem.shape is None:
+        raise TfImportError("a reserved list whose items differ in rank is not supported")
+    dims = imp.const(np.zeros(len(elem.shape), np.int64))
+    n0 = imp.emit("Reshape", [i64(imp, size if isinstance(size, Node) else imp.const(np.int64(size))),
+                              imp.const(np.array([1], np.int64))], name="")
+    shape = imp.emit("Concat", [n0, dims], {"axis": 0}, name="")
+    rows = imp.emit("Expand", [imp.const(np.zeros((), numpy_dtype(elem.dtype))), shape], name="")
+    return imp.emit("SplitToSequence", [rows], {"axis": 0, "keepdims": False}, type=t)
 
 
 # --- v1 TensorArray (value = flow) -----------------------------------------------------------------
@@ -173,7 +243,12 @@ def _tl_from(imp: Importer, n: TfNode) -> Outs:
 
 @converts("TensorListSetItem")
 def _tl_set(imp: Importer, n: TfNode) -> Outs:
-    return [_set(imp, imp.arg(n, 0), imp.arg(n, 1), imp.arg(n, 2))]
+    lst = imp.arg(n, 0)
+    resize = n.attr.get("resize_if_index_out_of_bounds")
+    if isinstance(lst.type, SequenceType) and resize is not None and resize.b:
+        raise TfImportError("resize_if_index_out_of_bounds on a list whose items differ in shape is not supported "
+                            "(a sequence does not grow by an index)")
+    return [_set(imp, lst, imp.arg(n, 1), imp.arg(n, 2))]
 
 
 @converts("TensorListGetItem")
@@ -183,23 +258,36 @@ def _tl_get(imp: Importer, n: TfNode) -> Outs:
 
 @converts("TensorListStack")
 def _tl_stack(imp: Importer, n: TfNode) -> Outs:
-    return [imp.emit("Identity", [imp.arg(n, 0)])]
+    lst = imp.arg(n, 0)
+    if isinstance(lst.type, SequenceType):  # the items must agree now, as TF requires
+        return [imp.emit("ConcatFromSequence", [lst], {"axis": 0, "new_axis": True})]
+    return [imp.emit("Identity", [lst])]
 
 
 @converts("TensorListGather")
 def _tl_gather(imp: Importer, n: TfNode) -> Outs:
-    return [imp.emit("Gather", [imp.arg(n, 0), i64(imp, imp.arg(n, 1))], {"axis": 0})]
+    lst = imp.arg(n, 0)
+    if isinstance(lst.type, SequenceType):
+        raise TfImportError("TensorListGather on a list whose items differ in shape is not supported")
+    return [imp.emit("Gather", [lst, i64(imp, imp.arg(n, 1))], {"axis": 0})]
 
 
 @converts("TensorListLength")
 def _tl_length(imp: Importer, n: TfNode) -> Outs:
-    return [cast(imp, imp.emit("DimSize", [imp.arg(n, 0)], {"axis": 0}, name=""), "i32")]
+    lst = imp.arg(n, 0)
+    if isinstance(lst.type, SequenceType):
+        return [cast(imp, imp.emit("SequenceLength", [lst], name=""), "i32")]
+    return [cast(imp, imp.emit("DimSize", [lst], {"axis": 0}, name=""), "i32")]
 
 
 @converts("TensorListPushBack")
 def _tl_push(imp: Importer, n: TfNode) -> Outs:
     lst, x = imp.arg(n, 0), imp.arg(n, 1)
-    learn(imp, lst, x)
+    if isinstance(lst.type, SequenceType):
+        return [imp.emit("SequenceInsert", [lst, x], type=_seq_type(lst.type, x))]
+    placeholder = learn(imp, lst, x)
+    if placeholder is not None:
+        return [placeholder]
     row = imp.emit("Unsqueeze", [x], {"axes": (0,)}, name="")
     return [imp.emit("Concat", [lst, row], {"axis": 0})]
 
@@ -207,6 +295,9 @@ def _tl_push(imp: Importer, n: TfNode) -> Outs:
 @converts("TensorListPopBack")
 def _tl_pop(imp: Importer, n: TfNode) -> Outs:
     lst = imp.arg(n, 0)
+    if isinstance(lst.type, SequenceType):
+        top = imp.emit("SequenceAt", [lst, imp.const(np.array(-1, np.int64))])
+        return [imp.emit("SequenceErase", [lst], type=lst.type, name=""), top]
     c = imp.const
     rest = imp.emit("Slice", [lst, c(np.array([0], np.int64)), c(np.array([-1], np.int64)),
                               c(np.array([0], np.int64))], name="")
