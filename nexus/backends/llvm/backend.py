@@ -45,7 +45,7 @@ from nexus.backends.base import (
     register_backend,
 )
 from nexus.backends.llvm.cache import cache_dir as cache_dir_of
-from nexus.backends.llvm.dimalias import phi_dim_aliases
+from nexus.backends.llvm.dimalias import dim_aliases
 from nexus.backends.llvm.dtypes import Unsupported
 from nexus.backends.llvm.emit import CONST_TABLE, INTERRUPTED, RELEASE, ModuleEmitter
 from nexus.backends.llvm.interrupt import interrupted, learn_python_handler, runtime
@@ -188,11 +188,9 @@ class LLVMExecutable(Executable):
                 native.append(f"a{k}.shape[{i}]")
                 if isinstance(d, sympy.Symbol):
                     syms.setdefault(d, f"a{k}.shape[{i}]")
-        for sym, rep in phi_dim_aliases(g).items():
-            if isinstance(rep, int):
-                syms[sym] = str(rep)
-            elif rep in syms:
-                syms[sym] = syms[rep]
+        for sym, rep in dim_aliases(g).items():
+            if sympy.sympify(rep).free_symbols <= syms.keys():
+                syms[sym] = _py_dim(rep, syms)
         results = []
         for r, t in enumerate(g.result_types):
             if not isinstance(t, TensorType) or t.shape is None:

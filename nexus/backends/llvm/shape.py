@@ -96,6 +96,12 @@ def _reshape(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     rest = I64(1)
     for v, m in zip(vals, minus):
         rest = b.mul(rest, b.select(m, I64(1), v))
+    if len(vals) > 0:  # NumPy: a -1 beside a 0 could be anything
+        anyminus = minus[0]
+        for m in minus[1:]:
+            anyminus = b.or_(anyminus, m)
+        fe.fail(b.and_(anyminus, b.icmp_signed("==", rest, I64(0))), n, "ValueError",
+                "cannot reshape: a -1 beside a dim of 0 is ambiguous")
     solved = b.udiv(have, b.select(b.icmp_signed("==", rest, I64(0)), I64(1), rest))
     dims = [b.select(m, solved, v) for v, m in zip(vals, minus)]
     count = I64(1)
