@@ -35,10 +35,13 @@ def _model() -> bytes:
     """x[N, 6, 8] -> reshape [N, 6, 2, 4] -> transpose -> reshape [N, -1] -> + expand(b) ->
     relu -> [:, :x.shape[1] * 4], every target computed from Shape(x)."""
     nodes = [
-        _i64("zero", 0), _i64("one", 1), _i64("tail", 6, 2, 4), _i64("minus1", -1), _i64("n48", 48), _i64("four", 4),
+        _i64("zero", 0), _i64("one", 1), _i64("two", 2), _i64("six", 6), _i64("minus1", -1), _i64("n48", 48),
+        _i64("four", 4),
         H.make_node("Shape", ["x"], ["s"]),
         H.make_node("Gather", ["s", "zero"], ["n"], axis=0),  # [N] (a 1-element index: a vector)
-        H.make_node("Concat", ["n", "tail"], ["t1"], axis=0),
+        H.make_node("Gather", ["s", "two"], ["eight"], axis=0),
+        H.make_node("Div", ["eight", "four"], ["heads"]),  # [8 / 4], as a transformer's head count
+        H.make_node("Concat", ["n", "six", "heads", "four"], ["t1"], axis=0),
         H.make_node("Reshape", ["x", "t1"], ["r1"]),
         H.make_node("Transpose", ["r1"], ["tr"], perm=[0, 2, 1, 3]),
         H.make_node("Concat", ["n", "minus1"], ["t2"], axis=0),
@@ -87,6 +90,18 @@ def test_dims_computed_from_shapes_are_bound_and_the_graph_compiles_whole() -> N
     # batch 0: reshape(0, -1) is ambiguous; NumPy and the python backend refuse it, and so does llvm
     with pytest.raises(nx.NexusRuntimeError, match="Reshape %r2.*ValueError"):
         exe(np.zeros((0, 6, 8), np.float32))
+
+
+def test_integer_division_of_dims() -> None:
+    from nexus.backends.llvm.dimalias import _divmod
+    from nexus.ir.types import sym
+
+    n = sym("n")
+    assert _divmod(sympy.Integer(-7), sympy.Integer(2), "Div") == -3  # truncated, as the Div op
+    assert _divmod(sympy.Integer(-7), sympy.Integer(2), "Mod") == 1  # Python's sign
+    assert _divmod(12 * n + 6, sympy.Integer(3), "Div") == 4 * n + 2
+    assert _divmod(12 * n + 6, sympy.Integer(3), "Mod") == 0
+    assert _divmod(n, sympy.Integer(2), "Div") is None  # a floor: not a dim expression here
 
 
 def test_a_shape_given_at_run_time_still_runs() -> None:

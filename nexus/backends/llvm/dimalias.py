@@ -222,6 +222,22 @@ def _broadcast(a: list[Any], b: list[Any]) -> tuple[list[Any], list[Any]] | None
     return None
 
 
+def _divmod(a: Any, b: Any, op: str) -> Any:
+    """Integer Div (truncated, as the Div op) or Mod (Python's) of ``a`` by the int ``b``:
+    None where ``a`` is symbolic and not a multiple of ``b`` (the result would be a floor)."""
+    d = int(b)
+    if d == 0:
+        return None
+    if a.is_Integer:
+        x = int(a)
+        q = abs(x) // abs(d) * (1 if (x < 0) == (d < 0) else -1)
+        return sympy.Integer(q if op == "Div" else x % d)
+    q = sympy.expand(a / d)
+    if not all(t.as_coeff_Mul()[0].is_Integer for t in sympy.Add.make_args(q)):
+        return None  # not an exact multiple: truncation and floor differ with the sign
+    return q if op == "Div" else sympy.Integer(0)
+
+
 def _equal(a: Any, b: Any) -> bool | None:
     if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
         return None
@@ -276,6 +292,11 @@ def _value(n: Any, vals: dict[Any, list[Any]], dim: Any) -> list[Any] | None:
         value = np.asarray(n.attrs["value"]).reshape(-1)[0]
         one = bool(value) if t.dtype == "bool" else sympy.Integer(int(value))
         return [one] * count if count <= MAX_VECTOR else None
+    if op in ("Div", "Mod") and len(ins) == 2 and _ints(ins[1]):
+        pair = _broadcast(ins[0], ins[1])  # type: ignore[arg-type]
+        if pair is None or any(x is None or isinstance(x, bool) for x in pair[0]):
+            return None
+        return [_divmod(a, b, op) for a, b in zip(*pair)]
     if op in ("Add", "Sub", "Mul", "Equal") and len(ins) == 2:
         pair = _broadcast(ins[0], ins[1])  # type: ignore[arg-type]
         if pair is None or any(isinstance(x, bool) or (x is None and op != "Equal") for v in pair for x in v) \
