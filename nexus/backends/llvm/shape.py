@@ -1,5 +1,5 @@
-"""Shape ops as lazy tensors: ``ShapeOf``, ``ConstantOfShape``, ``Reshape``, ``Transpose``,
-``Unsqueeze``, ``Squeeze``, ``Expand`` and ``Slice``.
+"""Shape ops as lazy tensors: ``ShapeOf``, ``ConstantOfShape``, ``Reshape``, ``Flatten``,
+``Transpose``, ``Unsqueeze``, ``Squeeze``, ``Expand`` and ``Slice``.
 
 None of them computes where it stands.  ``ShapeOf`` is a one-dim tensor whose element ``k``
 is the input's ``k``-th dim (constant indices fold to the dim itself);
@@ -145,6 +145,45 @@ def _reshape(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
                 at.append(fe.b.urem(off, d))
                 off = fe.b.udiv(off, d)
         return x.load(fe.b, [*idx[:lead], *at[::-1], *idx[len(idx) - trail:]])
+
+    return Tensor(dtype, shape, dims, elem=elem)
+
+
+@register_lowering(BACKEND, "Flatten")
+def _flatten(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    """``x`` as the matrix [prod(d[:axis]), prod(d[axis:])]: a contiguous buffer read at
+    the same offset, a lazy tensor at the index unravelled on each side of ``axis``."""
+    x = ins[0]
+    dtype, shape = _out_type(n)
+    if not isinstance(x, Tensor):
+        return Tensor(dtype, shape, [I64(1), I64(1)], elem=lambda idx: x)
+    axis = int(n.attrs.get("axis", 1))
+    axis = axis + x.rank if axis < 0 else axis
+    b = fe.b
+    sides = (x.dims[:axis], x.dims[axis:])
+    dims = []
+    for side in sides:
+        count = I64(1)
+        for d in side:
+            count = b.mul(count, d)
+        dims.append(count)
+
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        if x.ptr is not None:
+            off = linear(fe.b, idx, dims)
+            p = fe.b.gep(x.ptr, [off], inbounds=True, source_etype=mem_type(x.dtype))
+            return to_reg(fe.b, fe.b.load(p, typ=mem_type(x.dtype)), x.dtype)
+        at: list[ir.Value] = []
+        for i, side in zip(idx, sides):
+            part = []
+            for k, d in enumerate(reversed(side)):
+                if k == len(side) - 1:  # the outermost takes the rest
+                    part.append(i)
+                else:
+                    part.append(fe.b.urem(i, d))
+                    i = fe.b.udiv(i, d)
+            at += part[::-1]
+        return x.load(fe.b, at)
 
     return Tensor(dtype, shape, dims, elem=elem)
 
