@@ -136,17 +136,22 @@ def _reshape(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
             return to_reg(fe.b, fe.b.load(p, typ=mem_type(x.dtype)), x.dtype)
         mid = idx[lead:len(idx) - trail]
         off = linear(fe.b, mid, dims[lead:len(dims) - trail]) if mid else I64(0)
-        at = []
-        between = src[lead:len(src) - trail]
-        for k, d in enumerate(reversed(between)):
-            if k == len(between) - 1:  # the outermost takes the rest
-                at.append(off)
-            else:
-                at.append(fe.b.urem(off, d))
-                off = fe.b.udiv(off, d)
-        return x.load(fe.b, [*idx[:lead], *at[::-1], *idx[len(idx) - trail:]])
+        at = _unravel(fe.b, off, src[lead:len(src) - trail])
+        return x.load(fe.b, [*idx[:lead], *at, *idx[len(idx) - trail:]])
 
     return Tensor(dtype, shape, dims, elem=elem)
+
+
+def _unravel(b: ir.IRBuilder, off: ir.Value, dims: list[ir.Value]) -> list[ir.Value]:
+    """The row-major index of offset ``off`` in ``dims`` (the outermost takes the rest)."""
+    at = []
+    for k, d in enumerate(reversed(dims)):
+        if k == len(dims) - 1:
+            at.append(off)
+        else:
+            at.append(b.urem(off, d))
+            off = b.udiv(off, d)
+    return at[::-1]
 
 
 @register_lowering(BACKEND, "Flatten")
@@ -173,17 +178,7 @@ def _flatten(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
             off = linear(fe.b, idx, dims)
             p = fe.b.gep(x.ptr, [off], inbounds=True, source_etype=mem_type(x.dtype))
             return to_reg(fe.b, fe.b.load(p, typ=mem_type(x.dtype)), x.dtype)
-        at: list[ir.Value] = []
-        for i, side in zip(idx, sides):
-            part = []
-            for k, d in enumerate(reversed(side)):
-                if k == len(side) - 1:  # the outermost takes the rest
-                    part.append(i)
-                else:
-                    part.append(fe.b.urem(i, d))
-                    i = fe.b.udiv(i, d)
-            at += part[::-1]
-        return x.load(fe.b, at)
+        return x.load(fe.b, [a for i, side in zip(idx, sides) for a in _unravel(fe.b, i, side)])
 
     return Tensor(dtype, shape, dims, elem=elem)
 
