@@ -520,3 +520,31 @@ def test_split_parts_are_views_at_their_offsets(attrs: dict[str, Any], dim: int,
     bounds = np.cumsum(attrs["split"])[:-1] if "split" in attrs else [-(-dim // 3) * k for k in (1, 2)]
     want = np.concatenate([p * (k + 1) for k, p in enumerate(np.split(x, bounds, axis=1))], axis=1)
     check(g, [x], want, "f64")
+
+
+@pytest.mark.parametrize("op", ["exp", "sigmoid"])
+def test_exp_and_sigmoid_on_f32_are_inline_and_within_a_few_ulps(op: str) -> None:
+    """Exp and Sigmoid on f32 compute exp in arithmetic (rules.exp_f32), so their loop
+    vectorises: no libm call is left, and every result is within 3 ulp of the f64 oracle
+    (where it is a normal float) or equal to it (inf, 0, NaN)."""
+    x = np.concatenate([np.linspace(-110, 95, 200_001, dtype=np.float32),
+                        np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 88.7, 88.8, -87.3, -103.9], np.float32)])
+    with nx.function("f", x=("f32", ("N",))) as fn:
+        (v,) = fn.args
+        fn.returns(getattr(nx, op)(v))
+    exe = native(fn.graph)
+    ir_text = exe.optimized_ir()
+    assert "expf" not in ir_text and "llvm.exp." not in ir_text and re.search(r"<\d+ x float>", ir_text)
+    got = exe(x).astype(np.float64)
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        want = np.exp(x64) if op == "exp" else 1.0 / (1.0 + np.exp(-x64))
+    tiny = np.finfo(np.float32).tiny
+    with np.errstate(over="ignore"):
+        want32 = want.astype(np.float32)
+    normal = np.isfinite(want32) & (np.abs(want32) >= tiny)
+    ulp = np.spacing(np.abs(want32[normal])).astype(np.float64)
+    assert np.max(np.abs(got[normal] - want[normal]) / ulp) <= 3.0
+    rest = ~normal & ~np.isnan(x64)  # inf, and below the normal range (sigmoid's 1 / (1 + inf) is 0, as NumPy's)
+    np.testing.assert_allclose(got[rest], want32[rest], rtol=0, atol=tiny)
+    assert np.isnan(got[np.isnan(x64)]).all()

@@ -130,3 +130,24 @@ def test_slice_with_run_time_bounds_checks_the_size_its_type_fixes() -> None:
     np.testing.assert_array_equal(exe(x, np.array([3]), np.array([7]))[0], x[:, 3:7].sum(axis=1))
     with pytest.raises(nx.NexusRuntimeError, match="ValueError.*size along axis 1"):
         exe(x, np.array([3]), np.array([8]))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, 3, -1, -3])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_flatten_of_a_buffer_and_of_a_lazy_tensor(axis: int, lazy: bool) -> None:
+    """ONNX's Flatten (the CNNs' last step before Gemm), whole on llvm, against NumPy's
+    reshape; ``lazy``: of an elementwise expression of a transposed input, read through the
+    unravelled index."""
+    rng = np.random.default_rng(axis + 7)
+    with nx.function("flat", x=("f32", ("N", 3, 4))) as f:
+        (x,) = f.args
+        y = nx.transpose(x, perm=(0, 2, 1)) * 2.0 + 1.0 if lazy else x
+        f.returns(nx.flatten(y, axis=axis))
+    exe = nx.compile(f.graph, backend="llvm")
+    assert isinstance(exe, LLVMExecutable), getattr(exe, "reason", exe)
+    for n in (1, 5):
+        xv = rng.standard_normal((n, 3, 4)).astype(np.float32)
+        yv = np.transpose(xv, (0, 2, 1)) * 2 + 1 if lazy else xv
+        k = axis + 3 if axis < 0 else axis
+        want = yv.reshape(int(np.prod(yv.shape[:k])), -1)
+        np.testing.assert_allclose(exe(xv), want, rtol=1e-6)

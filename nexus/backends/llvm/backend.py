@@ -1,7 +1,8 @@
 """The ``llvm`` backend: a graph compiled to native code, called through ctypes.
 
 ``nx.compile(g, backend="llvm")`` emits the graph's LLVM function
-(:mod:`nexus.backends.llvm.emit`), optimises it at O3 for the host CPU and loads it.  The
+(:mod:`nexus.backends.llvm.emit`), optimises it for the host CPU at the level its size
+calls for (``opt_level=N`` chooses one, see :mod:`nexus.backends.llvm.target`) and loads it.  The
 call boundary is one generated Python function per executable: the shared argument
 conversion (``nexus.ir.binding``), then the native call with the arguments as they are
 (ctypes takes NumPy scalars directly; a tensor passes its data pointer and dims), the
@@ -44,14 +45,14 @@ from nexus.backends.base import (
     register_backend,
 )
 from nexus.backends.llvm.cache import cache_dir as cache_dir_of
-from nexus.backends.llvm.dimalias import phi_dim_aliases
+from nexus.backends.llvm.dimalias import dim_aliases
 from nexus.backends.llvm.dtypes import Unsupported
 from nexus.backends.llvm.emit import CONST_TABLE, INTERRUPTED, RELEASE, ModuleEmitter
 from nexus.backends.llvm.interrupt import interrupted, learn_python_handler, runtime
 from nexus.backends.llvm.pyabi import ENTRY as ENTRY_PY
 from nexus.backends.llvm.pyabi import WEAK, WEAK_ENTRY, builtin, emit_entries
 from nexus.backends.llvm.rules import BACKEND
-from nexus.backends.llvm.target import Jitted, assembly, host_machine, little_endian
+from nexus.backends.llvm.target import Jitted, assembly, host_machine, level_for, little_endian
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
 from nexus.ir.node import Node
@@ -82,28 +83,36 @@ def emit_module(g: Graph, max_iterations: int | None = None, little_endian: bool
     return me
 
 
-def llvm_ir(g: Graph, optimized: bool = True, triple: str | None = None) -> str:
-    """LLVM IR text of ``g``, after O3 for ``triple`` (None: the host) when ``optimized``."""
-    from nexus.backends.llvm.target import machine_for, optimize
+def llvm_ir(g: Graph, optimized: bool = True, triple: str | None = None, opt_level: int | None = None) -> str:
+    """LLVM IR text of ``g``, when ``optimized`` after the pipeline of ``opt_level`` (None:
+    chosen by size) for ``triple`` (None: the host)."""
+    from nexus.backends.llvm.target import level_for, machine_for, optimize
 
     text = str(emit_module(g, little_endian=little_endian(triple)).module)
-    return str(optimize(text, machine_for(triple))) if optimized else text
+    if not optimized:
+        return text
+    level = level_for(text, opt_level)
+    return str(optimize(text, machine_for(triple, level), level))
 
 
-def asm(g: Graph, triple: str | None = None) -> str:
-    """Optimised assembly of ``g`` for ``triple`` (None: the host CPU)."""
-    return assembly(str(emit_module(g, little_endian=little_endian(triple)).module), triple)
+def asm(g: Graph, triple: str | None = None, opt_level: int | None = None) -> str:
+    """Optimised assembly of ``g`` for ``triple`` (None: the host CPU) at ``opt_level``
+    (None: chosen by size)."""
+    return assembly(str(emit_module(g, little_endian=little_endian(triple)).module), triple, opt_level)
 
 
 class LLVMExecutable(Executable):
     """``g`` as native code; ``compile_time`` is the seconds emitting, optimising and
-    loading took.  ``max_iterations`` bounds the blocks a call enters (None: no bound).
+    loading took.  ``max_iterations`` bounds the blocks a call enters (None: no bound);
+    ``opt_level``: LLVM's optimisation level, 0 to 3 (None: chosen by the module's size;
+    ``jit.level`` says which).
     ``outlined``: for a loop outlined from a host graph, the host's nodes it replaced."""
 
     backend = BACKEND
     outlined: tuple[Node, ...] = ()
 
-    def __init__(self, g: Graph, max_iterations: int | None = None, cache_dir: Path | None = None):
+    def __init__(self, g: Graph, max_iterations: int | None = None, cache_dir: Path | None = None,
+                 opt_level: int | None = None):
         t0 = time.perf_counter()
         self.graph = g
         self.max_iterations = max_iterations
@@ -115,7 +124,7 @@ class LLVMExecutable(Executable):
         self.ir = str(me.module)
         runtime()  # the symbols the polls call
         learn_python_handler()
-        self.jit = Jitted(self.ir, cache_dir)
+        self.jit = Jitted(self.ir, cache_dir, opt_level)
         # the buffers the code keeps between calls go when this executable does
         release = ctypes.CFUNCTYPE(None)(self.jit.address(RELEASE))
         weakref.finalize(self, _release, release, self.jit)
@@ -179,11 +188,9 @@ class LLVMExecutable(Executable):
                 native.append(f"a{k}.shape[{i}]")
                 if isinstance(d, sympy.Symbol):
                     syms.setdefault(d, f"a{k}.shape[{i}]")
-        for sym, rep in phi_dim_aliases(g).items():
-            if isinstance(rep, int):
-                syms[sym] = str(rep)
-            elif rep in syms:
-                syms[sym] = syms[rep]
+        for sym, rep in dim_aliases(g).items():
+            if sympy.sympify(rep).free_symbols <= syms.keys():
+                syms[sym] = _py_dim(rep, syms)
         results = []
         for r, t in enumerate(g.result_types):
             if not isinstance(t, TensorType) or t.shape is None:
@@ -235,7 +242,7 @@ class LLVMExecutable(Executable):
 
     def asm(self) -> str:
         """The host assembly of the optimised module that runs."""
-        return str(host_machine().emit_assembly(self.jit.optimized()))
+        return str(host_machine(self.jit.level).emit_assembly(self.jit.optimized()))
 
 
 def _release(release: Any, jit: Jitted) -> None:
@@ -333,29 +340,32 @@ def _accepts(args: tuple[Any, ...]) -> bool:
 
 
 def compile_llvm(g: Graph, fallback: bool = True, max_iterations: int | None = None,
-                 cache: str | os.PathLike[str] | bool | None = None) -> Executable:
+                 cache: str | os.PathLike[str] | bool | None = None, opt_level: int | None = None) -> Executable:
     """Compile ``g`` for the host; with ``fallback``, partition a graph that has ops (or
     types) the backend cannot lower (see :mod:`nexus.backends.llvm.partition`).
     ``max_iterations``: a call that enters more blocks fails as on the python backend.
     ``cache``: a directory of compiled objects (None: ``$NEXUS_CACHE_DIR`` if set; False:
-    none), see :mod:`nexus.backends.llvm.cache`."""
+    none), see :mod:`nexus.backends.llvm.cache`.  ``opt_level``: LLVM's optimisation level,
+    0 to 3, of every module (None: 3 for small modules, 2 for large ones; see
+    :mod:`nexus.backends.llvm.target`)."""
     from nexus.backends.llvm.partition import Partitioned, unsupported_ops
 
     _check_limit(max_iterations)
+    level_for("", opt_level)  # a bad level fails here, before anything is emitted
     cache_dir = cache_dir_of(cache)
     # ops without a rule are known before anything is emitted: emitting the rest first (a
     # CNN's weights as constant arrays) took a minute only to find the first Conv
     missing = unsupported_ops(g) if fallback else {}
     if missing:
-        return Partitioned(g, f"no llvm rule for {', '.join(sorted(missing))}", max_iterations, cache_dir)
+        return Partitioned(g, f"no llvm rule for {', '.join(sorted(missing))}", max_iterations, cache_dir, opt_level)
     try:
-        return LLVMExecutable(g, max_iterations, cache_dir)
+        return LLVMExecutable(g, max_iterations, cache_dir, opt_level)
     except (Unsupported, MissingLoweringError) as e:
         if not fallback:
             raise
         reason = str(e)
 
-    return Partitioned(g, reason, max_iterations, cache_dir)
+    return Partitioned(g, reason, max_iterations, cache_dir, opt_level)
 
 
 def _check_limit(max_iterations: Any) -> None:
@@ -364,6 +374,6 @@ def _check_limit(max_iterations: Any) -> None:
         raise TypeError(f"max_iterations is a non-negative int or None, got {max_iterations!r}")
 
 
-register_backend(BACKEND, compile_llvm, options=("fallback", "max_iterations", "cache"),
+register_backend(BACKEND, compile_llvm, options=("fallback", "max_iterations", "cache", "opt_level"),
                  doc="native code through LLVM (llvmlite): fused loops, scalars in registers",
                  specialized=NativeSpecialized)

@@ -27,7 +27,7 @@ from llvmlite import ir
 from nexus.backends.base import lowering_table, register_lowering
 from nexus.backends.llvm import ahead, nn, rules
 from nexus.backends.llvm.coalesce import coalesce
-from nexus.backends.llvm.dimalias import phi_dim_aliases
+from nexus.backends.llvm.dimalias import dim_aliases
 from nexus.backends.llvm.dtypes import (
     I1,
     I8,
@@ -429,11 +429,11 @@ class FunctionEmitter:
     def emit(self) -> None:
         g = self.g
         self._bind_args()
-        for sym, rep in phi_dim_aliases(g).items():
-            if isinstance(rep, int):
-                self.env[sym] = I64(rep)
-            elif rep in self.env:
-                self.env[sym] = self.env[rep]
+        # the dims of Phis and those computed from shapes, bound on entry (see dimalias)
+        self.aliased = dim_aliases(g)
+        for sym, rep in self.aliased.items():
+            if sympy.sympify(rep).free_symbols <= self.env.keys():
+                self.env[sym] = dim_value(self.eb, rep, self.env)
         blocks = [blk for blk in reverse_postorder(g) if blk is not g.end_block]
         for blk in blocks:
             self.bbs[blk] = self.fn.append_basic_block(f"b.{blk.name or len(self.bbs)}")
@@ -524,8 +524,22 @@ class FunctionEmitter:
             else:
                 ins = [self.vals[v] for v in n.inputs]
                 self.vals[n] = RULES.rule(n)(self, n, ins)
+                self._check_computed_dims(n, self.vals[n])
                 if self.poll is not None:
                     self.poll.spend_node(n, self.vals[n], ins)
+
+    def _check_computed_dims(self, n: Node, v: Any) -> None:
+        """Where a rule computed a dim that the analysis of shapes bound on entry (a
+        Reshape's dims from its shape input), check once here that the two agree: the later
+        nodes size their loops and buffers by the binding."""
+        t = n.type
+        if not isinstance(v, Tensor) or not isinstance(t, TensorType) or not t.shape or self.status is None:
+            return
+        for d, dv in zip(t.shape, v.dims):
+            if d in self.aliased and isinstance(d, sympy.Symbol) and d in self.env and dv is not self.env[d]:
+                self.fail(self.b.icmp_unsigned("!=", dv, self.env[d]), n, "ValueError",
+                          f"a dim computed at run time is not {self.aliased[d]}, as the shapes it was computed "
+                          f"from say")
 
     def _dummy(self) -> ir.Value:
         """Eight zero bytes: where a read ahead goes when its indices are out of bounds.

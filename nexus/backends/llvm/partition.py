@@ -155,10 +155,11 @@ def _carries_arrays(g: Graph) -> bool:
 
 
 def outline_loops(host: Graph, max_iterations: int | None = None, cache_dir: Path | None = None,
-                  accept: Callable[[Graph], bool] = lambda callee: True) -> list[LLVMExecutable]:
+                  accept: Callable[[Graph], bool] = lambda callee: True,
+                  opt_level: int | None = None) -> list[LLVMExecutable]:
     """Outline each loop of ``host`` (changed in place) that compiles to native code, and
     that ``accept`` takes, as a ``Call`` of a kernel the python backend runs natively;
-    the kernels' executables, outermost loops first."""
+    the kernels' executables (at ``opt_level``, None: by size), outermost loops first."""
     from nexus.backends.llvm.backend import LLVMExecutable
     from nexus.backends.python.interpreter import NATIVE_CALLS
 
@@ -172,7 +173,7 @@ def outline_loops(host: Graph, max_iterations: int | None = None, cache_dir: Pat
             cut = None  # called from a Python loop, it would copy its arrays in and out each time
         if cut is not None and not unsupported_ops(cut[0]) and accept(cut[0]):
             try:
-                exe = LLVMExecutable(cut[0], max_iterations, cache_dir)
+                exe = LLVMExecutable(cut[0], max_iterations, cache_dir, opt_level)
             except (Unsupported, MissingLoweringError):
                 exe = None
         if exe is None or cut is None:
@@ -200,7 +201,7 @@ class Partitioned(Executable):
     backend = BACKEND
 
     def __init__(self, g: Graph, reason: str = "", max_iterations: int | None = None,
-                 cache_dir: Path | None = None):
+                 cache_dir: Path | None = None, opt_level: int | None = None):
         import time
 
         from nexus.backends.python.interpreter import compile_python
@@ -209,7 +210,7 @@ class Partitioned(Executable):
         self.graph = g
         self.reason = reason
         host, _ = g.clone()
-        self.kernels = outline_loops(host, max_iterations, cache_dir)
+        self.kernels = outline_loops(host, max_iterations, cache_dir, opt_level=opt_level)
         self.host = host
         kernel_calls = {k.graph for k in self.kernels}
         self.missing = unsupported_ops(g)

@@ -47,7 +47,7 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from nexus.backends.llvm.dimalias import phi_dim_aliases
+from nexus.backends.llvm.dimalias import dim_aliases
 from nexus.backends.llvm.dtypes import I8, I32, I64, PTR, Unsupported, mem_type
 from nexus.backends.llvm.target import bind_symbol
 from nexus.ir.graph import Graph
@@ -352,11 +352,9 @@ class _Emitter:
             assert isinstance(t, TensorType) and t.shape is not None
             a = self.load(self.args, 8 * k, PTR)
             values += [self.scalar(a, t.dtype)] if t.shape == () else self.array(a, t, k)
-        for sym, rep in phi_dim_aliases(g).items():
-            if isinstance(rep, int):
-                self.dims[sym] = I64(rep)
-            elif rep in self.dims:
-                self.dims[sym] = self.dims[rep]
+        for sym, rep in dim_aliases(g).items():
+            if sympy.sympify(rep).free_symbols <= self.dims.keys():
+                self.dims[sym] = self.dim(rep)
         arrays: list[ir.Value | None] = []
         outs: list[ir.Value] = []
         for r, t in enumerate(g.result_types):

@@ -341,6 +341,8 @@ def _unary(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Valu
     b, name, (x,), dt = cx.b, node.op.name, args, dts[0]
     k = kind(dt)
     t = x.type
+    if name == "Exp" and dt == "f32":  # inline: the loop vectorises (libm's expf is one call an element)
+        return exp_f32(b, x)
     if name in _INTRINSIC:
         return cx.math(_INTRINSIC[name], dt, [x])
     if k == "f":
@@ -359,7 +361,8 @@ def _unary(cx: Ctx, node: Node, args: list[ir.Value], dts: list[str]) -> ir.Valu
         if name == "Rsqrt":
             return b.fdiv(one, cx.math("sqrt", dt, [x]))
         if name == "Sigmoid":
-            return b.fdiv(one, b.fadd(one, cx.math("exp", dt, [b.fneg(x)])))
+            e = exp_f32(b, b.fneg(x)) if dt == "f32" else cx.math("exp", dt, [b.fneg(x)])
+            return b.fdiv(one, b.fadd(one, e))
         if name == "Tanh":
             return cx.math("tanh", dt, [x])
         if name == "Erf":  # f32 inline (vectorisable), others libm's

@@ -1,5 +1,5 @@
-"""Shape ops as lazy tensors: ``ShapeOf``, ``ConstantOfShape``, ``Reshape``, ``Transpose``,
-``Unsqueeze``, ``Squeeze``, ``Expand`` and ``Slice``.
+"""Shape ops as lazy tensors: ``ShapeOf``, ``ConstantOfShape``, ``Reshape``, ``Flatten``,
+``Transpose``, ``Unsqueeze``, ``Squeeze``, ``Expand`` and ``Slice``.
 
 None of them computes where it stands.  ``ShapeOf`` is a one-dim tensor whose element ``k``
 is the input's ``k``-th dim (constant indices fold to the dim itself);
@@ -96,6 +96,12 @@ def _reshape(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     rest = I64(1)
     for v, m in zip(vals, minus):
         rest = b.mul(rest, b.select(m, I64(1), v))
+    if len(vals) > 0:  # NumPy: a -1 beside a 0 could be anything
+        anyminus = minus[0]
+        for m in minus[1:]:
+            anyminus = b.or_(anyminus, m)
+        fe.fail(b.and_(anyminus, b.icmp_signed("==", rest, I64(0))), n, "ValueError",
+                "cannot reshape: a -1 beside a dim of 0 is ambiguous")
     solved = b.udiv(have, b.select(b.icmp_signed("==", rest, I64(0)), I64(1), rest))
     dims = [b.select(m, solved, v) for v, m in zip(vals, minus)]
     count = I64(1)
@@ -130,15 +136,49 @@ def _reshape(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
             return to_reg(fe.b, fe.b.load(p, typ=mem_type(x.dtype)), x.dtype)
         mid = idx[lead:len(idx) - trail]
         off = linear(fe.b, mid, dims[lead:len(dims) - trail]) if mid else I64(0)
-        at = []
-        between = src[lead:len(src) - trail]
-        for k, d in enumerate(reversed(between)):
-            if k == len(between) - 1:  # the outermost takes the rest
-                at.append(off)
-            else:
-                at.append(fe.b.urem(off, d))
-                off = fe.b.udiv(off, d)
-        return x.load(fe.b, [*idx[:lead], *at[::-1], *idx[len(idx) - trail:]])
+        at = _unravel(fe.b, off, src[lead:len(src) - trail])
+        return x.load(fe.b, [*idx[:lead], *at, *idx[len(idx) - trail:]])
+
+    return Tensor(dtype, shape, dims, elem=elem)
+
+
+def _unravel(b: ir.IRBuilder, off: ir.Value, dims: list[ir.Value]) -> list[ir.Value]:
+    """The row-major index of offset ``off`` in ``dims`` (the outermost takes the rest)."""
+    at = []
+    for k, d in enumerate(reversed(dims)):
+        if k == len(dims) - 1:
+            at.append(off)
+        else:
+            at.append(b.urem(off, d))
+            off = b.udiv(off, d)
+    return at[::-1]
+
+
+@register_lowering(BACKEND, "Flatten")
+def _flatten(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
+    """``x`` as the matrix [prod(d[:axis]), prod(d[axis:])]: a contiguous buffer read at
+    the same offset, a lazy tensor at the index unravelled on each side of ``axis``."""
+    x = ins[0]
+    dtype, shape = _out_type(n)
+    if not isinstance(x, Tensor):
+        return Tensor(dtype, shape, [I64(1), I64(1)], elem=lambda idx: x)
+    axis = int(n.attrs.get("axis", 1))
+    axis = axis + x.rank if axis < 0 else axis
+    b = fe.b
+    sides = (x.dims[:axis], x.dims[axis:])
+    dims = []
+    for side in sides:
+        count = I64(1)
+        for d in side:
+            count = b.mul(count, d)
+        dims.append(count)
+
+    def elem(idx: list[ir.Value]) -> ir.Value:
+        if x.ptr is not None:
+            off = linear(fe.b, idx, dims)
+            p = fe.b.gep(x.ptr, [off], inbounds=True, source_etype=mem_type(x.dtype))
+            return to_reg(fe.b, fe.b.load(p, typ=mem_type(x.dtype)), x.dtype)
+        return x.load(fe.b, [a for i, side in zip(idx, sides) for a in _unravel(fe.b, i, side)])
 
     return Tensor(dtype, shape, dims, elem=elem)
 
