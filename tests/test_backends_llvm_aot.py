@@ -315,3 +315,24 @@ graph @mm {
     w = (np.arange(15) % 4) - 1.5
     np.testing.assert_allclose([float(v) for v in done.stdout.split()], (x.reshape(4, 5) @ w.reshape(3, 5).T).ravel(),
                                rtol=1e-15)
+
+
+def test_cli_opt_level_reaches_llvm(capsys: Any, tmp_path: Path) -> None:
+    """``-O`` picks LLVM's level for what ``nexus compile`` writes: -O0 leaves the emitted
+    arithmetic that -O3 folds away, and an -O1 program still prints seed 004's answer."""
+    texts = {}
+    for level in ("0", "3"):
+        code, out, err = _run(capsys, "compile", "example:seed004", "--backend", "llvm", "--emit", "llvm-ir",
+                              "-O", level)
+        assert code == 0, err
+        texts[level] = out
+    assert texts["0"].count(" = add ") > texts["3"].count(" = add ")
+    require_program("cc", "gcc")
+    exe = tmp_path / "seed004"
+    code, _, err = _run(capsys, "compile", "example:seed004", "--backend", "llvm", "--emit", "exe",
+                        "-O", "1", "-o", str(exe))
+    assert code == 0, err
+    code, ref, err = _run(capsys, "run", "example:seed004", "--input", "input=10")
+    assert _exec([str(exe), "input=10"]).stdout == ref
+    with pytest.raises(SystemExit):
+        _run(capsys, "compile", "example:seed004", "--backend", "llvm", "-O", "5")

@@ -58,6 +58,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--name", default=None, help="llvm obj/shared: the C function's name (default: the graph's)")
     p.add_argument("--cc", default=None,
                    help="llvm shared/exe: the C compiler that links (default cc, or ARCH-linux-gnu-gcc for --target)")
+    p.add_argument("-O", "--opt-level", type=int, choices=range(4), default=None, metavar="{0,1,2,3}",
+                   help="llvm: LLVM's optimisation level (default: 3 for small modules, 2 for large ones)")
     p.add_argument("--dim", action="append", default=[], metavar="SYM=SIZE", help="xla: the size of a symbolic dim")
     p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="xla: an argument value")
     p.set_defaults(func=run_compile)
@@ -97,7 +99,8 @@ def run_compile(args: argparse.Namespace) -> int:
         if args.emit in FILE_EMITS:
             from nexus.backends.llvm.aot import build
 
-            for path in build(g, args.emit, args.output, target=args.target, name=args.name, cc=args.cc):
+            for path in build(g, args.emit, args.output, target=args.target, name=args.name, cc=args.cc,
+                              opt_level=args.opt_level):
                 print(f"wrote {path}")
             return 0
         sys.stdout.write(_generated(g, args))
@@ -109,7 +112,7 @@ def _generated(g: Graph, args: argparse.Namespace) -> str:
     if args.backend == "llvm":
         from nexus.backends.llvm.cli import emit_text
 
-        return emit_text(g, args.emit or "llvm-ir", args.target)
+        return emit_text(g, args.emit or "llvm-ir", args.target, args.opt_level)
     from nexus.backends import compile as compile_on
     from nexus.cli.values import parse_inputs
 

@@ -422,12 +422,13 @@ def default_cc(triple: str | None) -> str:
 
 
 def build(g: Graph, emit: str, out: str, *, target: str | None = None, name: str | None = None,
-          cc: str | None = None) -> list[str]:
-    """Write ``out`` (and ``out.h`` for obj and shared); the paths written."""
+          cc: str | None = None, opt_level: int | None = None) -> list[str]:
+    """Write ``out`` (and ``out.h`` for obj and shared), optimised at ``opt_level`` (None:
+    chosen by the module's size); the paths written."""
     if emit not in EMITS:
         raise AotError(f"--emit is one of {', '.join(EMITS)} for files, not {emit!r}")
     text, itf = module_text(g, name or g.name, target)
-    obj = object_code(text, target)
+    obj = object_code(text, target, opt_level)
     hdr = header(itf, g)
     h = os.path.splitext(out)[0] + ".h"
     if emit == "obj":

@@ -23,8 +23,9 @@ def add_llvm_emit(p: argparse.ArgumentParser) -> None:
                    help=f"host (default), {', '.join(TRIPLES)} or any LLVM target triple")
 
 
-def emit_text(g: Graph, emit: str, target: str | None = None) -> str:
-    """LLVM IR (optimised or raw) or assembly of ``g`` for ``target`` (None: the host)."""
+def emit_text(g: Graph, emit: str, target: str | None = None, opt_level: int | None = None) -> str:
+    """LLVM IR (optimised or raw) or assembly of ``g`` for ``target`` (None: the host), at
+    ``opt_level`` (None: chosen by the module's size)."""
     if emit == "asm":
-        return asm(g, target)
-    return llvm_ir(g, optimized=emit == "llvm-ir", triple=target)
+        return asm(g, target, opt_level)
+    return llvm_ir(g, optimized=emit == "llvm-ir", triple=target, opt_level=opt_level)
