@@ -72,6 +72,10 @@ class Compiled:
     # The Asserts that may fail at run time (the computation's last output is then 0, or
     # 1 + the index here of the first that failed); empty where none may.
     checks: list[Node] = field(default_factory=list)
+    # The signature it was compiled for: per argument its shape and dtype; and the shape
+    # of each output (what an entry, XlaExecutable.entry, checks and converts)
+    args: list[tuple[tuple[int, ...], np.dtype[Any]]] = field(default_factory=list)
+    outs: list[tuple[int, ...]] = field(default_factory=list)
 
     @property
     def plain(self) -> bool:
@@ -153,7 +157,8 @@ class XlaExecutable(Executable):
             outs, tr = self.execute_graph(layout, args, trips)
             return self.build_computation(outs, tr, padded, checks)
 
-        specs = [_spec(np.shape(v), np.asarray(v).dtype) for v in values]
+        args = [(tuple(np.shape(v)), np.asarray(v).dtype) for v in values]
+        specs = [_spec(shape, dtype) for shape, dtype in args]
         options = dict(_STRICT_FLOAT) if self.strict_float else None
         while True:
             try:
@@ -167,8 +172,9 @@ class XlaExecutable(Executable):
         # XLA compiles at the first call (jit's cache), so ``seconds`` counts tracing and lowering
         dt = time.perf_counter() - t0
         self.compile_seconds += dt
+        outs = [tuple(o.shape) for o in jax.tree_util.tree_leaves(lowered.out_info)]
         return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt, padded,
-                        trips if trips.used else None, checks)
+                        trips if trips.used else None, checks, args, outs)
 
     def _refresh(self) -> None:
         if self.graph.version != self._version:
@@ -273,6 +279,20 @@ class XlaExecutable(Executable):
             results.append(_to_numpy(o) if axis is None else Padded(o, next(it), axis).sliced())
         return results[0] if len(results) == 1 else tuple(results)
 
+    def entry(self, fallback: Any, fail: Any, convert: Any = None, cell: list[Any] | None = None,
+              graph: Graph | None = None) -> Any:
+        """A function that calls the computation of the last call's signature straight
+        (:meth:`Executable.entry`, chained by ``nx.compile(script)``): it checks each
+        argument's class, dtype and shape against that signature, switches x64 on, calls
+        the jitted computation with the arguments as they are (a Python number becomes the
+        NumPy scalar of its dtype) and returns its results as NumPy values (CPU buffers,
+        not copied), converted by ``convert``.  None where that computation has more
+        outputs to read than its results (stacks, checks, padded results)."""
+        last = self._last
+        if last is None or not last.plain or len(last.args) != len(self.graph.args):
+            return None
+        return _entry(last, self.graph, self._version, fallback, convert, cell, graph)
+
     # --- reading ----------------------------------------------------------------------
     def lower(self, *args: Any) -> str:
         """The StableHLO text of the computation for ``args``' signature."""
@@ -284,6 +304,58 @@ class XlaExecutable(Executable):
                 return self.lower()
             raise ValueError("nothing compiled yet: call it (or .lower(*args)) once, so that a signature is known")
         return self._last.lowered_text
+
+
+# x64 on around a call, as ``with jax.enable_x64(True)`` does, without building a context
+# manager per call (that costs a microsecond, a tenth of a small computation's whole call).
+_X64 = jax.enable_x64
+_SWAP = getattr(_X64, "swap_local", None)
+# Python numbers a scalar argument of each dtype takes, and what they become
+_WEAK = {"int64": (int, np.int64), "float64": (float, np.float64), "bool": (bool, np.bool_)}
+
+
+def _entry(c: Compiled, g: Graph, version: int, fallback: Any, convert: Any, cell: list[Any] | None,
+           graph: Graph | None) -> Any:
+    """The generated function of :meth:`XlaExecutable.entry` for the signature of ``c``."""
+    if _SWAP is None:
+        return None
+    ns: dict[str, Any] = {"_fn": c.fn, "_g": g, "_v": version, "_fallback": fallback, "_convert": convert,
+                          "_cell": cell, "_graph": graph, "_swap": _SWAP, "_set": _X64.set_local,
+                          "_np": np.asarray, "_nd": np.ndarray}
+    n = len(c.args)
+    names = [f"a{k}" for k in range(n)]
+    lines = ["def entry(*args):", f"    if len(args) != {n} or _g.version != _v:", "        return _fallback(*args)"]
+    if n:
+        lines.append(f"    {', '.join(names)}, = args")
+    for k, (shape, dtype) in enumerate(c.args):
+        a = names[k]
+        if shape == ():
+            ns[f"_s{k}"] = dtype.type
+            weak = _WEAK.get(dtype.name)
+            if weak is not None:
+                ns[f"_w{k}"] = weak[0]
+                ok = f"-{2**63} <= {a} < {2**63}" if weak[0] is int else "True"
+                lines += [f"    if {a}.__class__ is _w{k} and {ok}:", f"        {a} = _s{k}({a})",
+                          f"    elif {a}.__class__ is not _s{k}:", "        return _fallback(*args)"]
+            else:
+                lines += [f"    if {a}.__class__ is not _s{k}:", "        return _fallback(*args)"]
+            continue
+        ns[f"_d{k}"] = dtype
+        lines += [f"    if {a}.__class__ is not _nd or {a}.dtype is not _d{k} or {a}.shape != {shape!r}:",
+                  "        return _fallback(*args)"]
+    lines += ["    p = _swap(True)", "    try:", f"        outs = _fn({', '.join(names)})", "    finally:",
+              "        _set(p)"]
+    if cell is not None:
+        lines.append("    _cell[0] = _graph")
+    results = [f"_np(outs[{r}])" + ("[()]" if shape == () else "") for r, shape in enumerate(c.outs)]
+    if len(results) == 1:
+        # a weak scalar result (int, float, bool) converts from the 0-d array directly
+        ret = results[0].removesuffix("[()]") if convert in (int, float, bool) else results[0]
+    else:
+        ret = f"({', '.join(results)},)" if results else "()"
+    lines.append(f"    return {ret}" if convert is None else f"    return _convert({ret})")
+    exec(compile("\n".join(lines), f"<xla entry {g.name}>", "exec"), ns)  # noqa: S102
+    return ns["entry"]
 
 
 def _peak(tr: Trace) -> Any:
