@@ -25,6 +25,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from nexus.backends.base import Executable, NexusRuntimeError
 from nexus.backends.xla.trace import (
@@ -72,9 +73,10 @@ class Compiled:
     # The Asserts that may fail at run time (the computation's last output is then 0, or
     # 1 + the index here of the first that failed); empty where none may.
     checks: list[Node] = field(default_factory=list)
-    # The signature it was compiled for: per argument its shape and dtype; and the shape
-    # of each output (what an entry, XlaExecutable.entry, checks and converts)
-    args: list[tuple[tuple[int, ...], np.dtype[Any]]] = field(default_factory=list)
+    # The signature it was compiled for: per argument its shape, dtype and whether it is a
+    # Python number (weakly typed, see _weak); and the shape of each output (what an entry,
+    # XlaExecutable.entry, checks and converts)
+    args: list[tuple[tuple[int, ...], np.dtype[Any], bool]] = field(default_factory=list)
     outs: list[tuple[int, ...]] = field(default_factory=list)
 
     @property
@@ -113,6 +115,10 @@ class XlaExecutable(Executable):
         tr = Trace(layout, self.dynamic_bound)
         if trips is not None:
             tr.trips = trips
+        # A Python int or float argument (see _weak) is a weakly typed tracer: its dtype is
+        # made strong first, so that it combines with other values as the declared type does.
+        args = [lax.convert_element_type(a, a.dtype) if getattr(getattr(a, "aval", None), "weak_type", False) else a
+                for a in args]
         try:
             outs = tr.run(self.graph, args)
         except TypeError as e:
@@ -157,8 +163,8 @@ class XlaExecutable(Executable):
             outs, tr = self.execute_graph(layout, args, trips)
             return self.build_computation(outs, tr, padded, checks)
 
-        args = [(tuple(np.shape(v)), np.asarray(v).dtype) for v in values]
-        specs = [_spec(shape, dtype) for shape, dtype in args]
+        args = [(tuple(np.shape(v)), np.asarray(v).dtype, v.__class__ in _WEAK_CLASSES) for v in values]
+        specs = [_spec(shape, dtype, weak) for shape, dtype, weak in args]
         options = dict(_STRICT_FLOAT) if self.strict_float else None
         while True:
             try:
@@ -185,9 +191,11 @@ class XlaExecutable(Executable):
 
     @staticmethod
     def key(values: Sequence[Any]) -> Key:
-        # build_arguments gives NumPy arrays and scalars: a scalar's type is its signature,
-        # an array's shape and dtype object (dtype.str builds a string: ~1 us an argument).
-        return tuple([type(v) if isinstance(v, np.generic) else (v.shape, v.dtype) if isinstance(v, np.ndarray)
+        # build_arguments gives NumPy arrays and scalars (and _weak Python numbers): a
+        # scalar's type is its signature, an array's shape and dtype object (dtype.str
+        # builds a string: ~1 us an argument).
+        return tuple([type(v) if isinstance(v, np.generic) or v.__class__ in _WEAK_CLASSES
+                      else (v.shape, v.dtype) if isinstance(v, np.ndarray)
                       else (np.shape(v), np.asarray(v).dtype) for v in values])
 
     def compiled(self, values: list[Any], key: Key | None = None) -> Compiled:
@@ -229,11 +237,11 @@ class XlaExecutable(Executable):
 
     def __call__(self, *args: Any) -> Any:
         if self.graph.version == self._version:
-            values = self._convert(args)  # = build_arguments, without looking up the signature
+            values = _weak(args, self._convert(args))  # = build_arguments, without looking up the signature
             key = self.key(values)
             entry = self._plain.get(key)
         else:
-            values, key, entry = self.build_arguments(args), None, None
+            values, key, entry = _weak(args, self.build_arguments(args)), None, None
         if entry is not None:  # the common case: nothing to read back but the results
             with jax.enable_x64(True):
                 outs = entry.fn(*values)
@@ -310,8 +318,16 @@ class XlaExecutable(Executable):
 # manager per call (that costs a microsecond, a tenth of a small computation's whole call).
 _X64 = jax.enable_x64
 _SWAP = getattr(_X64, "swap_local", None)
-# Python numbers a scalar argument of each dtype takes, and what they become
-_WEAK = {"int64": (int, np.int64), "float64": (float, np.float64), "bool": (bool, np.bool_)}
+# Python numbers passed to XLA as they are: JAX's dispatch takes a Python int in about 0.8 us
+# less than the NumPy scalar it would become (a tenth of a small computation's call).
+_WEAK_CLASSES = {int: np.int64, float: np.float64}
+
+
+def _weak(args: Sequence[Any], values: Sequence[Any]) -> list[Any]:
+    """``values`` (the converted ``args``), with each Python int or float that became the
+    NumPy scalar of its own dtype (i64, f64) given back as the Python number."""
+    return [a if a.__class__ in _WEAK_CLASSES and v.__class__ is _WEAK_CLASSES[a.__class__] else v
+            for a, v in zip(args, values)]
 
 
 def _entry(c: Compiled, g: Graph, version: int, fallback: Any, convert: Any, cell: list[Any] | None,
@@ -327,15 +343,17 @@ def _entry(c: Compiled, g: Graph, version: int, fallback: Any, convert: Any, cel
     lines = ["def entry(*args):", f"    if len(args) != {n} or _g.version != _v:", "        return _fallback(*args)"]
     if n:
         lines.append(f"    {', '.join(names)}, = args")
-    for k, (shape, dtype) in enumerate(c.args):
+    for k, (shape, dtype, weak) in enumerate(c.args):
         a = names[k]
+        if weak:  # a Python int or float, passed as it is
+            ns[f"_w{k}"] = type(dtype.type(0).item())
+            ok = f" or not -{2**63} <= {a} < {2**63}" if ns[f"_w{k}"] is int else ""
+            lines += [f"    if {a}.__class__ is not _w{k}{ok}:", "        return _fallback(*args)"]
+            continue
         if shape == ():
             ns[f"_s{k}"] = dtype.type
-            weak = _WEAK.get(dtype.name)
-            if weak is not None:
-                ns[f"_w{k}"] = weak[0]
-                ok = f"-{2**63} <= {a} < {2**63}" if weak[0] is int else "True"
-                lines += [f"    if {a}.__class__ is _w{k} and {ok}:", f"        {a} = _s{k}({a})",
+            if dtype.name == "bool":  # a Python bool becomes NumPy's
+                lines += [f"    if {a}.__class__ is bool:", f"        {a} = _s{k}({a})",
                           f"    elif {a}.__class__ is not _s{k}:", "        return _fallback(*args)"]
             else:
                 lines += [f"    if {a}.__class__ is not _s{k}:", "        return _fallback(*args)"]
@@ -354,8 +372,11 @@ def _entry(c: Compiled, g: Graph, version: int, fallback: Any, convert: Any, cel
     else:
         ret = f"({', '.join(results)},)" if results else "()"
     lines.append(f"    return {ret}" if convert is None else f"    return _convert({ret})")
-    exec(compile("\n".join(lines), f"<xla entry {g.name}>", "exec"), ns)  # noqa: S102
-    return ns["entry"]
+    source = "\n".join(lines)
+    exec(compile(source, f"<xla entry {g.name}>", "exec"), ns)  # noqa: S102
+    entry = ns["entry"]
+    entry.source = source  # for reading
+    return entry
 
 
 def _peak(tr: Trace) -> Any:
@@ -389,5 +410,5 @@ def compile_xla(g: Graph, dynamic_bound: int | None = None, strict_float: bool =
     return exe
 
 
-def _spec(shape: tuple[int, ...], dtype: Any) -> Any:
-    return jax.ShapeDtypeStruct(shape, dtype)  # type: ignore[no-untyped-call]
+def _spec(shape: tuple[int, ...], dtype: Any, weak: bool = False) -> Any:
+    return jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)  # type: ignore[no-untyped-call]
