@@ -15,11 +15,15 @@ graph per argument signature).
 
 from __future__ import annotations
 
+import functools
 import importlib
+import types
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
+
+import numpy as np
 
 from nexus.ir.binding import BindingError
 from nexus.ir.extras import needing
@@ -112,6 +116,19 @@ class Executable(ABC):
     @abstractmethod
     def source(self) -> str:
         """What the backend generated (Python source, HLO, LLVM IR...), for reading."""
+
+    def entry(self, fallback: Callable[..., Any], fail: Callable[[int], Any], convert: Any = None,
+              cell: list[Any] | None = None, graph: Graph | None = None) -> Callable[..., Any] | None:
+        """A callable running this executable on arguments of the signature of its last call
+        and nothing else: it checks them (classes, dtypes, shapes) and hands any other call
+        to ``fallback``; ``fail(status)`` raises a failed run's error; ``convert`` is applied
+        to the results; ``cell[0]`` is set to ``graph`` on each call.  :class:`Specialized`
+        chains these entries, one per signature.  None (the default): no such entry."""
+        return None
+
+    def fail(self, code: int) -> Any:
+        """Raise the error of a run that an entry reports as failed with status ``code``."""
+        raise NexusRuntimeError(f"{self.backend}: a compiled call failed with status {code}")
 
 
 @dataclass
@@ -263,28 +280,79 @@ class Specializable(Protocol):
         ...
 
 
+# ``nx.compile(script, backend=...)``: one compiled entry per argument signature.  The
+# Python path (Specialized._python) keys a call three times: the script's signature cache
+# finds its graph, the executables here the graph's executable, and that executable its
+# own per-shape computation.  So each signature a call compiled gets the executable's
+# entry (Executable.entry: the llvm backend's a builtin calling its kernel's CPython entry,
+# nexus.backends.llvm.pyabi; the xla backend's a function calling its jitted computation),
+# and the newest is the __call__ of the object's class (each object has a class of its
+# own): a call it takes goes from the arguments straight to the compiled code; one it does
+# not goes to the entry of the signature before, and so on down to the Python path, which
+# compiles a new signature.  An entry takes only what its graph's signature says (Python
+# bool/int/float for bool/i64/f64, the NumPy scalar of a dtype, an array of dtype and rank,
+# or of its shapes), which a script keys to that same graph.
+MAX_ENTRIES = 8  # signatures with an entry; later ones take the Python path
+
+
 class Specialized(Executable):
-    """A :class:`Specializable` compiled per argument signature on ``backend``."""
+    """A :class:`Specializable` compiled per argument signature on ``backend``, called
+    through its executables' entries where they have them."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Specialized:
+        # a class of its own, whose __call__ the entries replace
+        own = type(cls.__name__, (cls,), {"__module__": cls.__module__})
+        return super().__new__(own)
 
     def __init__(self, fn: Specializable, backend: Backend, options: Mapping[str, Any]):
         self.fn, self.backend, self.options = fn, backend.name, dict(options)
         self._backend = backend
         self._compile = backend.compile
         self._exes: dict[Graph, Executable] = {}
-        self.graph: Graph | None = None  # type: ignore[assignment]  # the last one called
+        self._cell: list[Any] = [None]  # the graph last called; the entries set it
+        self._front: Callable[..., Any] = self._python
+        self._fast: set[Graph] = set()
 
-    def __call__(self, *args: Any) -> Any:
+    @property  # type: ignore[override]
+    def graph(self) -> Graph | None:
+        """The graph of the signature called last."""
+        g: Graph | None = self._cell[0]
+        return g
+
+    @graph.setter
+    def graph(self, g: Graph | None) -> None:
+        self._cell[0] = g
+
+    def _python(self, *args: Any) -> Any:
+        """The call through Python; a signature that ran then gets its executable's entry."""
         g, convert = self.fn.specialize(args)
         exe = self._exes.get(g)
         if exe is None:
             check_stateful(self._backend, g)
             check_containers(self._backend, g)
             exe = self._exes[g] = self._compile(g, **self.options)
-        self.graph = g
+        self._cell[0] = g
         try:
-            return convert(exe(*args))
+            out = convert(exe(*args))
         except BindingError as e:  # named as the caller knows the function
             raise e.called(g.name) from None
+        except RuntimeError as e:
+            return self.failed(e)
+        if g not in self._fast and len(self._fast) < MAX_ENTRIES and _accepts(args):
+            entry = exe.entry(self._front, functools.partial(self._entry_failed, exe), convert, self._cell, g)
+            if entry is not None:
+                self._fast.add(g)
+                self._front = entry
+                # a builtin binds no self; a Python function would
+                call = entry if isinstance(entry, types.BuiltinFunctionType) else staticmethod(entry)
+                type(self).__call__ = call  # type: ignore[method-assign]
+        return out
+
+    __call__ = _python
+
+    def _entry_failed(self, exe: Executable, code: int) -> Any:
+        try:
+            return exe.fail(code)
         except RuntimeError as e:
             return self.failed(e)
 
@@ -299,9 +367,17 @@ class Specialized(Executable):
         raise err from e
 
     def source(self) -> str:
-        if self.graph is None:
+        g = self.graph
+        if g is None:
             raise BackendError("nothing compiled yet: call it once, so that a signature is known")
-        return self._exes[self.graph].source()
+        return self._exes[g].source()
+
+
+def _accepts(args: tuple[Any, ...]) -> bool:
+    """Whether an entry may take the classes of ``args`` as this call's signature: each a
+    Python bool, int or float (which a script keys as bool, i64 and f64, as the entries
+    read them) or a NumPy scalar or array (keyed by dtype, as the entries check it)."""
+    return all(a.__class__ in (bool, int, float, np.ndarray) or isinstance(a, np.generic) for a in args)
 
 
 def compile(target: Any, backend: str = "python", **options: Any) -> Executable:  # noqa: A001

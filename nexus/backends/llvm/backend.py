@@ -28,7 +28,6 @@ import os
 import sys
 import time
 import weakref
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +35,9 @@ import numpy as np
 import sympy
 
 from nexus.backends.base import (
-    Backend,
     Executable,
     MissingLoweringError,
     NexusRuntimeError,
-    Specializable,
-    Specialized,
     register_backend,
 )
 from nexus.backends.llvm.cache import cache_dir as cache_dir_of
@@ -231,6 +227,8 @@ class LLVMExecutable(Executable):
         exc = _EXCEPTIONS.get(f.exc, RuntimeError)(f.msg)
         raise NexusRuntimeError(f"{f.exc}: {f.msg}", f.node) from exc
 
+    fail = _fail  # Executable.fail: what nx.compile(script)'s entries call on a failure
+
     def __call__(self, *args: Any) -> Any:  # the class of an executable with an entry calls that
         return self._call(*args)
 
@@ -271,74 +269,6 @@ def _py_dim(d: Any, syms: dict[Any, str]) -> str:
     return "(" + str(expr.subs({s: sympy.Symbol(f"__{v}") for s, v in syms.items()})).replace("__", "") + ")"
 
 
-# ``nx.compile(script, backend="llvm")``: one native entry per argument signature.
-# Specialized finds a script's graph for each call in Python (the signature key, a dict,
-# the argument conversion, ctypes, the result conversion: about 2.5 us).  Here each
-# signature that compiled whole gets a builtin function calling its kernel's CPython
-# entry (nexus.backends.llvm.pyabi), and the newest is the __call__ of the object's class
-# (each object has a class of its own): a call it takes runs without a Python frame; one
-# it does not goes to the entry of the signature before, and so on down to the Python
-# path, which compiles a new signature.  An entry takes only what its graph's signature
-# says (Python bool/int/float for bool/i64/f64, the NumPy scalar of a dtype, an array of
-# dtype and rank), which a script keys to that same graph.
-MAX_ENTRIES = 8  # signatures with a native entry; later ones take the Python path
-
-
-class NativeSpecialized(Specialized):
-    """A script compiled per argument signature, called through native entries."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> NativeSpecialized:
-        # a class of its own, whose __call__ the entries replace
-        own = type(cls.__name__, (cls,), {"__module__": cls.__module__})
-        return super().__new__(own)
-
-    def __init__(self, fn: Specializable, backend: Backend, options: Mapping[str, Any]):
-        self._cell: list[Any] = [None]  # the graph last called; the entries set it
-        self._front: Any = self._python
-        self._fast: set[Graph] = set()
-        super().__init__(fn, backend, options)
-
-    @property  # type: ignore[override]
-    def graph(self) -> Graph | None:
-        """The graph of the signature called last."""
-        g: Graph | None = self._cell[0]
-        return g
-
-    @graph.setter
-    def graph(self, g: Graph | None) -> None:
-        self._cell[0] = g
-
-    def _python(self, *args: Any) -> Any:
-        """The call through Python; a signature that compiled whole then gets its entry."""
-        out = Specialized.__call__(self, *args)
-        g = self.graph
-        if g is not None and g not in self._fast and len(self._fast) < MAX_ENTRIES and _accepts(args):
-            exe = self._exes[g]
-            _g, convert = self.fn.specialize(args)
-            if isinstance(exe, LLVMExecutable):
-                entry = exe.entry(self._front, lambda code: self._fail(exe, code), convert, self._cell, g)
-                if entry is not None:
-                    self._fast.add(g)
-                    self._front = entry
-                    type(self).__call__ = entry  # type: ignore[method-assign]
-        return out
-
-    __call__ = _python
-
-    def _fail(self, exe: LLVMExecutable, code: int) -> None:
-        try:
-            exe._fail(code)
-        except RuntimeError as e:
-            return self.failed(e)
-
-
-def _accepts(args: tuple[Any, ...]) -> bool:
-    """Whether an entry may take the classes of ``args`` as this call's signature: each a
-    Python bool, int or float (which a script keys as bool, i64 and f64, as the entries
-    read them) or a NumPy scalar or array (keyed by dtype, as the entries check it)."""
-    return all(a.__class__ in (bool, int, float, np.ndarray) or isinstance(a, np.generic) for a in args)
-
-
 def compile_llvm(g: Graph, fallback: bool = True, max_iterations: int | None = None,
                  cache: str | os.PathLike[str] | bool | None = None, opt_level: int | None = None) -> Executable:
     """Compile ``g`` for the host; with ``fallback``, partition a graph that has ops (or
@@ -375,5 +305,4 @@ def _check_limit(max_iterations: Any) -> None:
 
 
 register_backend(BACKEND, compile_llvm, options=("fallback", "max_iterations", "cache", "opt_level"),
-                 doc="native code through LLVM (llvmlite): fused loops, scalars in registers",
-                 specialized=NativeSpecialized)
+                 doc="native code through LLVM (llvmlite): fused loops, scalars in registers")

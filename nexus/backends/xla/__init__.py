@@ -14,11 +14,17 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   around tracing, compiling and calling (``jax.enable_x64(True)`` as a context), never
   for the process: other JAX code (the peers in ``bench``) keeps its own setting.
 * **Regions.** An If becomes ``lax.cond``, or, when both arms are small (at most 100
-  nodes, no loop, no host callback), a select of both arms: a conditional costs more per
-  run than a few small ops computed twice.  A loop becomes ``lax.while_loop``; one whose
+  nodes and about 65,536 multiply-adds, no loop, no host callback), a select of both arms:
+  a conditional costs more per run than a few small ops computed twice, less than a
+  large matrix product computed for nothing.  A loop becomes ``lax.while_loop``; one whose
   counter runs from a static start to a static bound by 1 without a break becomes
   ``lax.fori_loop``; a small body that branches or pushes (a gradient's sweeps) runs 4
   iterations per XLA trip, each after the first kept where the test still holds.
+* **Calls.** ``nx.compile(script, backend="xla")`` calls each signature's jitted
+  computation through an entry (``XlaExecutable.entry``, chained as the llvm backend's
+  are by ``nexus.backends.base.Specialized``): the arguments' classes, dtypes and shapes
+  are checked against the signature, x64 is switched on for the call, and CPU result
+  buffers come back as NumPy arrays without a copy.
 * **Shapes.** Symbolic dims are specialised per call: the cache is keyed by the concrete
   shapes and dtypes of the arguments, and ``XlaExecutable.compiles`` counts the
   compilations.  Shape inputs (Reshape's shape, Pad's widths, ...) must be known while

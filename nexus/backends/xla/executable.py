@@ -25,6 +25,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from nexus.backends.base import Executable, NexusRuntimeError
 from nexus.backends.xla.trace import (
@@ -72,6 +73,11 @@ class Compiled:
     # The Asserts that may fail at run time (the computation's last output is then 0, or
     # 1 + the index here of the first that failed); empty where none may.
     checks: list[Node] = field(default_factory=list)
+    # The signature it was compiled for: per argument its shape, dtype and whether it is a
+    # Python number (weakly typed, see _weak); and the shape of each output (what an entry,
+    # XlaExecutable.entry, checks and converts)
+    args: list[tuple[tuple[int, ...], np.dtype[Any], bool]] = field(default_factory=list)
+    outs: list[tuple[int, ...]] = field(default_factory=list)
 
     @property
     def plain(self) -> bool:
@@ -109,6 +115,10 @@ class XlaExecutable(Executable):
         tr = Trace(layout, self.dynamic_bound)
         if trips is not None:
             tr.trips = trips
+        # A Python int or float argument (see _weak) is a weakly typed tracer: its dtype is
+        # made strong first, so that it combines with other values as the declared type does.
+        args = [lax.convert_element_type(a, a.dtype) if getattr(getattr(a, "aval", None), "weak_type", False) else a
+                for a in args]
         try:
             outs = tr.run(self.graph, args)
         except TypeError as e:
@@ -153,7 +163,8 @@ class XlaExecutable(Executable):
             outs, tr = self.execute_graph(layout, args, trips)
             return self.build_computation(outs, tr, padded, checks)
 
-        specs = [_spec(np.shape(v), np.asarray(v).dtype) for v in values]
+        args = [(tuple(np.shape(v)), np.asarray(v).dtype, v.__class__ in _WEAK_CLASSES) for v in values]
+        specs = [_spec(shape, dtype, weak) for shape, dtype, weak in args]
         options = dict(_STRICT_FLOAT) if self.strict_float else None
         while True:
             try:
@@ -167,8 +178,9 @@ class XlaExecutable(Executable):
         # XLA compiles at the first call (jit's cache), so ``seconds`` counts tracing and lowering
         dt = time.perf_counter() - t0
         self.compile_seconds += dt
+        outs = [tuple(o.shape) for o in jax.tree_util.tree_leaves(lowered.out_info)]
         return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt, padded,
-                        trips if trips.used else None, checks)
+                        trips if trips.used else None, checks, args, outs)
 
     def _refresh(self) -> None:
         if self.graph.version != self._version:
@@ -179,9 +191,11 @@ class XlaExecutable(Executable):
 
     @staticmethod
     def key(values: Sequence[Any]) -> Key:
-        # build_arguments gives NumPy arrays and scalars: a scalar's type is its signature,
-        # an array's shape and dtype object (dtype.str builds a string: ~1 us an argument).
-        return tuple([type(v) if isinstance(v, np.generic) else (v.shape, v.dtype) if isinstance(v, np.ndarray)
+        # build_arguments gives NumPy arrays and scalars (and _weak Python numbers): a
+        # scalar's type is its signature, an array's shape and dtype object (dtype.str
+        # builds a string: ~1 us an argument).
+        return tuple([type(v) if isinstance(v, np.generic) or v.__class__ in _WEAK_CLASSES
+                      else (v.shape, v.dtype) if isinstance(v, np.ndarray)
                       else (np.shape(v), np.asarray(v).dtype) for v in values])
 
     def compiled(self, values: list[Any], key: Key | None = None) -> Compiled:
@@ -223,11 +237,11 @@ class XlaExecutable(Executable):
 
     def __call__(self, *args: Any) -> Any:
         if self.graph.version == self._version:
-            values = self._convert(args)  # = build_arguments, without looking up the signature
+            values = _weak(args, self._convert(args))  # = build_arguments, without looking up the signature
             key = self.key(values)
             entry = self._plain.get(key)
         else:
-            values, key, entry = self.build_arguments(args), None, None
+            values, key, entry = _weak(args, self.build_arguments(args)), None, None
         if entry is not None:  # the common case: nothing to read back but the results
             with jax.enable_x64(True):
                 outs = entry.fn(*values)
@@ -273,6 +287,20 @@ class XlaExecutable(Executable):
             results.append(_to_numpy(o) if axis is None else Padded(o, next(it), axis).sliced())
         return results[0] if len(results) == 1 else tuple(results)
 
+    def entry(self, fallback: Any, fail: Any, convert: Any = None, cell: list[Any] | None = None,
+              graph: Graph | None = None) -> Any:
+        """A function that calls the computation of the last call's signature straight
+        (:meth:`Executable.entry`, chained by ``nx.compile(script)``): it checks each
+        argument's class, dtype and shape against that signature, switches x64 on, calls
+        the jitted computation with the arguments as they are (a Python number becomes the
+        NumPy scalar of its dtype) and returns its results as NumPy values (CPU buffers,
+        not copied), converted by ``convert``.  None where that computation has more
+        outputs to read than its results (stacks, checks, padded results)."""
+        last = self._last
+        if last is None or not last.plain or len(last.args) != len(self.graph.args):
+            return None
+        return _entry(last, self.graph, self._version, fallback, convert, cell, graph)
+
     # --- reading ----------------------------------------------------------------------
     def lower(self, *args: Any) -> str:
         """The StableHLO text of the computation for ``args``' signature."""
@@ -284,6 +312,71 @@ class XlaExecutable(Executable):
                 return self.lower()
             raise ValueError("nothing compiled yet: call it (or .lower(*args)) once, so that a signature is known")
         return self._last.lowered_text
+
+
+# x64 on around a call, as ``with jax.enable_x64(True)`` does, without building a context
+# manager per call (that costs a microsecond, a tenth of a small computation's whole call).
+_X64 = jax.enable_x64
+_SWAP = getattr(_X64, "swap_local", None)
+# Python numbers passed to XLA as they are: JAX's dispatch takes a Python int in about 0.8 us
+# less than the NumPy scalar it would become (a tenth of a small computation's call).
+_WEAK_CLASSES = {int: np.int64, float: np.float64}
+
+
+def _weak(args: Sequence[Any], values: Sequence[Any]) -> list[Any]:
+    """``values`` (the converted ``args``), with each Python int or float that became the
+    NumPy scalar of its own dtype (i64, f64) given back as the Python number."""
+    return [a if a.__class__ in _WEAK_CLASSES and v.__class__ is _WEAK_CLASSES[a.__class__] else v
+            for a, v in zip(args, values)]
+
+
+def _entry(c: Compiled, g: Graph, version: int, fallback: Any, convert: Any, cell: list[Any] | None,
+           graph: Graph | None) -> Any:
+    """The generated function of :meth:`XlaExecutable.entry` for the signature of ``c``."""
+    if _SWAP is None:
+        return None
+    ns: dict[str, Any] = {"_fn": c.fn, "_g": g, "_v": version, "_fallback": fallback, "_convert": convert,
+                          "_cell": cell, "_graph": graph, "_swap": _SWAP, "_set": _X64.set_local,
+                          "_np": np.asarray, "_nd": np.ndarray}
+    n = len(c.args)
+    names = [f"a{k}" for k in range(n)]
+    lines = ["def entry(*args):", f"    if len(args) != {n} or _g.version != _v:", "        return _fallback(*args)"]
+    if n:
+        lines.append(f"    {', '.join(names)}, = args")
+    for k, (shape, dtype, weak) in enumerate(c.args):
+        a = names[k]
+        if weak:  # a Python int or float, passed as it is
+            ns[f"_w{k}"] = type(dtype.type(0).item())
+            ok = f" or not -{2**63} <= {a} < {2**63}" if ns[f"_w{k}"] is int else ""
+            lines += [f"    if {a}.__class__ is not _w{k}{ok}:", "        return _fallback(*args)"]
+            continue
+        if shape == ():
+            ns[f"_s{k}"] = dtype.type
+            if dtype.name == "bool":  # a Python bool becomes NumPy's
+                lines += [f"    if {a}.__class__ is bool:", f"        {a} = _s{k}({a})",
+                          f"    elif {a}.__class__ is not _s{k}:", "        return _fallback(*args)"]
+            else:
+                lines += [f"    if {a}.__class__ is not _s{k}:", "        return _fallback(*args)"]
+            continue
+        ns[f"_d{k}"] = dtype
+        lines += [f"    if {a}.__class__ is not _nd or {a}.dtype is not _d{k} or {a}.shape != {shape!r}:",
+                  "        return _fallback(*args)"]
+    lines += ["    p = _swap(True)", "    try:", f"        outs = _fn({', '.join(names)})", "    finally:",
+              "        _set(p)"]
+    if cell is not None:
+        lines.append("    _cell[0] = _graph")
+    results = [f"_np(outs[{r}])" + ("[()]" if shape == () else "") for r, shape in enumerate(c.outs)]
+    if len(results) == 1:
+        # a weak scalar result (int, float, bool) converts from the 0-d array directly
+        ret = results[0].removesuffix("[()]") if convert in (int, float, bool) else results[0]
+    else:
+        ret = f"({', '.join(results)},)" if results else "()"
+    lines.append(f"    return {ret}" if convert is None else f"    return _convert({ret})")
+    source = "\n".join(lines)
+    exec(compile(source, f"<xla entry {g.name}>", "exec"), ns)  # noqa: S102
+    entry = ns["entry"]
+    entry.source = source  # for reading
+    return entry
 
 
 def _peak(tr: Trace) -> Any:
@@ -317,5 +410,5 @@ def compile_xla(g: Graph, dynamic_bound: int | None = None, strict_float: bool =
     return exe
 
 
-def _spec(shape: tuple[int, ...], dtype: Any) -> Any:
-    return jax.ShapeDtypeStruct(shape, dtype)  # type: ignore[no-untyped-call]
+def _spec(shape: tuple[int, ...], dtype: Any, weak: bool = False) -> Any:
+    return jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)  # type: ignore[no-untyped-call]

@@ -606,7 +606,7 @@ class Trace:
 
         heap = self.heap
         threads = heap is not None and (pushes(r.then) or pushes(r.orelse))
-        if _flat(r.then, heap is not None) and _flat(r.orelse, heap is not None):
+        if self.light(r.then) and self.light(r.orelse):
             self.select(r, c, env)
             return
         status = self.status_now() if checked else self.status
@@ -650,6 +650,37 @@ class Trace:
         self.status = failed if checked else status
         for m, v in zip(r.outputs, outs):
             env[m.name] = v
+
+    def light(self, seq: Seq) -> bool:
+        """Whether ``seq`` may run where it is not taken, as an arm of a select or an extra
+        unrolled iteration: few nodes (:func:`_flat`) and little arithmetic.  The reverse
+        sweep of W4-large's gradient (batch 64, 512 units) has three [64, 512] x [512, 512]
+        products in one arm of a chain of Ifs: as selects they ran on every trip, twice the
+        products of the sweep, and W4-large took 1.7x the python backend's time."""
+        return _flat(seq, self.heap is not None) and self.work(seq) <= _SELECT_WORK
+
+    def work(self, seq: Seq) -> float:
+        """About how many multiply-adds ``seq`` and its Ifs do: the elements of each node's
+        result, times the contracted size of a matrix product or a convolution's window
+        (a node whose sizes are not known while tracing counts nothing, as before)."""
+        total = 0.0
+        for item in seq.items:
+            if isinstance(item, If):
+                total += self.work(item.then) + self.work(item.orelse)
+            elif isinstance(item, Loop):
+                return float("inf")
+            elif isinstance(item, Node) and isinstance(item.type, TensorType):
+                try:
+                    n = float(np.prod(self.shape(item.type)))
+                    name, ins = item.op.name, [i.type for i in item.inputs]
+                    if name in _PRODUCTS and ins and isinstance(ins[0], TensorType):
+                        n *= self.shape(ins[0])[-1]
+                    elif name in _CONVOLUTIONS and len(ins) > 1 and isinstance(ins[1], TensorType):
+                        n *= float(np.prod(self.shape(ins[1])[1:]))
+                except (ValueError, IndexError):
+                    continue
+                total += n
+        return total
 
     def select(self, r: If, c: Any, env: dict[Any, Any]) -> None:
         """A small If without loops or effects as both arms and a select: a ``lax.cond``
@@ -777,7 +808,7 @@ class Trace:
                 *final, trips_run = lax.while_loop(lambda c: cond_fn(c[:-1]), counted, [*init, jnp.zeros((), np.int64)])
                 self.trips.used = True
                 jax.debug.callback(self.report_trips, trips_run)
-            elif _UNROLL > 1 and _flat(r.body, heap is not None) and (threads or _branches(r.body)):
+            elif _UNROLL > 1 and self.light(r.body) and (threads or _branches(r.body)):
                 # A small body without effects that branches or pushes (a gradient's sweeps):
                 # _UNROLL iterations per trip of the XLA loop, each after the first computed
                 # always and kept where the test still holds.  (Measured: W4-small 2.6x -> 1.7x
@@ -885,6 +916,11 @@ class Trace:
 # An If whose arms hold at most this many nodes, no region and no op with effects or a host
 # callback becomes a select (Trace.select).
 _SELECT_NODES = 100
+# ... and at most this much arithmetic (Trace.work): a select computes both arms, a
+# lax.cond costs a few microseconds, about this many multiply-adds.
+_SELECT_WORK = 1 << 16
+_PRODUCTS = frozenset({"MatMul", "Gemm", "Einsum"})
+_CONVOLUTIONS = frozenset({"Conv", "ConvTranspose"})
 _UNROLL = 2
 
 
