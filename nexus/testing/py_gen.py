@@ -857,13 +857,16 @@ def _check_optimized(sf: Any, args: tuple[Any, ...], want: Any, src: str) -> Fai
 def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = False,
          stop_after: int | None = None, verbose: bool = False, max_depth: int = 3,
          runs: int = 3, progress: int = 0, backend: str = "python",
-         stats: dict[str, int] | None = None, numpy: bool = True, partial: bool = False) -> list[Failure]:
-    """Generate and check ``count`` programs; returns the failures.  ``max_depth``
-    bounds the nesting of statements (2 gives programs of about 15 lines)."""
+         stats: dict[str, int] | None = None, numpy: bool = True, partial: bool = False,
+         start: int = 0) -> list[Failure]:
+    """Generate and check ``count`` programs (numbers ``start`` on: each program's
+    generator is seeded by ``seed`` and its number alone, so ``--start K --count 1``
+    replays program K of a long run); returns the failures.  ``max_depth`` bounds the
+    nesting of statements (2 gives programs of about 15 lines)."""
     failures: list[Failure] = []
     t0 = time.perf_counter()
-    for k in range(count):
-        if progress and k and k % progress == 0:
+    for k in range(start, start + count):
+        if progress and k > start and (k - start) % progress == 0:
             print(f"... {k} programs, {len(failures)} failures, {time.perf_counter() - t0:.0f} s",
                   file=sys.stderr, flush=True)
         rng = random.Random(seed * 1_000_003 + k)
@@ -886,6 +889,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--optimize", action="store_true", help="also run nx.optimize on each graph")
+    p.add_argument("--start", type=int, default=0,
+                   help="the number of the first program (--start K --count 1 replays program K alone)")
     p.add_argument("--stop-after", type=int, default=None, help="stop after this many failures")
     p.add_argument("--backend", default="python",
                    help="also compile each script on this backend (e.g. xla, llvm) and compare it with both")
@@ -899,7 +904,7 @@ def main(argv: list[str] | None = None) -> int:
     stats: dict[str, int] = {}
     failures = fuzz(args.count, args.seed, arrays_every=args.arrays_every, optimize=args.optimize,
                     stop_after=args.stop_after, verbose=True, progress=500, backend=args.backend, stats=stats,
-                    numpy=not args.no_numpy, partial=not args.no_partial)
+                    numpy=not args.no_numpy, partial=not args.no_partial, start=args.start)
     dt = time.perf_counter() - t0
     print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s (backend {args.backend})")
     for key, n in sorted(stats.items()):

@@ -86,6 +86,7 @@ import numpy as np
 
 from nexus.frontend.dsl.state import State
 from nexus.frontend.script.annotations import python_converter
+from nexus.frontend.script.control import RAISE, raised_error
 from nexus.frontend.script.errors import ScriptError, error_at
 from nexus.frontend.script.source import (
     ParsedFunction,
@@ -117,6 +118,9 @@ def _python_error(e: RuntimeError, parsed: ParsedFunction) -> Exception | None:
     if not isinstance(node, Node) or node.op.name != "Assert":
         return e
     msg = str(node.attrs.get("message", ""))
+    raised = raised_error(msg) if msg.startswith(RAISE) else None
+    if raised is not None:  # a `raise` statement
+        return raised
     if msg.startswith(UNBOUND):
         return UnboundLocalError(msg[len(UNBOUND):])
     if msg.startswith(NONE_USE):
