@@ -19,9 +19,11 @@ a loop that may run zero times, or a loop's own targets), some paths fall off th
 or say ``return`` / ``return None`` (Python returns None), ``for`` loops run over
 ``enumerate``/``zip``/``reversed`` of ranges (negative and run-time steps) and of an
 array's rows, a global tuple ``_T`` gives constants, variables hold ``(int, float)``
-tuples or an int or None (read through ``is None`` tests), and ``in`` over tuples and
-``divmod`` appear.  Where Python raises
-UnboundLocalError the script must raise it too, naming the variable; where it returns
+tuples or an int or None (read through ``is None`` tests), ``in`` over tuples and
+``divmod``, and ``raise`` statements (a builtin exception class, alone or called with
+constant arguments; under a condition, or ending a branch) appear.  Where Python raises
+UnboundLocalError the script must raise it too, naming the variable; where a ``raise``
+raises, the script must raise the same class with the same arguments; where it returns
 None the script must return None, on the python backend and on the one given with
 ``--backend``.
 
@@ -48,6 +50,8 @@ import numpy as np
 
 INT, FLOAT, ARR, BOOL, LIST, TUP = "int", "float", "arr", "bool", "list", "tuple"  # TUP: (int, float)
 OPT = "opt"  # an int or None, read through `is None` tests only
+# The exception classes the generated `raise` statements raise.
+RAISED = (ValueError, IndexError, RuntimeError, ZeroDivisionError, AssertionError, KeyError, OverflowError)
 
 HELPERS = '''
 def _absdiff(p, q):
@@ -394,7 +398,13 @@ class Gen:
                 self.lines.append(f"{ind}if {self.cond(env)}:")
                 self.lines.append(f"{ind}    {word}")
                 return False
-            if r.random() < 0.3:
+            if self.partial and r.random() < 0.25:  # `raise` (numba's subset), under a condition or not
+                if depth > 0 and r.random() < 0.3:
+                    self.lines.append(f"{ind}{self.raise_stmt()}")
+                    return True
+                self.lines.append(f"{ind}if {self.cond(env)}:")
+                self.lines.append(f"{ind}    {self.raise_stmt()}")
+            elif r.random() < 0.3:
                 self.lines.append(f"{ind}if {self.cond(env)}:")
                 none = self.partial and r.random() < 0.1  # Python returns None there
                 self.lines.append(f"{ind}    return{r.choice(['', ' None']) if none else ' ' + self.ret(env)}")
@@ -413,6 +423,15 @@ class Gen:
             self.lines.append(f"{ind}{r.choice(['break', 'continue'])}")
             return True
         return False
+
+    def raise_stmt(self) -> str:
+        """``raise E``, ``raise E()``, ``raise E("raised N")`` or ``raise E("raised",
+        N)``: arguments that no error of Python's own has (see :func:`generated_raise`)."""
+        r = self.rng
+        cls = r.choice(RAISED).__name__
+        self.counter += 1
+        return f"raise {cls}" + r.choice(["", "()", f"('raised {self.counter}')",
+                                          f"('raised', {self.counter})"])
 
     def set_item(self, env: Env, ind: str, loops: int) -> None:
         """``w[...] = ...`` on a copy: a script's write never reaches another name (NumPy's
@@ -763,8 +782,8 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         ok_py, want = _outcome(py["f"], tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
         ok_nx, got = _outcome(sf, args)
         python_error = _python_error_agrees(ok_py, want, ok_nx, got)
-        if python_error is not None:  # Python raised UnboundLocalError or returned None
-            key = "UnboundLocalError" if not ok_py else "returned None"
+        if python_error is not None:  # Python raised UnboundLocalError or in a `raise`, or returned None
+            key = "returned None" if ok_py else "raise" if generated_raise(want) else "UnboundLocalError"
             if stats is not None:
                 stats[f"python: {key}"] = stats.get(f"python: {key}", 0) + 1
             if not python_error:
@@ -805,10 +824,19 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
     return None
 
 
+def generated_raise(e: BaseException) -> bool:
+    """Whether ``e`` is one a generated ``raise`` statement raised (not Python's own
+    error, which has a message of its own)."""
+    return type(e) in RAISED and (not e.args or str(e.args[0]).startswith("raised"))
+
+
 def _python_error_agrees(ok_py: bool, want: Any, ok_nx: bool, got: Any) -> bool | None:
     """Where Python raised UnboundLocalError (a read of a variable unassigned on the path
-    taken) or fell off the function's end (None): whether the script did the same
-    (UnboundLocalError naming the variable; None).  None for the other outcomes."""
+    taken), raised in a ``raise`` statement, or fell off the function's end (None):
+    whether the script did the same (UnboundLocalError naming the variable; the same
+    exception class and arguments; None).  None for the other outcomes."""
+    if not ok_py and generated_raise(want):
+        return not ok_nx and type(got) is type(want) and got.args == want.args
     if not ok_py and isinstance(want, UnboundLocalError):
         name = str(want).split("'")[1] if "'" in str(want) else ""
         return not ok_nx and isinstance(got, UnboundLocalError) and f"'{name}'" in str(got)

@@ -17,7 +17,10 @@
   checks the flag at run time unless it is True on every path (libFIRM's ``Unknown``,
   numba's ``UndefinedType``).  The type comes from the Phis that met it undefined, or
   from its assignments; a loop Phi whose entry is undefined is typed by the loop (a
-  retry with the hint).  See ``nexus.frontend.script.visitor.build_graph``.
+  retry with the hint).  A read where no path lowered so far assigns the variable needs
+  no type: it raises there and ends the path (as a ``raise`` does), unless an assignment
+  lowered later in the same build reaches it after all (through a loop's back edge), which
+  flags the variable for the next build.  See ``nexus.frontend.script.visitor.build_graph``.
 """
 
 from __future__ import annotations
