@@ -294,8 +294,6 @@ class ScriptFunction:
                                     _build_callee, self.fn.__name__)
                     break
                 except LoopTypeRetry as r:
-                    # A hint the build dropped (found under a guessed type that failed) starts again.
-                    retries = {k: n for k, n in retries.items() if k in hints}
                     for rkey, hint in r.hints():
                         retries[rkey] = retries.get(rkey, 0) + 1
                         if retries[rkey] > _MAX_RETRIES:
