@@ -374,6 +374,18 @@ def while_test_unassigned_on_the_first_iteration(n: int):
     return s
 
 
+def read_before_assignment_in_nested_loops(n: int, v):  # py_gen seed 61, program 144 (with raise)
+    for k in range(n):
+        if k > 5:
+            break
+    s = 0.0
+    for r in v:
+        for _i in range(n):
+            f = f / -4.0 + r  # noqa: F821  (unassigned on the first iteration: raises there)
+            s = s + f
+    return s
+
+
 F32 = np.array([0.5, -1.0, 2.0], np.float32)
 NEVER_ASSIGNED = [
     (never_assigned_reads, [(-1, 1.0, F32), (4, 2.0, F32), (1, 2.0, np.ones(3))]),
@@ -382,6 +394,7 @@ NEVER_ASSIGNED = [
     (never_assigned_range_bound, [(1,), (-1,)]),
     (while_test_assigned_by_the_outer_loop, [(0,), (1,), (4,)]),
     (while_test_unassigned_on_the_first_iteration, [(0,), (3,)]),
+    (read_before_assignment_in_nested_loops, [(0, np.ones(2)), (2, np.ones(2)), (3, np.ones(1))]),
 ]
 
 

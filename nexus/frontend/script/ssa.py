@@ -124,10 +124,14 @@ class ScriptSSA(SSABuilder[str]):
         the frontend build again with it as the hint."""
         block = phi.block
         assert block is not None
+        # A Phi typed PENDING stands for no value: no path lowered so far assigns its
+        # variable (every read of it raised), so it neither types this Phi nor conflicts.
+        operands = [v for v in operands if v.type != PENDING]
         if phi.type == PENDING:  # its entry was undefined on every path: the loop's values type it
-            general = generalize_all([v.type for v in operands])
+            general = generalize_all([v.type for v in operands]) if operands else None
             if general is not None:
                 raise LoopTypeRetry((self.loop_keys.get(block), var), general)
+            return
         for v in operands:
             t = v.type
             if covers(phi.type, t):
