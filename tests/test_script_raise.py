@@ -156,3 +156,18 @@ def test_a_called_scripts_raise_reaches_the_caller():
     with pytest.raises(ValueError) as info:
         run(5)
     assert info.value.args == ("callee says no",)
+
+
+def test_exception_classes_of_one_name_stay_apart():
+    """Two classes of one module and name (a class made again, as a test re-run makes it)
+    raise as themselves: the Assert's message names each with its own key."""
+    from nexus.frontend.script.control import raise_message, raised_error
+
+    first = type("Twin", (ValueError,), {"__module__": "somewhere"})
+    second = type("Twin", (ValueError,), {"__module__": "somewhere"})
+    m1, m2 = raise_message(first, ["a", 1], 3), raise_message(second, [], 4)
+    assert m1 != m2.replace("()", "('a', 1)").replace("line 4", "line 3")
+    e1, e2 = raised_error(m1), raised_error(m2)
+    assert type(e1) is first and e1.args == ("a", 1)
+    assert type(e2) is second and e2.args == ()
+    assert raised_error("raise NoSuchError() (line 3)") is None  # not a class: the backend's error stands
