@@ -19,9 +19,11 @@ a loop that may run zero times, or a loop's own targets), some paths fall off th
 or say ``return`` / ``return None`` (Python returns None), ``for`` loops run over
 ``enumerate``/``zip``/``reversed`` of ranges (negative and run-time steps) and of an
 array's rows, a global tuple ``_T`` gives constants, variables hold ``(int, float)``
-tuples or an int or None (read through ``is None`` tests), and ``in`` over tuples and
-``divmod`` appear.  Where Python raises
-UnboundLocalError the script must raise it too, naming the variable; where it returns
+tuples or an int or None (read through ``is None`` tests), ``in`` over tuples and
+``divmod``, and ``raise`` statements (a builtin exception class, alone or called with
+constant arguments; under a condition, or ending a branch) appear.  Where Python raises
+UnboundLocalError the script must raise it too, naming the variable; where a ``raise``
+raises, the script must raise the same class with the same arguments; where it returns
 None the script must return None, on the python backend and on the one given with
 ``--backend``.
 
@@ -54,6 +56,8 @@ import numpy as np
 INT, FLOAT, ARR, BOOL, LIST, TUP = "int", "float", "arr", "bool", "list", "tuple"  # TUP: (int, float)
 RAGGED = "ragged"  # a list of slices of different lengths (a sequence in a script)
 OPT = "opt"  # an int or None, read through `is None` tests only
+# The exception classes the generated `raise` statements raise.
+RAISED = (ValueError, IndexError, RuntimeError, ZeroDivisionError, AssertionError, KeyError, OverflowError)
 
 HELPERS = '''
 def _absdiff(p, q):
@@ -406,7 +410,13 @@ class Gen:
                 self.lines.append(f"{ind}if {self.cond(env)}:")
                 self.lines.append(f"{ind}    {word}")
                 return False
-            if r.random() < 0.3:
+            if self.partial and r.random() < 0.25:  # `raise` (numba's subset), under a condition or not
+                if depth > 0 and r.random() < 0.3:
+                    self.lines.append(f"{ind}{self.raise_stmt()}")
+                    return True
+                self.lines.append(f"{ind}if {self.cond(env)}:")
+                self.lines.append(f"{ind}    {self.raise_stmt()}")
+            elif r.random() < 0.3:
                 self.lines.append(f"{ind}if {self.cond(env)}:")
                 none = self.partial and r.random() < 0.1  # Python returns None there
                 self.lines.append(f"{ind}    return{r.choice(['', ' None']) if none else ' ' + self.ret(env)}")
@@ -425,6 +435,15 @@ class Gen:
             self.lines.append(f"{ind}{r.choice(['break', 'continue'])}")
             return True
         return False
+
+    def raise_stmt(self) -> str:
+        """``raise E``, ``raise E()``, ``raise E("raised N")`` or ``raise E("raised",
+        N)``: arguments that no error of Python's own has (see :func:`generated_raise`)."""
+        r = self.rng
+        cls = r.choice(RAISED).__name__
+        self.counter += 1
+        return f"raise {cls}" + r.choice(["", "()", f"('raised {self.counter}')",
+                                          f"('raised', {self.counter})"])
 
     def set_item(self, env: Env, ind: str, loops: int) -> None:
         """``w[...] = ...`` on a copy: a script's write never reaches another name (NumPy's
@@ -806,8 +825,8 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
         ok_py, want = _outcome(py["f"], tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
         ok_nx, got = _outcome(sf, args)
         python_error = _python_error_agrees(ok_py, want, ok_nx, got)
-        if python_error is not None:  # Python raised UnboundLocalError or returned None
-            key = "UnboundLocalError" if not ok_py else "returned None"
+        if python_error is not None:  # Python raised UnboundLocalError or in a `raise`, or returned None
+            key = "returned None" if ok_py else "raise" if generated_raise(want) else "UnboundLocalError"
             if stats is not None:
                 stats[f"python: {key}"] = stats.get(f"python: {key}", 0) + 1
             if not python_error:
@@ -848,10 +867,19 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
     return None
 
 
+def generated_raise(e: BaseException) -> bool:
+    """Whether ``e`` is one a generated ``raise`` statement raised (not Python's own
+    error, which has a message of its own)."""
+    return type(e) in RAISED and (not e.args or str(e.args[0]).startswith("raised"))
+
+
 def _python_error_agrees(ok_py: bool, want: Any, ok_nx: bool, got: Any) -> bool | None:
     """Where Python raised UnboundLocalError (a read of a variable unassigned on the path
-    taken) or fell off the function's end (None): whether the script did the same
-    (UnboundLocalError naming the variable; None).  None for the other outcomes."""
+    taken), raised in a ``raise`` statement, or fell off the function's end (None):
+    whether the script did the same (UnboundLocalError naming the variable; the same
+    exception class and arguments; None).  None for the other outcomes."""
+    if not ok_py and generated_raise(want):
+        return not ok_nx and type(got) is type(want) and got.args == want.args
     if not ok_py and isinstance(want, UnboundLocalError):
         name = str(want).split("'")[1] if "'" in str(want) else ""
         return not ok_nx and isinstance(got, UnboundLocalError) and f"'{name}'" in str(got)
@@ -901,13 +929,15 @@ def fuzz(count: int, seed: int = 0, arrays_every: int = 2, optimize: bool = Fals
          stop_after: int | None = None, verbose: bool = False, max_depth: int = 3,
          runs: int = 3, progress: int = 0, backend: str = "python",
          stats: dict[str, int] | None = None, numpy: bool = True, partial: bool = False,
-         ragged: bool = False) -> list[Failure]:
-    """Generate and check ``count`` programs; returns the failures.  ``max_depth``
-    bounds the nesting of statements (2 gives programs of about 15 lines)."""
+         ragged: bool = False, start: int = 0) -> list[Failure]:
+    """Generate and check ``count`` programs (numbers ``start`` on: each program's
+    generator is seeded by ``seed`` and its number alone, so ``--start K --count 1``
+    replays program K of a long run); returns the failures.  ``max_depth`` bounds the
+    nesting of statements (2 gives programs of about 15 lines)."""
     failures: list[Failure] = []
     t0 = time.perf_counter()
-    for k in range(count):
-        if progress and k and k % progress == 0:
+    for k in range(start, start + count):
+        if progress and k > start and (k - start) % progress == 0:
             print(f"... {k} programs, {len(failures)} failures, {time.perf_counter() - t0:.0f} s",
                   file=sys.stderr, flush=True)
         rng = random.Random(seed * 1_000_003 + k)
@@ -931,6 +961,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--optimize", action="store_true", help="also run nx.optimize on each graph")
+    p.add_argument("--start", type=int, default=0,
+                   help="the number of the first program (--start K --count 1 replays program K alone)")
     p.add_argument("--stop-after", type=int, default=None, help="stop after this many failures")
     p.add_argument("--backend", default="python",
                    help="also compile each script on this backend (e.g. xla, llvm) and compare it with both")
@@ -946,7 +978,7 @@ def main(argv: list[str] | None = None) -> int:
     stats: dict[str, int] = {}
     failures = fuzz(args.count, args.seed, arrays_every=args.arrays_every, optimize=args.optimize,
                     stop_after=args.stop_after, verbose=True, progress=500, backend=args.backend, stats=stats,
-                    numpy=not args.no_numpy, partial=not args.no_partial, ragged=args.ragged)
+                    numpy=not args.no_numpy, partial=not args.no_partial, ragged=args.ragged, start=args.start)
     dt = time.perf_counter() - t0
     print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s (backend {args.backend})")
     for key, n in sorted(stats.items()):

@@ -18,7 +18,9 @@ arithmetic, bitwise operators (``& | ^ ~ << >>`` on ints; ``& | ^`` on two bools
 logical), comparisons (chained), ``and``/``or``/``not`` (short-circuit, with Python's
 value semantics), conditional expressions, ``if``/``elif``/``else``, ``while`` and ``for``
 over ``range(...)`` or a tensor's first axis (both with ``else``), ``break``,
-``continue``, any number of ``return``s, ``assert`` (a runtime check), subscripts and
+``continue``, any number of ``return``s, ``assert`` (a runtime check), ``raise`` (an
+exception class, or a call of one with constant arguments: the call raises that exception
+where Python would), subscripts and
 slices, ``nx.<op>`` calls, ``math``/NumPy functions, ``abs/min/max/float/int/bool/len/
 round``, calls to other scripts (a ``Call`` node) and to undecorated helpers (inlined).
 Subscript assignment (``x[i] = v``, ``x[i, j] += v``, ``x[a:b] = v``, ``x[mask] = v``,
@@ -66,8 +68,8 @@ never mutates an array), and every i64/f64/bool scalar acts as a Python number: 
 treats ``np.float64`` scalars (``x[0]`` of a float64 array, ``np.tanh(1.0)``) as strong,
 so ``float32_array + x[0]`` is float64 in NumPy but float32 in a script.  A variable
 must keep one dtype (shapes may change: a loop whose tensor grows gets a symbolic dim),
-and must be assigned on every path that can reach a use (Python decides that at run
-time; a script at build time).
+and a read where it is unassigned on the path taken raises UnboundLocalError at run time,
+as in Python (a read no path assigns ends its path there, as ``raise`` does).
 
 Arguments may be annotated ``int``, ``float``, ``bool``, ``Tensor`` or ``Tensor["T", "D"]``
 (named dims become symbols, checked for consistency at each call).  Unannotated ones take
@@ -89,6 +91,7 @@ import numpy as np
 
 from nexus.frontend.dsl.state import State
 from nexus.frontend.script.annotations import python_converter
+from nexus.frontend.script.control import RAISE, raised_error
 from nexus.frontend.script.errors import ScriptError, error_at
 from nexus.frontend.script.source import (
     ParsedFunction,
@@ -111,7 +114,8 @@ _MAX_RETRIES = 8
 
 
 def _python_error(e: RuntimeError, parsed: ParsedFunction) -> Exception | None:
-    """What Python does where the script ``parsed``'s Assert failed: raise
+    """What Python does where the script ``parsed``'s Assert failed: raise the exception
+    of a ``raise`` statement (its class and arguments, the line as a note); raise
     UnboundLocalError for a read of a variable not assigned on the path taken; return None
     (this gives None) where the function fell off its end; raise TypeError where a script
     it calls did (Python would go on with None, which a script cannot hold); else raise
@@ -120,6 +124,9 @@ def _python_error(e: RuntimeError, parsed: ParsedFunction) -> Exception | None:
     if not isinstance(node, Node) or node.op.name != "Assert":
         return e
     msg = str(node.attrs.get("message", ""))
+    raised = raised_error(msg) if msg.startswith(RAISE) else None
+    if raised is not None:  # a `raise` statement
+        return raised
     if msg.startswith(UNBOUND):
         return UnboundLocalError(msg[len(UNBOUND):])
     if msg.startswith(NONE_USE):
@@ -290,8 +297,6 @@ class ScriptFunction:
                                     _build_callee, self.fn.__name__)
                     break
                 except LoopTypeRetry as r:
-                    # A hint the build dropped (found under a guessed type that failed) starts again.
-                    retries = {k: n for k, n in retries.items() if k in hints}
                     for rkey, hint in r.hints():
                         retries[rkey] = retries.get(rkey, 0) + 1
                         if retries[rkey] > _MAX_RETRIES:

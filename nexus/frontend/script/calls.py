@@ -22,7 +22,7 @@ from nexus.frontend.script.annotations import is_int, is_number, py_dtype, weak_
 from nexus.frontend.script.numpy_creation import _hashable
 from nexus.frontend.script.source import parse_function
 from nexus.frontend.script.ssa import generalize_all
-from nexus.frontend.script.values import Edge, NexusOp, Scope, Static, TupleVal, Val, _dtype
+from nexus.frontend.script.values import Edge, NexusOp, PathEnded, Scope, Static, TupleVal, Val, _dtype
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
 from nexus.ir.opdef import REGISTRY, REQUIRED, UNIVERSAL_ATTRS, get_op
@@ -420,9 +420,9 @@ def inline(low: Lowering, fn: types.FunctionType, node: ast.Call) -> Val:
 
 def merge_returns(low: Lowering, scope: Scope, node: ast.AST) -> Val:
     rets = scope.returns
-    if not rets:
-        low.block = None
-        return Static(None)
+    if not rets:  # every path of the helper raises (or never ends): so does the call
+        assert low.block is None
+        raise PathEnded
     arity = len(rets[0][1])
     if len(rets) == 1:
         edge, values = rets[0]

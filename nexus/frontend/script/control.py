@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from nexus.frontend.script.ssa import MergeTypeError
 from nexus.frontend.script.values import (
     Edge,
     Loop,
+    PathEnded,
     Static,
     TupleVal,
     Val,
@@ -178,7 +180,11 @@ def close_loop(low: Lowering, node: ast.While | ast.For, header: Any, line: int,
 
 def stmt_While(low: Lowering, node: ast.While) -> None:
     header, line = open_loop(low, node, "while")
-    test = low.expr(node.test)
+    try:
+        test = low.expr(node.test)
+    except PathEnded:  # the first test raises: the loop never runs, nothing comes back here
+        low.ssa.seal(header)
+        raise
     exits: list[Edge] = []
     if isinstance(test, Static) and (is_number(test.value) or test.value is None):
         if not test.value:
@@ -352,3 +358,81 @@ def add_return(low: Lowering, node: ast.AST, values: list[Val]) -> None:
         r = low.emit("Return", nodes)
         low.g.end_block.append_input(r)
     low.block = None
+
+
+# --- raise ------------------------------------------------------------------------------------
+
+# The message of the Assert a `raise` makes: "raise ValueError('bad n') (line 7)".  A
+# script call raises that exception (class and arguments) instead of the backend's error.
+RAISE = "raise "
+_RAISE_MESSAGE = re.compile(r"raise ([^\s(]+)\((.*)\) \(line (\d+)\)\Z", re.DOTALL)
+# The exception classes raised that are not builtins, by the name their messages give them.
+_RAISED: dict[str, type[Exception]] = {}
+
+
+def stmt_Raise(low: Lowering, node: ast.Raise) -> None:
+    """``raise E``, ``raise E("message", 3)`` (an exception class with constant
+    arguments, or none): the path raises it at run time and ends there (numba's subset;
+    a bare ``raise`` outside an ``except`` is Python's RuntimeError)."""
+    if node.cause is not None and not (isinstance(node.cause, ast.Constant) and node.cause.value is None):
+        raise low.error(node.cause, "`raise ... from ...` is only supported with `from None`",
+                        "raise the exception alone")
+    if node.exc is None:
+        cls: Any = RuntimeError
+        args: list[Any] = ["No active exception to reraise"]
+    else:
+        call = node.exc if isinstance(node.exc, ast.Call) else None
+        if call is not None and call.keywords:
+            raise low.error(call, "keyword arguments to an exception are not supported", "pass them by position")
+        target = low.expr(call.func if call is not None else node.exc)
+        cls = target.value if isinstance(target, Static) else None
+        if not (isinstance(cls, type) and issubclass(cls, Exception)):
+            raise low.error(node.exc, "`raise` takes an exception class, or a call of one with constant arguments",
+                            'write `raise ValueError("message")`')
+        args = [_constant_arg(low, a) for a in (call.args if call is not None else [])]
+    low.raise_here(raise_message(cls, args, low.scope.parsed.src.file_line(node)))
+
+
+def _constant_arg(low: Lowering, node: ast.expr) -> Any:
+    v = low.expr(node)
+    value = v.value if isinstance(v, Static) else None
+    try:
+        ok = type(value) in (str, int, float, bool) and ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError):
+        ok = False
+    if not ok and not (isinstance(v, Static) and value is None):
+        raise low.error(node, "an exception's arguments must be constants (strings, numbers, None)",
+                        "the message can be a string literal; f-strings and run-time values are not supported")
+    return value
+
+
+def raise_message(cls: type[Exception], args: list[Any], line: int) -> str:
+    """The Assert message of ``raise cls(*args)`` at ``line`` (:func:`raised_error` reads it)."""
+    name = cls.__name__
+    if getattr(builtins, name, None) is not cls:
+        name = key = f"{cls.__module__}.{cls.__qualname__}"
+        k = 1
+        while _RAISED.setdefault(key, cls) is not cls:  # another class of that name: number it
+            k += 1
+            key = f"{name}#{k}"
+        name = key
+    return f"{RAISE}{name}({', '.join(repr(a) for a in args)}) (line {line})"
+
+
+def raised_error(message: str) -> Exception | None:
+    """The exception a script's ``raise`` raises, from its Assert's ``message``; None
+    when the message is not one of a ``raise``."""
+    m = _RAISE_MESSAGE.match(message)
+    if m is None:
+        return None
+    name, text, line = m.groups()
+    cls = _RAISED.get(name) or getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        return None
+    try:
+        args = ast.literal_eval(f"({text},)") if text else ()
+    except (ValueError, SyntaxError):
+        return None
+    err = cls(*args)
+    err.add_note(f"(raised by the script at line {line})")
+    return err

@@ -29,6 +29,7 @@ from nexus.frontend.script.values import (
     TENSOR_METHODS,
     Edge,
     NexusOp,
+    PathEnded,
     Static,
     TensorMethod,
     TupleVal,
@@ -374,7 +375,10 @@ def short_circuit(low: Lowering, is_and: bool, parts: list[Callable[[], Val]], n
         done, go = (false, true) if is_and else (true, false)
         edges.append(((done, f"where the `{word}` at line {line} stops early"), v))
         low.block = control.new_block(low, f"{word}{line}", [go])
-        v = part()
+        try:
+            v = part()
+        except PathEnded:  # this operand raises: the paths that stopped before it go on
+            return join_values(low, edges, f"the operands of `{word}`", node)
     edges.append(((low.cur, f"where the `{word}` at line {line} evaluates its last operand"), v))
     return join_values(low, edges, f"the operands of `{word}`", node)
 
@@ -417,13 +421,17 @@ def expr_IfExp(low: Lowering, node: ast.IfExp) -> Val:
         return low.expr(node.body if test.value else node.orelse)
     line = low.scope.parsed.src.file_line(node)
     true, false = control.branch(low, truth(low, test, node.test))
-    low.block = control.new_block(low, f"ifexp_then{line}", [true])
-    a = low.expr(node.body)
-    a_edge: Edge = (low.cur, f"the true side of the conditional expression at line {line}")
-    low.block = control.new_block(low, f"ifexp_else{line}", [false])
-    b = low.expr(node.orelse)
-    b_edge: Edge = (low.cur, f"the false side of the conditional expression at line {line}")
-    return join_values(low, [(a_edge, a), (b_edge, b)], "the two sides of the conditional expression", node)
+    arms: list[tuple[Edge, Val]] = []
+    for side, exit_, word in ((node.body, true, "true"), (node.orelse, false, "false")):
+        low.block = control.new_block(low, f"ifexp_{word}{line}", [exit_])
+        try:
+            v = low.expr(side)
+        except PathEnded:  # this side raises: only the other goes on
+            continue
+        arms.append(((low.cur, f"the {word} side of the conditional expression at line {line}"), v))
+    if not arms:
+        raise PathEnded
+    return join_values(low, arms, "the two sides of the conditional expression", node)
 
 
 def expr_Subscript(low: Lowering, node: ast.Subscript) -> Val:

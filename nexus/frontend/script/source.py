@@ -162,7 +162,6 @@ _UNSUPPORTED: dict[type, tuple[str, str]] = {
                      "import at module level; scripts see module globals"),
     ast.NamedExpr: ("assignment expressions (`:=`) are not supported", "assign on a line of its own first"),
     ast.Starred: ("`*` unpacking is not supported", "pass or assign the values one by one"),
-    ast.Raise: ("`raise` is not supported", "use `assert condition, \"message\"` (a runtime check)"),
     ast.Match: ("`match` statements are not supported", "use `if`/`elif`/`else`"),
     ast.Dict: ("dict literals are not supported", "use separate variables"),
     ast.Set: ("set literals are not supported", "use separate variables"),

@@ -17,7 +17,10 @@
   checks the flag at run time unless it is True on every path (libFIRM's ``Unknown``,
   numba's ``UndefinedType``).  The type comes from the Phis that met it undefined, or
   from its assignments; a loop Phi whose entry is undefined is typed by the loop (a
-  retry with the hint).  See ``nexus.frontend.script.visitor.build_graph``.
+  retry with the hint).  A read where no path lowered so far assigns the variable needs
+  no type: it raises there and ends the path (as a ``raise`` does), unless an assignment
+  lowered later in the same build reaches it after all (through a loop's back edge), which
+  flags the variable for the next build.  See ``nexus.frontend.script.visitor.build_graph``.
 """
 
 from __future__ import annotations
@@ -121,10 +124,14 @@ class ScriptSSA(SSABuilder[str]):
         the frontend build again with it as the hint."""
         block = phi.block
         assert block is not None
+        # A Phi typed PENDING stands for no value: no path lowered so far assigns its
+        # variable (every read of it raised), so it neither types this Phi nor conflicts.
+        operands = [v for v in operands if v.type != PENDING]
         if phi.type == PENDING:  # its entry was undefined on every path: the loop's values type it
-            general = generalize_all([v.type for v in operands])
+            general = generalize_all([v.type for v in operands]) if operands else None
             if general is not None:
                 raise LoopTypeRetry((self.loop_keys.get(block), var), general)
+            return
         for v in operands:
             t = v.type
             if covers(phi.type, t):

@@ -39,6 +39,13 @@ class Loop:
     breaks: list[Edge] = field(default_factory=list)
     continues: list[Edge] = field(default_factory=list)
 
+class PathEnded(Exception):  # noqa: N818  (not an error: control flow of the lowering)
+    """Python raises here on every path that reaches this point (a ``raise``, a read of a
+    variable no path has assigned): the current block ended with that raise
+    (``Lowering.raise_here``) and the code after it is dead.  Unwinds the lowering to
+    the statement being lowered, or to the conditional expression or short-circuit
+    operand whose other side goes on."""
+
 @dataclass
 class Scope:
     """One function being lowered: the script itself or an inlined helper."""

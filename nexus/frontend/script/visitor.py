@@ -13,7 +13,7 @@ import ast
 import builtins
 import types
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from nexus.frontend.script.errors import ScriptError, SourceText, _construct_nam
 from nexus.frontend.script.source import ParsedFunction
 from nexus.frontend.script.ssa import LoopTypeRetry, MergeTypeError, ScriptSSA, covers, generalize, generalize_all
 from nexus.frontend.script.values import (
+    PathEnded,
     Scope,
     Static,
     TupleVal,
@@ -50,8 +51,6 @@ NO_RETURN = "NoReturn: "
 NONE_USE = "TypeError: "  # the message prefix of the Assert where a variable holding None is used
 NONE_HINT = "$none"  # hints[(NONE_HINT, var)]: var is assigned None somewhere; the type of its other values
 UNDEF_HINT = "$undef"  # hints[(UNDEF_HINT, var)]: the type of a variable to flag
-UNDEF_GUESS = "$guess"  # hints[(UNDEF_GUESS, var)]: that type is a guess (no lowered path assigns var)
-GUESS_DONE = "$guessed"  # hints[(GUESS_DONE, var)]: every guess for var failed; it keeps the first
 
 
 class Lowering:
@@ -82,6 +81,9 @@ class Lowering:
         self.value_vars: set[str] = set()
         self.plain_reads: set[str] = set()  # variables read as values (not tuples)
         self.tuple_assigned: set[str] = set()  # tuple variables assigned so far in this build
+        self.raises: list[Block] = []  # blocks a raise ended: their Returns (of stand-ins) come last
+        # Variables read where no path lowered so far had assigned them (the read raised)
+        self.unbound: set[str] = set()
 
     # --- errors and locations ------------------------------------------------------------
     def error(self, node: ast.AST | None, msg: str, hint: str = "") -> ScriptError:
@@ -200,12 +202,14 @@ class Lowering:
                 t = _undef_type(self, var, [])
                 if t is not None:
                     raise LoopTypeRetry((UNDEF_HINT, var), t)
-                if _eligible(self, var):  # no lowered path assigns it: every read raises
-                    guess = _guesses(self)[0]
-                    self.ssa.hints[(UNDEF_GUESS, var)] = guess
-                    raise LoopTypeRetry((UNDEF_HINT, var), guess)
-                raise self.error(node, f"variable `{name}` is used before it is assigned on this path",
-                                 f"assign `{name}` before this line on every path that reaches it")
+                if not _eligible(self, var):
+                    raise self.error(node, f"variable `{name}` is used before it is assigned on this path",
+                                     f"assign `{name}` before this line on every path that reaches it")
+                # No path lowered so far assigns it: the read raises, and the path ends.  An
+                # assignment lowered later (further on in a loop whose back edge reaches here)
+                # has it flagged instead (build_graph).
+                self.unbound.add(var)
+                self.raise_here(unbound_message(name, self.scope.parsed.src.file_line(node)))
             flag = self.ssa.defined_flag(var)
             if flag is not None:
                 self.check_defined(name, flag, node)
@@ -276,15 +280,28 @@ class Lowering:
 
     def check_defined(self, name: str, flag: str, node: ast.AST) -> None:
         """A read of a flagged variable: raises UnboundLocalError at run time where its
-        flag is False (nothing when the flag is True on every path reaching here)."""
+        flag is False (nothing when the flag is True on every path reaching here; the
+        path ends when it is False on every one)."""
         f = self.ssa.get_value(flag, self.cur)
         assert f is not None
         if f is self.const(True, "bool"):
             return
-        line = self.scope.parsed.src.file_line(node)
-        name = name.split("#")[0]  # an item of a tuple variable: the variable
-        self.emit("Assert", [f], {"message": f"{UNBOUND}cannot access local variable '{name}' where it is not "
-                                             f"associated with a value (line {line})"})
+        message = unbound_message(name, self.scope.parsed.src.file_line(node))
+        if f is self.const(False, "bool"):
+            self.raise_here(message)
+        self.emit("Assert", [f], {"message": message})
+
+    def raise_here(self, message: str) -> NoReturn:
+        """Python raises here on every path that reaches this point: an Assert that always
+        fails, with ``message`` (see :func:`nexus.frontend.script.control.raised_error`
+        for how a script call turns it into Python's exception).  The path ends there (the
+        block's Return, of stand-ins, comes once the function's return types are known:
+        :func:`settle_raises`), and :class:`PathEnded` unwinds the lowering of the
+        statement, whose code after this point is dead."""
+        self.emit("Assert", [self.const(False, "bool")], {"message": message})
+        self.raises.append(self.cur)
+        self.block = None
+        raise PathEnded
 
     def outer_value(self, name: str, value: Any, node: ast.AST) -> Val:
         """A global or closure variable: numbers and arrays become constants."""
@@ -359,6 +376,8 @@ class Lowering:
                 method(self, node)
             except MergeTypeError as e:
                 raise control.merge_error_at(self, e, node) from None
+            except PathEnded:  # it raises on every path: the code after it is dead
+                assert self.block is None
         finally:
             self.restore(prev)
 
@@ -397,7 +416,10 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
     Python's run-time semantics for what a script cannot know when it is built (issue 30):
     a variable read where some path has not assigned it is *flagged* (a retry with the
     hint ``(UNDEF_HINT, var)``: see :mod:`nexus.frontend.script.ssa`), and its reads raise
-    UnboundLocalError at run time on those paths only; the end of a function whose other
+    UnboundLocalError at run time on those paths only; a read where no path lowered so
+    far assigns it raises there, ending the path (:meth:`Lowering.raise_here`, as a
+    ``raise`` statement does), unless an assignment lowered later reaches it after all
+    (through a loop's back edge: it is flagged then); the end of a function whose other
     paths return values raises there (Python returns None)."""
     fdef = parsed.fdef
     params = [a.arg for a in fdef.args.args]
@@ -417,16 +439,23 @@ def build_graph(parsed: ParsedFunction, fn_globals: dict[str, Any], closure: dic
             flag_variable(low, key[1], t)
         if isinstance(key, tuple) and len(key) == 2 and key[0] == NONE_HINT:
             none_variable(low, key[1], t)
-    try:
-        low.body(fdef.body)
-    except ScriptError:
-        _next_guess(low)  # a guessed type that does not build: the next one
-        raise
+    low.body(fdef.body)
     if low.block is not None:
         scope.none_returns.append((low.block, fdef.body[-1]))
     settle_none_returns(low, scope, low.return_types)
+    settle_raises(low, scope, low.return_types)
     # Every variable to flag that this build found: one build again for all of them.
     flag: dict[str, Type] = {}
+    for var in low.unbound:  # a read raised, yet an assignment was lowered after it (a loop's)
+        types = [v.type for v in ssa.bound_values(var) if v.type != PENDING]
+        if types:
+            general = generalize_all(types)
+            if general is None or stand_in(low, general) is None:
+                kinds = ", ".join(sorted({str(t) for t in types}))
+                raise low.error(fdef, f"variable `{_source_name(var)}` is read where it may be unassigned, and "
+                                      f"its values ({kinds}) have no value to stand in for it there",
+                                f"assign `{_source_name(var)}` before the loop or branch")
+            flag[var] = general
     for var, read in low.reads:  # a read maybe undefined whose value is dead still raises in Python
         read = ssa.resolve(read)
         if var not in flag and _reaches_placeholder(ssa, read, var):
@@ -522,50 +551,11 @@ def _eligible(low: Lowering, var: str) -> bool:
     return not ("$" in var or var in low.ssa.flags)
 
 
-def _guesses(low: Lowering) -> list[Type]:
-    """The types tried, in turn, for a variable no lowered path assigns (its assignments
-    are under conditions known to be false): every read of it raises, so any type that
-    builds is sound."""
-    out: list[Type] = [TensorType("i64", ()), TensorType("f64", ()), TensorType("bool", ()),
-                       TensorType("f32", ())]
-    out += [a.type for a in low.g.args if a.type not in out and stand_in(low, a.type) is not None]
-    return out[:7]  # each is a retry, and a build retries a key at most _MAX_RETRIES (8) times
-
-
-def _next_guess(low: Lowering) -> None:
-    """The build failed: if a variable's type is a guess, build again with the next one
-    (raises LoopTypeRetry); returns when there is none left to try.  With several guessed
-    variables the one to blame is not known: the last one guessed tries its types in turn;
-    when none builds it keeps its first and the one guessed before it tries its types
-    (one variable at a time, not every combination)."""
-    hints = low.ssa.hints
-    guessed = [k[1] for k in hints if isinstance(k, tuple) and len(k) == 2 and k[0] == UNDEF_GUESS]
-    options = _guesses(low)
-    for var in reversed(guessed):
-        if (GUESS_DONE, var) in hints:
-            continue
-        current = hints.get((UNDEF_HINT, var))
-        i = options.index(current) if current in options else len(options)
-        if i + 1 < len(options):
-            # The hints found while building with the failed guess (a list's item type, a
-            # loop Phi's, the guesses of variables read later) may come from it: forget them
-            # (those found before it stay; dicts keep order), but not which variables are
-            # done with guessing.
-            keys = list(hints)
-            if (UNDEF_HINT, var) in hints:
-                for k in keys[keys.index((UNDEF_HINT, var)) + 1:]:
-                    if not (isinstance(k, tuple) and k[0] == GUESS_DONE):
-                        del hints[k]
-            hints[(UNDEF_GUESS, var)] = options[i + 1]
-            raise LoopTypeRetry((UNDEF_HINT, var), options[i + 1])
-        hints[(GUESS_DONE, var)] = options[0]
-
-
 def _undef_type(low: Lowering, var: str, users: list[Node]) -> Type | None:
     """The type to flag ``var`` with, from ``users`` (the Phis that meet it undefined)
-    and its values bound so far: None where it cannot be (a frontend variable, one of an
-    inlined helper, no value to stand in for that type, a variable flagged already, one
-    that no lowered path assigns)."""
+    and its values bound so far: None where it cannot be (a frontend variable, no value to
+    stand in for that type, a variable flagged already, one that no lowered path assigns:
+    its reads raise, :meth:`Lowering.raise_here`)."""
     if not _eligible(low, var):
         return None
     phis = [u for u in users if u.op.name == "Phi"]  # a removed trivial Phi leaves other users
@@ -582,24 +572,48 @@ def settle_none_returns(low: Lowering, scope: Scope, returns: list[tuple[Type, .
     returns give values of ``returns``' types) Python's None, which the script's call
     returns (a helper's caller fails: it needs a value).  Their Return gives stand-ins of
     the other returns' types (which never reach the caller)."""
-    fdef = scope.parsed.fdef
-    first = returns[0] if returns else ()
-    types = [generalize_all([r[i] for r in returns]) for i in range(len(first))]
     for block, node in scope.none_returns:
         prev = low.at(node)
         low.block = block
-        values: list[Val] = []
-        for t in types:
-            stand = stand_in(low, t) if t is not None else None
-            if stand is None:
-                raise low.error(node, f"`{fdef.name}` returns None here, and its other returns give {t}, "
-                                      "which has no value to stand in for it", "return a value on every path")
-            values.append(stand)
+        values = _stand_ins(low, scope, returns, node, "returns None")
         if scope.ret_arity:
             low.emit("Assert", [low.const(False, "bool")], {"message": none_message(scope.parsed, node)})
         control.add_return(low, node, values)
         low.restore(prev)
     scope.none_returns.clear()
+
+
+def settle_raises(low: Lowering, scope: Scope, returns: list[tuple[Type, ...]]) -> None:
+    """The blocks that end with a raise (:meth:`Lowering.raise_here`; an inlined helper's
+    too) end with a Return of stand-ins for the script's ``returns``, which no caller sees."""
+    for block in low.raises:
+        low.block = block
+        nodes = [low.as_node(v) for v in _stand_ins(low, scope, returns, scope.parsed.fdef, "raises")]
+        low.g.end_block.append_input(low.emit("Return", nodes))
+    low.raises.clear()
+    low.block = None
+
+
+def _stand_ins(low: Lowering, scope: Scope, returns: list[tuple[Type, ...]], node: ast.AST,
+               what: str) -> list[Val]:
+    """Stand-ins for the values of ``returns`` (types of the other returns), where the
+    function returns None or raises."""
+    first = returns[0] if returns else ()
+    values: list[Val] = []
+    for t in (generalize_all([r[i] for r in returns]) for i in range(len(first))):
+        stand = stand_in(low, t) if t is not None else None
+        if stand is None:
+            raise low.error(node, f"`{scope.parsed.fdef.name}` {what} here, and its other returns give {t}, "
+                                  "which has no value to stand in for it", "return a value on every path")
+        values.append(stand)
+    return values
+
+
+def unbound_message(name: str, line: int) -> str:
+    """The message of the Assert where a read of ``name`` at ``line`` raises
+    UnboundLocalError (Python's message, and the line)."""
+    name = name.split("#")[0]  # an item of a tuple variable: the variable
+    return f"{UNBOUND}cannot access local variable '{name}' where it is not associated with a value (line {line})"
 
 
 def none_message(parsed: ParsedFunction, node: ast.AST) -> str:
@@ -622,8 +636,7 @@ def _none_prefix(parsed: ParsedFunction) -> str:
 
 def _undef_error(low: Lowering, var: str, user: Node, desc: str) -> ScriptError:
     use = _first_real_use(user)
-    name = var.rsplit(".", 1)[-1] if "." in var and not var.startswith("$") else var
-    name = name.split("#")[0]
+    name = _source_name(var)
     loc = use.loc if use is not None else None
     src = low.sources.get(loc.file) if loc is not None else None
     msg = f"variable `{name}` may be undefined here: it is not assigned on the path {desc}"
@@ -633,6 +646,12 @@ def _undef_error(low: Lowering, var: str, user: Node, desc: str) -> ScriptError:
     rel = loc.line - src.line_offset
     text = " " * src.col_offset + src.lines[rel - 1] if 0 < rel <= len(src.lines) else ""
     return ScriptError(msg, loc.file, loc.line, loc.col, text, hint, src.func_name)
+
+
+def _source_name(var: str) -> str:
+    """The name ``var`` has in the source (an inlined helper's local, a tuple's item)."""
+    name = var.rsplit(".", 1)[-1] if "." in var and not var.startswith("$") else var
+    return name.split("#")[0]
 
 
 def _first_real_use(node: Node) -> Node | None:
