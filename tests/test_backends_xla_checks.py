@@ -171,9 +171,8 @@ def test_a_check_that_fails_on_static_values_raises_when_called() -> None:
         return x
 
     exe = nx.compile(nx.script(f), backend="xla")
-    with pytest.raises(NexusRuntimeError, match="AssertionError: never") as info:
+    with pytest.raises(AssertionError, match="never"):  # Python's exception, as on the python backend
         exe(1.0)
-    assert isinstance(info.value.__cause__, AssertionError)
 
 
 def test_a_graph_whose_checks_all_pass_while_compiling_carries_no_failure_code() -> None:

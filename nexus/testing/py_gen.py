@@ -868,9 +868,9 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
 
 
 def generated_raise(e: BaseException) -> bool:
-    """Whether ``e`` is one a generated ``raise`` statement raised (not Python's own
-    error, which has a message of its own)."""
-    return type(e) in RAISED and (not e.args or str(e.args[0]).startswith("raised"))
+    """Whether ``e`` is one a generated ``raise`` or ``assert`` statement raised (not
+    Python's own error, which has a message of its own)."""
+    return type(e) in RAISED and (not e.args or str(e.args[0]).startswith(("raised", "generated check")))
 
 
 def _python_error_agrees(ok_py: bool, want: Any, ok_nx: bool, got: Any) -> bool | None:

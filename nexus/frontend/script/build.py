@@ -276,17 +276,16 @@ def unpack(low: Lowering, value: Val, n: int, target: ast.AST) -> list[Val]:
 
 
 def stmt_Assert(low: Lowering, node: ast.Assert) -> None:
-    src = low.scope.parsed.src
-    line = src.file_line(node)
-    if node.msg is None:
-        text = src.lines[node.lineno - 1].strip() if 0 < node.lineno <= len(src.lines) else "assert"
-        message = f"{text} (at {src.file}:{line})"
-    else:
+    """``assert test, msg``: Python's ``if not test: raise AssertionError(msg)`` (the call
+    raises AssertionError with that message, the line as a note; ``msg`` a constant)."""
+    args: list[object] = []
+    if node.msg is not None:
         m = low.expr(node.msg)
         if not (isinstance(m, Static) and isinstance(m.value, (str, int, float))):
             raise low.error(node.msg, "the assert message must be a constant", "use a plain string literal")
-        message = str(m.value)
+        args = [m.value]
     test = low.expr(node.test)
     if isinstance(test, Static) and (is_number(test.value) or test.value is None) and test.value:
         return
+    message = control.raise_message(AssertionError, args, low.scope.parsed.src.file_line(node))
     low.emit("Assert", [expr.truth(low, test, node.test)], {"message": message})
