@@ -311,7 +311,8 @@ class Specialized(Executable):
         self._exes: dict[Graph, Executable] = {}
         self._cell: list[Any] = [None]  # the graph last called; the entries set it
         self._front: Callable[..., Any] = self._python
-        self._fast: set[Graph] = set()
+        self._asked: set[Graph] = set()  # the graphs whose executables were asked for an entry
+        self._entries = 0
 
     @property  # type: ignore[override]
     def graph(self) -> Graph | None:
@@ -338,10 +339,11 @@ class Specialized(Executable):
             raise e.called(g.name) from None
         except RuntimeError as e:
             return self.failed(e)
-        if g not in self._fast and len(self._fast) < MAX_ENTRIES and _accepts(args):
+        if g not in self._asked and self._entries < MAX_ENTRIES and _accepts(args):
+            self._asked.add(g)  # once: an executable without entries (python) is not asked on every call
             entry = exe.entry(self._front, functools.partial(self._entry_failed, exe), convert, self._cell, g)
             if entry is not None:
-                self._fast.add(g)
+                self._entries += 1
                 self._front = entry
                 # a builtin binds no self; a Python function would
                 call = entry if isinstance(entry, types.BuiltinFunctionType) else staticmethod(entry)
