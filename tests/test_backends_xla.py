@@ -386,3 +386,13 @@ def test_programs_the_fuzzer_found_give_pythons_result(path: Path) -> None:
         return
     got = exe(*args)
     assert same(want, got), (want, got)
+
+
+def test_a_first_calls_stack_capacity_is_at_most_a_quarter_over_its_depth() -> None:
+    from nexus.backends.xla.executable import _sized
+
+    steps = sorted({64 * 2**k * q // 4 for k in range(8) for q in (4, 5, 6, 7)})
+    for peak in range(65, 4097, 7):
+        cap = _sized(64, peak)
+        assert cap == min(s for s in steps if s >= peak), peak  # the least step that holds it
+        assert cap <= 1.25 * peak + 1, peak

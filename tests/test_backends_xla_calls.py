@@ -139,3 +139,37 @@ def test_a_gradient_that_branches_around_large_products_matches_numpy(T: int) ->
     got = exe(xs, W, U, h0, T)
     for a, b in zip(got, _rnn_grads(xs, W, U, h0, T)):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def dispatch(codes: Any, xs: Any, U: Any, acc: Any, other: Any) -> Any:
+    """A reverse sweep's shape: one product-sized arm of a chain of Ifs on a code adds to
+    an accumulator, one passes it on, one overwrites it (with ``other``, a NaN in ``acc``
+    must not leak there), one adds to it by a nested If."""
+    n = codes.shape[0]
+    for i in range(n):
+        c = codes[i]
+        if c == 0:
+            acc = acc
+        elif c == 1:
+            acc = acc + xs[i].T @ (xs[i] @ U)
+        elif c == 2:
+            acc = other * 2.0
+        else:
+            if c == 3:
+                acc = acc + U
+            else:
+                acc = acc
+    return acc
+
+
+@pytest.mark.parametrize("codes", [[1, 0, 1, 0, 4, 1], [0, 2, 1, 3, 0, 1, 4], [2, 2], [4, 0, 3]])
+def test_a_chain_of_ifs_that_adds_to_an_accumulator_matches_numpy(codes: list[int]) -> None:
+    # The Ifs become lax.conds that return what they add (Trace.sums): compare with Python.
+    rng = np.random.default_rng(len(codes))
+    n, B, H = len(codes), 16, 64  # the product arm is past the select's work bound
+    xs, U = rng.normal(size=(n, B, H)), rng.normal(size=(H, H)) / 8
+    acc, other = rng.normal(size=(H, H)), rng.normal(size=(H, H))
+    acc[0, 0], acc[1, 1], other[2, 2] = np.nan, -np.inf, -0.0
+    args = (np.array(codes, np.int64), xs, U, acc, other)
+    got, want = _compiled(dispatch)(*args), dispatch(*args)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)  # (a NaN where NumPy has one)

@@ -34,7 +34,7 @@ from nexus.ir.graph import Graph
 from nexus.ir.kernels import KernelError, kernel_call
 from nexus.ir.node import Node
 from nexus.ir.types import StackType, TensorType, TupleType, Type, numpy_dtype
-from nexus.passes.regions import Bind, Const, Default, If, Loop, RegionTree, Seq, Value
+from nexus.passes.regions import Bind, Const, Default, If, Loop, Merge, Name, RegionTree, Seq, Value, Var
 from nexus.passes.structurize import structurize
 
 BACKEND = "xla"
@@ -602,6 +602,7 @@ class Trace:
             self.seq(r.then if taken else r.orelse, env)
             for m in r.outputs:
                 env[m.name] = self.value(m.then_value if taken else m.else_value, env)
+            self.record_sums(r, env, lambda m, base: self.delta(m.then_value if taken else m.else_value, base, env))
             return
 
         heap = self.heap
@@ -610,6 +611,7 @@ class Trace:
             self.select(r, c, env)
             return
         status = self.status_now() if checked else self.status
+        sums = self.sums(r, env)
 
         def arm(body: Seq, picks: list[Value], shapes: list[Any]) -> Callable[[], Any]:
             def fn() -> Any:
@@ -617,7 +619,8 @@ class Trace:
                 self.heap = None if heap is None else list(heap)
                 self.status = status
                 self.nested_seq(body, local)
-                outs = [self.fit(m.name, self.value(p, local), s) for m, p, s in zip(r.outputs, picks, shapes)]
+                outs = [self.delta(p, sums[m][0], local) if m in sums else self.fit(m.name, self.value(p, local), s)
+                        for m, p, s in zip(r.outputs, picks, shapes)]
                 return (outs, self.heap if threads else None,
                         jnp.asarray(self.status, np.int32) if checked else None)
             return fn
@@ -636,6 +639,7 @@ class Trace:
             return [self.agree(m.name, x, y) for m, x, y in zip(r.outputs, a, b)]
 
         if self.open_shape([m.name for m in r.outputs]) or _sizes_from_data(r.then) or _sizes_from_data(r.orelse):
+            sums.clear()  # (a sum's shape is its base's)
             shapes = agreed()
         try:
             outs, after, failed = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
@@ -644,11 +648,18 @@ class Trace:
                 raise
             # The arms disagree in a way nothing above foresaw (a padded value from before
             # the If, passed through one arm only): agree on their shapes, trace again.
+            sums.clear()
             shapes = agreed()
             outs, after, failed = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
         self.heap = after if threads else heap
         self.status = failed if checked else status
         for m, v in zip(r.outputs, outs):
+            if m in sums:
+                base = sums[m][0]
+                env[_Delta(m.name, base)] = v  # (an If of other bases is not a sum in an arm)
+                keep, d = v
+                a = self.value(base, env)
+                v = jnp.where(keep, a, jnp.zeros((), d.dtype)) + d
             env[m.name] = v
 
     def light(self, seq: Seq) -> bool:
@@ -658,6 +669,72 @@ class Trace:
         products in one arm of a chain of Ifs: as selects they ran on every trip, twice the
         products of the sweep, and W4-large took 1.7x the python backend's time."""
         return _flat(seq, self.heap is not None) and self.work(seq) <= _SELECT_WORK
+
+    def sums(self, r: If, env: Mapping[Any, Any]) -> dict[Merge, list[Node]]:
+        """The outputs of ``r`` that are, on each path through it, a value ``base`` from
+        before it or ``base`` plus something (an ``Add`` of two values of one type, or such
+        an output of an If in the arm), each with its ``base``: the accumulators of a
+        gradient's reverse sweep, which one block of a chain of Ifs on the block code adds
+        to and the others pass on.  As a ``lax.cond``'s results XLA copies them on every
+        trip (a branch cannot return its operand's buffer, nor the conditional write into
+        the loop's); the cond returns what is added instead (zeros on a path that passes
+        ``base`` on, and the value with a flag where an arm overwrites ``base``) and
+        the sum is taken after it, in place (see :meth:`delta`).  Each
+        output maps to every such ``base``, the first the one the cond uses; each If records
+        what it adds to each (an enclosing If's arm reads it)."""
+        found: dict[Merge, list[Node]] = {}
+        for m in r.outputs:
+            t = getattr(m.name, "type", None)
+            if not (isinstance(t, TensorType) and np.issubdtype(numpy_dtype(t.dtype), np.floating)):
+                continue
+            try:
+                shape = self.shape(t)
+            except ValueError:
+                continue
+            a, b = _sum_bases(m.then_value, r.then), _sum_bases(m.else_value, r.orelse)
+            bases = [base for base in [*a, *(k for k in b if k not in a)]
+                     if (a.get(base) or b.get(base)) and isinstance(base, Node) and base in env
+                     and _dtype(base) == t.dtype
+                     and isinstance(env[base], (jax.Array, np.ndarray)) and np.shape(env[base]) == shape]
+            if bases:
+                found[m] = bases
+        return found
+
+    def record_sums(self, r: If, env: dict[Any, Any], delta: Callable[[Merge, Name], tuple[Any, Any]],
+                    into: dict[Any, Any] | None = None) -> None:
+        """For an If lowered otherwise than as a ``lax.cond`` (a select, a static condition):
+        what its sums add (``delta(m, base)``), for an enclosing If's arm to read; ``into``
+        (keyed by ``(m, base)``) instead of ``env`` if given.  A value that is not an array
+        of the sum's shape (padded, say) records nothing: the enclosing arm then takes the
+        output as it is."""
+        for m, bases in self.sums(r, env).items():
+            for base in bases:
+                try:
+                    d = delta(m, base)
+                except (TypeError, ValueError):
+                    continue
+                if into is None:
+                    env[_Delta(m.name, base)] = d
+                else:
+                    into[m, base] = d
+
+    def delta(self, v: Value, base: Name, env: Mapping[Any, Any]) -> tuple[Any, Any]:
+        """``(keep, d)`` with ``v`` = ``(base if keep else 0) + d``, once ``v``'s arm has run in
+        ``env`` (see :meth:`sums`): ``base`` is ``(True, 0)``, ``base + x`` is ``(True, x)``,
+        any other value ``(False, v)`` (exact but for the sign of a zero)."""
+        t = base.type
+        assert isinstance(t, TensorType)
+        dtype, shape = numpy_dtype(t.dtype), np.shape(env[base])
+        if v is base:
+            return jnp.asarray(True), jnp.zeros(shape, dtype)
+        if isinstance(v, Node) and v.op.name == "Add" and base in v.inputs:
+            x = v.inputs[1] if v.inputs[0] is base else v.inputs[0]
+            return jnp.asarray(True), jnp.broadcast_to(jnp.asarray(self.value(x, env), dtype), shape)
+        if _Delta(v, base) in env:
+            return env[_Delta(v, base)]  # type: ignore[no-any-return]
+        # Any other value (also an If's output that did not record a sum on ``base``).
+        other = jnp.asarray(self.as_jax(base, self.value(v, env), shape), dtype)
+        return jnp.asarray(False), jnp.broadcast_to(other, shape)
 
     def work(self, seq: Seq) -> float:
         """About how many multiply-adds ``seq`` and its Ifs do: the elements of each node's
@@ -690,6 +767,7 @@ class Trace:
         outer = self.predicate
         c = jnp.asarray(c, np.bool_)
         arms = ((r.then, [m.then_value for m in r.outputs], c), (r.orelse, [m.else_value for m in r.outputs], ~c))
+        deltas: list[dict[tuple[Merge, Name], Any]] = []
         try:
             for body, picks, taken in arms:
                 # Pushes in an arm write only where it is taken (see rules_shape._stack_push).
@@ -697,8 +775,14 @@ class Trace:
                 local = dict(env)
                 self.nested_seq(body, local)
                 outs.append([self.value(p, local) for p in picks])
+                deltas.append({})
+                self.record_sums(r, env, lambda m, base: self.delta(m.then_value if taken is c else m.else_value,
+                                                                    base, local), deltas[-1])
         finally:
             self.predicate = outer
+        for (m, base), d in deltas[0].items():
+            if (m, base) in deltas[1]:  # (XLA drops it where no enclosing If reads it)
+                env[_Delta(m.name, base)] = tuple(_pick(c, x, y) for x, y in zip(d, deltas[1][m, base]))
         for m, a, b in zip(r.outputs, *outs):
             target = self.agree(m.name, a, b)
             if isinstance(target, PadTo) or isinstance(a, Unread) or isinstance(b, Unread):
@@ -953,6 +1037,49 @@ def _size(seq: Seq, heap: bool = False) -> int:
                 return _SELECT_NODES + 1
             count += 1
     return count
+
+
+@dataclass(frozen=True, eq=False)
+class _Delta:
+    """The key under which an If's output that is a sum (see :meth:`Trace.sums`) keeps
+    what it added to ``base``, for an enclosing If's arm."""
+
+    name: Any
+    base: Any
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Delta) and other.name is self.name and other.base is self.base
+
+    def __hash__(self) -> int:
+        return hash((id(self.name), id(self.base)))
+
+
+def _dtype(v: Any) -> str | None:
+    t = getattr(v, "type", None)
+    return t.dtype if isinstance(t, TensorType) else None
+
+
+def _sum_bases(v: Value, arm: Seq) -> dict[Any, bool]:
+    """The values ``base`` that ``v`` (read at the end of ``arm``) is, or is ``base`` plus
+    something: ``base`` -> whether something is added (see :meth:`Trace.sums`)."""
+    found: dict[Any, bool] = {}
+    if isinstance(v, (Node, Var)):
+        found[v] = False
+    if isinstance(v, Node) and v.op.name == "Add" and len(v.inputs) == 2 \
+            and _dtype(v.inputs[0]) == _dtype(v.inputs[1]) == _dtype(v) is not None:
+        for i in v.inputs:
+            found.setdefault(i, True)  # (Trace.sums checks that its shape is the sum's)
+    for item in arm.items:
+        if isinstance(item, If):
+            for m in item.outputs:
+                if m.name is v:
+                    a, b = _sum_bases(m.then_value, item.then), _sum_bases(m.else_value, item.orelse)
+                    # The first such base, the one that If's cond adds to (Trace.sums).
+                    for base in [*a, *(k for k in b if k not in a)]:
+                        if (a.get(base) or b.get(base)) and _dtype(base) == _dtype(v):
+                            found.setdefault(base, True)
+                            break
+    return found
 
 
 def _pick(c: Any, a: Any, b: Any) -> Any:
