@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-import weakref
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -53,19 +52,9 @@ class _Site:
     first: TensorType | None = None
 
 
-# Lowering -> list site -> what this build knows of it (a build is one Lowering).
-_SITES: weakref.WeakKeyDictionary[Any, dict[Hashable, _Site]] = weakref.WeakKeyDictionary()
-
-
 def _open_loops(low: Lowering) -> frozenset[Block]:
     """The headers of the loops being lowered (unsealed until their back edges are in)."""
     return frozenset(h for h in low.ssa.loop_keys if h not in low.ssa.sealed)
-
-
-# Lowering -> (loop header Phi, list site, list variable, item type): a stacked list's
-# item whose shape comes through that Phi; checked when the loop is closed (check_loop).
-_PENDING: weakref.WeakKeyDictionary[Any, list[tuple[Node, Hashable, str, TensorType]]] = \
-    weakref.WeakKeyDictionary()
 
 
 def _own_dims(low: Lowering, var: str, first: TensorType) -> dict[Any, Any]:
@@ -123,7 +112,7 @@ def _one_shape(low: Lowering, site: _Site, lst: Node, x: Node, t: TensorType, ke
         seen.add(v)
         if v.op.name == "Phi" and v.block in between:
             if isinstance(v.type, TensorType) and any(not isinstance(d, int) for d in v.type.shape or (None,)):
-                _PENDING.setdefault(low, []).append((v, key, var, t))
+                low.list_pending.append((v, key, var, t))  # (loop header Phi, list site, variable, item type)
             continue
         work.extend(v.inputs)
     return True
@@ -133,7 +122,7 @@ def check_loop(low: Lowering, header: Block) -> None:
     """After the loop of ``header`` is sealed: a stacked list's item computed from one of
     its Phis whose operands differ in shape (``w = w[1:]`` around the loop) may change
     shape between iterations, so the list builds again as a sequence."""
-    pending = [p for p in _PENDING.get(low, []) if p[0].block is header and p[0].graph is not None]
+    pending = [p for p in low.list_pending if p[0].block is header and p[0].graph is not None]
     if not pending:  # (a trivial Phi is removed when sealed: its value does not change)
         return
     before = _symbols_before(low, header)
@@ -197,7 +186,7 @@ def list_new(low: Lowering, target: ast.Name, literal: ast.List, site: Hashable)
     comes from the first append; until a build has seen it (a retry, as for loop
     variables whose type changes) the empty list is a placeholder."""
     low.lists[target.id] = site
-    _SITES.setdefault(low, {})[site] = _Site(_open_loops(low))
+    low.list_sites[site] = _Site(_open_loops(low))
     hint = low.ssa.hints.get(site)
     if isinstance(hint, SequenceType):
         node = low.emit("SequenceEmpty", [], {"dtype": hint.dtype}, type=hint, name=target.id)
@@ -233,7 +222,7 @@ def list_append(low: Lowering, target: ast.Name, value: Val, node: ast.AST) -> N
             if hint is None:
                 raise LoopTypeRetry(site, xt)  # build again with the element type known
             raise _mixed(low, target, hint, xt, node)
-        state = _SITES.setdefault(low, {}).setdefault(site, _Site(frozenset()))
+        state = low.list_sites.setdefault(site, _Site(frozenset()))
         if not _one_shape(low, state, lst, x, xt, site, low.var(target.id)):
             # This item's shape may differ from the others': the list is a sequence.
             _drop_loop_hints(low, low.var(target.id))

@@ -68,6 +68,8 @@ class Lowering:
         # `with nx.device(...)` / `with nx.machine(...)`: attrs stamped on the data nodes made
         self.placement: dict[str, str] = {}
         self.lists: dict[str, Hashable] = {}  # list variables -> where they were made (retry key)
+        self.list_sites: dict[Hashable, Any] = {}  # list site -> what this build knows of it (lists._Site)
+        self.list_pending: list[tuple[Node, Hashable, str, TensorType]] = []  # see lists.check_loop
         self.inline_stack: list[types.CodeType] = []  # the helpers being inlined (no recursion)
         self.inline_count = 0
         self.script_builder = build_callee
