@@ -50,12 +50,13 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   (``nexus.backends.llvm.partition``) is the place for splitting.
 * **Run-time checks.** XLA cannot raise inside a computation, so an ``Assert`` on
   run-time values (a script's read of a variable unassigned on the path taken, falling
-  off the end, ``range()`` with a zero step, an ``assert`` statement) records its failure
+  off the end, ``range()`` with a zero step, an ``assert`` or ``raise`` statement) records its failure
   instead: the first failure's code is carried through the ``lax.cond`` arms and
   ``lax.while_loop`` carries of the regions that hold a check, loops stop once it is set,
   and the computation returns it beside the results; the executable then raises what
   the python backend raises for that node (``Trace.fail_where``; for a script,
-  UnboundLocalError or RuntimeError as Python).  A region whose checks all fold while
+  the exception Python raises there: UnboundLocalError, AssertionError, the class a
+  ``raise`` names).  A region whose checks all fold while
   tracing (sizes, constants) carries nothing, and a graph without a run-time check
   returns no code: it pays nothing per call.  A check that fails on static values fails
   when the call reaches it, as on the python backend.  Other run-time errors are still
@@ -63,8 +64,8 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   (no ZeroDivisionError); an out-of-range Gather index is clamped; a negative shift
   count or integer power does not raise; casting a NaN or out-of-range float to an int
   gives XLA's value.  The fuzzer (``nexus.testing.py_gen --backend xla``) compares the
-  runs where plain Python raised UnboundLocalError or returned None, not those where it
-  raised another error.
+  runs where plain Python raised UnboundLocalError, raised in a generated ``raise`` or
+  ``assert``, or returned None, not those where it raised another error.
 * **Floating point is XLA's.** Its algebraic simplifier reassociates arithmetic with
   constants (``-1.8 * (y * -1.5)`` becomes ``2.7 * y``); ``strict_float=True`` turns that
   pass off for one executable (about 3x slower on W3-small; the fuzzer uses it).  Its
