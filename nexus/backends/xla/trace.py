@@ -659,7 +659,7 @@ class Trace:
                 env[_Delta(m.name, base)] = v  # (an If of other bases is not a sum in an arm)
                 keep, d = v
                 a = self.value(base, env)
-                v = jnp.where(keep, a, jnp.zeros((), d.dtype)) + d
+                v = jnp.where(keep, a, jnp.asarray(-0.0, d.dtype)) + d  # -0.0: x + -0.0 is x, for every x
             env[m.name] = v
 
     def light(self, seq: Seq) -> bool:
@@ -677,7 +677,7 @@ class Trace:
         gradient's reverse sweep, which one block of a chain of Ifs on the block code adds
         to and the others pass on.  As a ``lax.cond``'s results XLA copies them on every
         trip (a branch cannot return its operand's buffer, nor the conditional write into
-        the loop's); the cond returns what is added instead (zeros on a path that passes
+        the loop's); the cond returns what is added instead (-0.0 on a path that passes
         ``base`` on, and the value with a flag where an arm overwrites ``base``) and
         the sum is taken after it, in place (see :meth:`delta`).  Each
         output maps to every such ``base``, the first the one the cond uses; each If records
@@ -719,14 +719,15 @@ class Trace:
                     into[m, base] = d
 
     def delta(self, v: Value, base: Name, env: Mapping[Any, Any]) -> tuple[Any, Any]:
-        """``(keep, d)`` with ``v`` = ``(base if keep else 0) + d``, once ``v``'s arm has run in
-        ``env`` (see :meth:`sums`): ``base`` is ``(True, 0)``, ``base + x`` is ``(True, x)``,
-        any other value ``(False, v)`` (exact but for the sign of a zero)."""
+        """``(keep, d)`` with ``v`` = ``(base if keep else -0.0) + d``, once ``v``'s arm has run
+        in ``env`` (see :meth:`sums`): ``base`` is ``(True, -0.0)``, ``base + x`` is
+        ``(True, x)``, any other value ``(False, v)``.  Exact, signs of zeros too: adding
+        -0.0 gives back every float (adding +0.0 turns -0.0 into +0.0)."""
         t = base.type
         assert isinstance(t, TensorType)
         dtype, shape = numpy_dtype(t.dtype), np.shape(env[base])
         if v is base:
-            return jnp.asarray(True), jnp.zeros(shape, dtype)
+            return jnp.asarray(True), jnp.full(shape, -0.0, dtype)
         if isinstance(v, Node) and v.op.name == "Add" and base in v.inputs:
             x = v.inputs[1] if v.inputs[0] is base else v.inputs[0]
             return jnp.asarray(True), jnp.broadcast_to(jnp.asarray(self.value(x, env), dtype), shape)
