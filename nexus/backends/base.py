@@ -208,7 +208,6 @@ class Backend:
     options: frozenset[str] = frozenset()
     doc: str = ""
     stateful: bool = False  # runs state ops (nexus.ops.state) in program order
-    specialized: type[Specialized] | None = None  # compiles @nx.script functions (None: Specialized)
     containers: bool = False  # holds sequence and optional values (nexus.ops.sequence)
 
     def check_options(self, options: Mapping[str, Any]) -> None:
@@ -226,15 +225,13 @@ TABLES: dict[str, LoweringTable] = {}
 
 
 def register_backend(name: str, compile: Callable[..., Executable], options: tuple[str, ...] = (),
-                     doc: str = "", stateful: bool = False, specialized: type[Specialized] | None = None,
-                     containers: bool = False) -> Backend:
+                     doc: str = "", stateful: bool = False, containers: bool = False) -> Backend:
     """Register a backend; ``options`` names the keyword options its ``compile`` takes;
     ``stateful``: it runs state ops, in program order (others refuse graphs with them);
-    ``specialized``: a subclass of :class:`Specialized` for ``@nx.script`` functions;
     ``containers``: it holds sequence and optional values (others refuse graphs with them)."""
     if name in BACKENDS:
         raise ValueError(f"backend {name!r} is registered twice")
-    backend = BACKENDS[name] = Backend(name, compile, frozenset(options), doc, stateful, specialized, containers)
+    backend = BACKENDS[name] = Backend(name, compile, frozenset(options), doc, stateful, containers)
     return backend
 
 
@@ -391,7 +388,7 @@ def compile(target: Any, backend: str = "python", **options: Any) -> Executable:
         check_containers(b, target)
         return b.compile(target, **options)
     if hasattr(target, "specialize"):
-        return (b.specialized or Specialized)(target, b, options)
+        return Specialized(target, b, options)
     graph = getattr(target, "graph", None)
     if isinstance(graph, Graph):
         check_stateful(b, graph)
