@@ -256,6 +256,9 @@ def _elementwise(tr: Trace, node: Node, ins: Sequence[Any]) -> Padded:
     extents = {int(jnp.shape(v)[axis - rank + jnp.ndim(v)]) for v in ins
                if not isinstance(v, Padded) and axis - rank + jnp.ndim(v) >= 0}
     extent = max(extents - {1}, default=None)  # an unpadded operand's size along the axis, if not 1
+    # Without one, operands padded to different bounds are padded to the largest: its
+    # true size may be the result's (the others' 1).
+    top = max(int(jnp.shape(v.data)[v.axis]) for v in ins if isinstance(v, Padded))
     sizes: list[Any] = [] if extent is None else [np.int64(extent)]
     datas = []
     for v in ins:
@@ -263,6 +266,10 @@ def _elementwise(tr: Trace, node: Node, ins: Sequence[Any]) -> Padded:
             datas.append(v)
             continue
         d, bound = jnp.asarray(v.data), int(jnp.shape(v.data)[v.axis])
+        if extent is None and 1 < bound < top:
+            widths = [(0, 0)] * d.ndim
+            widths[v.axis] = (0, top - bound)
+            d, bound = jnp.pad(d, widths), top
         if bound > 1:
             d = jnp.where(v.size == 1, lax.slice_in_dim(d, 0, 1, axis=v.axis), d)
         if extent is not None and bound != extent:
