@@ -193,3 +193,46 @@ def test_a_graph_whose_checks_all_pass_while_compiling_carries_no_failure_code()
     compiled = exe.compiled(exe.build_arguments((x, 3)))
     assert compiled.checks == []
     assert "tensor<i32>" not in compiled.lowered_text
+
+
+# Operands whose sizes are known only at run time (slices of run-time length, which xla
+# pads to a bound): where NumPy cannot broadcast them, xla raised nothing and returned a
+# sum over the padding (61.0 for `_sliced_in_branch(v, 5)`, where Python raises).
+def _sliced(v: Any, n: int) -> Any:
+    return v[:n] + v[1:]
+
+
+def _sliced_in_branch(v: Any, n: int) -> float:
+    acc = 0.0
+    for i in range(3):
+        if n > 0:
+            acc += float(np.sum(v[:n] * v[i:]))
+    return acc
+
+
+def _sliced_in_while(v: Any, n: int, m: int) -> float:
+    acc, i = 0.0, 0
+    while i < m:
+        acc += float(np.sum(v[:n] - v[:i + 1]))
+        i += 1
+    return acc
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_sliced, (4,)), (_sliced, (2,)), (_sliced, (1,)),
+    (_sliced_in_branch, (5,)), (_sliced_in_branch, (4,)), (_sliced_in_branch, (1,)), (_sliced_in_branch, (0,)),
+    (_sliced_in_while, (1, 3)), (_sliced_in_while, (2, 1)), (_sliced_in_while, (2, 3)), (_sliced_in_while, (3, 5)),
+])
+def test_sizes_known_at_run_time_that_do_not_broadcast_raise_as_in_numpy(fn: Any, args: tuple[int, ...]) -> None:
+    v = np.arange(5.0)
+    try:
+        want: Any = fn(v, *args)
+    except ValueError as e:
+        want = e
+    exe = nx.compile(nx.script(fn), backend="xla")
+    if isinstance(want, ValueError):
+        with pytest.raises(NexusRuntimeError, match="broadcast") as info:
+            exe(v, *args)
+        assert isinstance(info.value.__cause__, ValueError)
+    else:
+        np.testing.assert_allclose(exe(v, *args), want)

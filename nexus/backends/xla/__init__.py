@@ -56,7 +56,9 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   and the computation returns it beside the results; the executable then raises what
   the python backend raises for that node (``Trace.fail_where``; for a script,
   the exception Python raises there: UnboundLocalError, AssertionError, the class a
-  ``raise`` names).  A region whose checks all fold while
+  ``raise`` names).  An elementwise op on values whose sizes are known only at run
+  time (padded, see below) checks the same way that they broadcast, and raises NumPy's
+  ValueError where they do not.  A region whose checks all fold while
   tracing (sizes, constants) carries nothing, and a graph without a run-time check
   returns no code: it pays nothing per call.  A check that fails on static values fails
   when the call reaches it, as on the python backend.  Other run-time errors are still

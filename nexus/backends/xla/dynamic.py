@@ -243,9 +243,10 @@ def consume(tr: Trace, node: Node, ins: list[Any]) -> Any:
 def _elementwise(tr: Trace, node: Node, ins: Sequence[Any]) -> Padded:
     """An elementwise op on padded operands, broadcast as NumPy does along the padded axis:
     an operand whose true size is 1 there (``x[i:i + 1] * x``) has its one entry spread
-    over the bound, and the result's true size is the broadcast of the operands' (0 where
-    one is 0, else the largest).  Operands padded along two different axes of the result
-    are an error naming the node (a Padded value has one padded axis)."""
+    over the bound, and the result's true size is the broadcast of the operands'.  Sizes
+    that are neither equal nor 1 fail a run-time check (NumPy raises there).  Operands
+    padded along two different axes of the result are an error naming the node (a Padded
+    value has one padded axis)."""
     rank = max(jnp.ndim(_data(v)) for v in ins)
     # Broadcasting aligns trailing dims: a padded axis keeps its distance from the end.
     axes = {rank - jnp.ndim(v.data) + v.axis for v in ins if isinstance(v, Padded)}
@@ -259,7 +260,7 @@ def _elementwise(tr: Trace, node: Node, ins: Sequence[Any]) -> Padded:
     # Without one, operands padded to different bounds are padded to the largest: its
     # true size may be the result's (the others' 1).
     top = max(int(jnp.shape(v.data)[v.axis]) for v in ins if isinstance(v, Padded))
-    sizes: list[Any] = [] if extent is None else [np.int64(extent)]
+    sizes: list[Any] = [np.int64(e) for e in extents]
     datas = []
     for v in ins:
         if not isinstance(v, Padded):
@@ -278,8 +279,13 @@ def _elementwise(tr: Trace, node: Node, ins: Sequence[Any]) -> Padded:
         datas.append(d)
         sizes.append(v.size)
     out = tr.apply_rule(node, datas)
+    # NumPy broadcasts sizes that are equal or 1 (the result's is the other), and raises
+    # for any other pair: a run-time check where two sizes might differ.
     every = jnp.stack([jnp.asarray(s, jnp.int64) for s in sizes])
-    return Padded(out, jnp.where(jnp.min(every) == 0, 0, jnp.max(every)), axis)
+    big = jnp.max(jnp.where(every != 1, every, -1))
+    if len({id(v) for v in ins if isinstance(v, Padded)} | (extents - {1})) > 1:
+        tr.fail_where(node, jnp.any((every != 1) & (every != big)))
+    return Padded(out, jnp.where(big < 0, 1, big), axis)
 
 
 def _masked_set(data: Any, value: Padded, mask: Any) -> Any:

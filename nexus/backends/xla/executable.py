@@ -30,6 +30,7 @@ from jax import lax
 from nexus.backends.base import Executable, NexusRuntimeError
 from nexus.backends.xla.trace import (
     BACKEND,
+    NewCheck,
     NewStackKind,
     Padded,
     StackLayout,
@@ -103,6 +104,9 @@ class XlaExecutable(Executable):
         self._version = g.version
         self._convert = signature(g).convert  # the current version's (see _refresh)
         self._last: Compiled | None = None
+        # Nodes found to check at run time besides Asserts (see Trace.fail_where), learnt
+        # while tracing and kept for every later tracing of this version of the graph.
+        self._failing: set[Node] = set()
         regions(g)  # refuse an irreducible graph now, not at the first call
 
     # --- the three steps ------------------------------------------------------------
@@ -112,7 +116,7 @@ class XlaExecutable(Executable):
 
     def execute_graph(self, layout: StackLayout, args: Sequence[Any],
                       trips: TripCount | None = None) -> tuple[list[Any], Trace]:
-        tr = Trace(layout, self.dynamic_bound)
+        tr = Trace(layout, self.dynamic_bound, self._failing)
         if trips is not None:
             tr.trips = trips
         # A Python int or float argument (see _weak) is a weakly typed tracer: its dtype is
@@ -173,8 +177,8 @@ class XlaExecutable(Executable):
                 fn = jax.jit(computation, compiler_options=options)
                 lowered = fn.lower(*specs)  # the trace, which jit's own cache keeps for the first call
                 break
-            except NewStackKind:
-                continue  # the layout grew: trace again
+            except (NewStackKind, NewCheck):
+                continue  # the layout grew, or a region must carry a check's code: trace again
         # XLA compiles at the first call (jit's cache), so ``seconds`` counts tracing and lowering
         dt = time.perf_counter() - t0
         self.compile_seconds += dt
@@ -186,6 +190,7 @@ class XlaExecutable(Executable):
         if self.graph.version != self._version:
             self._cache.clear()
             self._plain.clear()
+            self._failing.clear()
             self._version = self.graph.version
             self._convert = signature(self.graph).convert
 
@@ -226,7 +231,7 @@ class XlaExecutable(Executable):
 
         try:
             peak = int(np.asarray(jax.jit(depth)(*values)))
-        except NewStackKind:  # (the kinds were all learnt by the first trace; only a guess failed)
+        except (NewStackKind, NewCheck):  # (the kinds were all learnt by the first trace; only a guess failed)
             return entry
         cap = entry.layout.capacity
         if peak <= cap:
@@ -389,6 +394,12 @@ def _raise_failed(checks: list[Node], failed: Any) -> None:
     code = int(np.asarray(failed))
     if code:
         node = checks[code - 1]
+        if node.op.name != "Assert":
+            # The one other check: operands whose sizes are known only at run time (see
+            # nexus.backends.xla.dynamic) and there did not broadcast, as NumPy raises.
+            err = ValueError("operands could not be broadcast together (their sizes along one axis, known at "
+                             "run time, are neither equal nor 1)")
+            raise NexusRuntimeError(f"ValueError: {err}", node) from err
         msg = str(node.attrs.get("message", ""))
         raise NexusRuntimeError(f"AssertionError: {msg}", node) from AssertionError(msg)
 

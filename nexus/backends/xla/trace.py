@@ -19,7 +19,7 @@ body never leak to the enclosing computation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -191,6 +191,12 @@ class NewStackKind(Exception):
     """Tracing met a stack value of a new kind; trace again with the grown layout."""
 
 
+class NewCheck(Exception):
+    """Tracing met a check that may fail at run time (see :meth:`Trace.fail_where`) inside a
+    region that does not carry the failure code; trace again with the node in ``failing``,
+    so that every region holding it carries the code."""
+
+
 @dataclass
 class StackLayout:
     """How a gradient graph's stacks become fixed-size buffers.
@@ -243,23 +249,29 @@ def pushes(items: Seq | list[Any]) -> bool:
     return False
 
 
-def checks(items: Seq | list[Any]) -> bool:
+def checks(items: Seq | list[Any], failing: Set[Node] = frozenset()) -> bool:
     """Whether running ``items`` (a region's Seq, or a loop's cond nodes) may run an
-    ``Assert``, nested regions and called graphs included (the region then carries the
+    ``Assert``, or a node of ``failing`` (other nodes with a run-time check, learnt while
+    tracing), nested regions and called graphs included (the region then carries the
     failure code, see :meth:`Trace.fail_where`)."""
     for item in items.items if isinstance(items, Seq) else items:
-        if isinstance(item, Node) and (item.op.name == "Assert" or (
-                item.op.name == "Call" and item.attrs["callee"].cached("xla.checks", _graph_checks))):
+        if isinstance(item, Node) and (item.op.name == "Assert" or item in failing or (
+                item.op.name == "Call" and _call_checks(item.attrs["callee"], failing))):
             return True
-        if isinstance(item, If) and (checks(item.then) or checks(item.orelse)):
+        if isinstance(item, If) and (checks(item.then, failing) or checks(item.orelse, failing)):
             return True
-        if isinstance(item, Loop) and (checks(item.cond) or checks(item.body)):
+        if isinstance(item, Loop) and (checks(item.cond, failing) or checks(item.body, failing)):
             return True
     return False
 
 
 def _graph_checks(g: Graph) -> bool:
     return any(n.op.name == "Assert" for h in (g, *g.callees()) for n in h.nodes())
+
+
+def _call_checks(g: Graph, failing: Set[Node]) -> bool:
+    return g.cached("xla.checks", _graph_checks) or bool(failing) and any(
+        n in failing for h in (g, *g.callees()) for n in h.nodes())
 
 
 def stack_news(g: Graph, seen: set[int] | None = None) -> int:
@@ -280,7 +292,8 @@ def stack_news(g: Graph, seen: set[int] | None = None) -> int:
 class Trace:
     """One tracing of a graph (and its callees) for concrete argument shapes."""
 
-    def __init__(self, layout: StackLayout | None = None, dynamic_bound: int | None = None):
+    def __init__(self, layout: StackLayout | None = None, dynamic_bound: int | None = None,
+                 failing: set[Node] | None = None):
         self.layout = layout or StackLayout()
         # The stack buffers when they live apart from the stack values (see StackLayout).
         self.heap: list[Any] | None = None
@@ -300,6 +313,10 @@ class Trace:
         self.status: Any = None
         self.checks: list[Node] = []
         self.failures = 0  # how many times fail_where was traced (see checked_region)
+        # Nodes other than Assert found to check at run time (kept by the executable across
+        # tracings), and how many enclosing regions do not carry the code (see fail_where).
+        self.failing = set() if failing is None else failing
+        self.uncarried = 0
         # The innermost loop whose carry JAX refused (padded on entry, plain after the body
         # or the reverse): the error it becomes names that loop's node (see carry_refused).
         self.unsettled: Node | None = None
@@ -373,7 +390,7 @@ class Trace:
     def guarded(n: Node, fn: Callable[[], Any]) -> Any:
         try:
             return fn()
-        except (XlaLoweringError, NexusRuntimeError, NewStackKind):
+        except (XlaLoweringError, NexusRuntimeError, NewStackKind, NewCheck):
             raise
         except Exception as e:  # noqa: BLE001  (a rule's failure is reported with its node)
             raise XlaLoweringError(f"{type(e).__name__}: {e}", n) from e
@@ -401,7 +418,12 @@ class Trace:
         and the executable raises the python backend's error for it after the call.  Loops
         stop once it is set (Python would not go on), so a loop after a failed check on its
         step (``range(0, 5, 0)``) ends.  Regions carry the code only where they hold an
-        Assert (:func:`checks`), so a graph without one pays nothing."""
+        Assert (:func:`checks`), so a graph without one pays nothing.  Another node that
+        checks (an elementwise op on sizes known only at run time) found in a region that
+        does not carry the code restarts the tracing (:class:`NewCheck`) with it known."""
+        if self.uncarried and n not in self.failing:
+            self.failing.add(n)
+            raise NewCheck(n)
         self.failures += 1
         if n not in self.checks:
             self.checks.append(n)
@@ -422,7 +444,11 @@ class Trace:
                 return
             # Every check in it was decided while tracing: trace it again without the code.
             self.heap, self.status = heap, status
-        run(False)
+        self.uncarried += 1
+        try:
+            run(False)
+        finally:
+            self.uncarried -= 1
 
     def status_now(self) -> Any:
         """The failure code so far (a static 0 before any check)."""
@@ -590,7 +616,8 @@ class Trace:
     # --- regions -------------------------------------------------------------------
     def if_(self, r: If, env: dict[Any, Any]) -> None:
         try:
-            self.checked_region(checks(r.then) or checks(r.orelse), lambda checked: self._if(r, env, checked))
+            holds = checks(r.then, self.failing) or checks(r.orelse, self.failing)
+            self.checked_region(holds, lambda checked: self._if(r, env, checked))
         except XlaLoweringError as e:
             _locate(e, _grower(r.then) or _grower(r.orelse))
 
@@ -794,7 +821,8 @@ class Trace:
 
     def loop(self, r: Loop, env: dict[Any, Any]) -> None:
         try:
-            self.checked_region(checks(r.cond) or checks(r.body), lambda checked: self._loop(r, env, checked))
+            holds = checks(r.cond, self.failing) or checks(r.body, self.failing)
+            self.checked_region(holds, lambda checked: self._loop(r, env, checked))
         except XlaLoweringError as e:
             _locate(e, _grower(r.body) or (r.test if isinstance(r.test, Node) else None))
 
