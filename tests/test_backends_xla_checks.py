@@ -236,3 +236,48 @@ def test_sizes_known_at_run_time_that_do_not_broadcast_raise_as_in_numpy(fn: Any
         assert isinstance(info.value.__cause__, ValueError)
     else:
         np.testing.assert_allclose(exe(v, *args), want)
+
+
+# Integer division by zero and an index out of range: Python raises; xla gave XLA's
+# number (-2 for 7 // 0) or clamped the index (v[7] was v[4]).
+def _floordiv(a: int, b: int) -> int:
+    return a // b
+
+
+def _mod_in_loop(a: int, n: int) -> int:
+    s = 0
+    for i in range(n):
+        s += a % (n - 1 - i)
+    return s
+
+
+def _index(v: Any, i: int) -> Any:
+    return v[i]
+
+
+def _index_in_loop(v: Any, n: int) -> float:
+    s = 0.0
+    for k in range(n):
+        if k % 2 == 0:
+            s += v[k - n // 2]
+    return s
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_floordiv, (7, 0)), (_floordiv, (7, -2)), (_mod_in_loop, (9, 3)), (_mod_in_loop, (9, 0)),
+    (_index, (None, 4)), (_index, (None, 5)), (_index, (None, -5)), (_index, (None, -6)),
+    (_index_in_loop, (None, 5)), (_index_in_loop, (None, 9)), (_index_in_loop, (None, 13)),
+])
+def test_division_by_zero_and_index_out_of_range_raise_as_in_python(fn: Any, args: tuple[Any, ...]) -> None:
+    args = tuple(np.arange(5.0) if a is None else a for a in args)
+    try:
+        want: Any = fn(*args)
+    except (ZeroDivisionError, IndexError) as e:
+        want = e
+    exe = nx.compile(nx.script(fn), backend="xla")
+    if isinstance(want, Exception):
+        with pytest.raises(NexusRuntimeError) as info:
+            exe(*args)
+        assert type(info.value.__cause__) is type(want)
+    else:
+        np.testing.assert_allclose(exe(*args), want)

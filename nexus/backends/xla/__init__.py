@@ -61,13 +61,14 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   ValueError where they do not.  A region whose checks all fold while
   tracing (sizes, constants) carries nothing, and a graph without a run-time check
   returns no code: it pays nothing per call.  A check that fails on static values fails
-  when the call reaches it, as on the python backend.  Other run-time errors are still
-  not raised: integer division or modulo by zero gives whatever XLA's division gives
-  (no ZeroDivisionError); an out-of-range Gather index is clamped; a negative shift
-  count or integer power does not raise; casting a NaN or out-of-range float to an int
-  gives XLA's value.  The fuzzer (``nexus.testing.py_gen --backend xla``) compares the
-  runs where plain Python raised UnboundLocalError, raised in a generated ``raise`` or
-  ``assert``, or returned None, not those where it raised another error.
+  when the call reaches it, as on the python backend.  Integer division or modulo by
+  zero raises ZeroDivisionError, and an index out of range (``v[i]``, a Gather) raises
+  IndexError, as there (XLA would give a number, or clamp the index).  Other run-time
+  errors are still not raised: a negative shift count or integer power does not raise;
+  casting a NaN or out-of-range float to an int gives XLA's value.  The fuzzer
+  (``nexus.testing.py_gen --backend xla``) compares the runs where plain Python raised
+  UnboundLocalError, raised in a generated ``raise`` or ``assert``, or returned None,
+  not those where it raised another error.
 * **Floating point is XLA's.** Its algebraic simplifier reassociates arithmetic with
   constants (``-1.8 * (y * -1.5)`` becomes ``2.7 * y``); ``strict_float=True`` turns that
   pass off for one executable (about 3x slower on W3-small; the fuzzer uses it).  Its

@@ -189,7 +189,10 @@ def consume(tr: Trace, node: Node, ins: list[Any]) -> Any:
         axis = int(node.attrs["axis"]) % jnp.ndim(_data(x))
         if isinstance(x, Padded) and not isinstance(idx, Padded) and x.axis == axis:
             # NumPy's negative indices count from the true end, not the bound's.
-            idx = jnp.where(jnp.asarray(idx) < 0, idx + x.size, idx)
+            idx = jnp.asarray(idx)
+            tr.fail_where(node, jnp.any((idx < -x.size) | (idx >= x.size)),
+                          IndexError(f"index out of bounds for axis {axis} with its size at run time"))
+            idx = jnp.where(idx < 0, idx + x.size, idx)
             return tr.apply_rule(node, [x.data, idx])
         if isinstance(x, Padded) and not isinstance(idx, Padded):
             # Rows of a padded list (`ls[k]`): the padding stays on its axis, shifted by the index's rank.
@@ -284,7 +287,9 @@ def _elementwise(tr: Trace, node: Node, ins: Sequence[Any]) -> Padded:
     every = jnp.stack([jnp.asarray(s, jnp.int64) for s in sizes])
     big = jnp.max(jnp.where(every != 1, every, -1))
     if len({id(v) for v in ins if isinstance(v, Padded)} | (extents - {1})) > 1:
-        tr.fail_where(node, jnp.any((every != 1) & (every != big)))
+        tr.fail_where(node, jnp.any((every != 1) & (every != big)),
+                      ValueError("operands could not be broadcast together (their sizes along one axis, known at "
+                                 "run time, are neither equal nor 1)"))
     return Padded(out, jnp.where(big < 0, 1, big), axis)
 
 

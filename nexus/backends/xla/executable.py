@@ -27,9 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from nexus.backends.base import Executable, NexusRuntimeError
+from nexus.backends.base import Executable
 from nexus.backends.xla.trace import (
     BACKEND,
+    Check,
     NewCheck,
     NewStackKind,
     Padded,
@@ -73,7 +74,7 @@ class Compiled:
     trips: TripCount | None = None
     # The Asserts that may fail at run time (the computation's last output is then 0, or
     # 1 + the index here of the first that failed); empty where none may.
-    checks: list[Node] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
     # The signature it was compiled for: per argument its shape, dtype and whether it is a
     # Python number (weakly typed, see _weak); and the shape of each output (what an entry,
     # XlaExecutable.entry, checks and converts)
@@ -132,7 +133,7 @@ class XlaExecutable(Executable):
         return outs, tr
 
     def build_computation(self, outs: list[Any], tr: Trace, padded: list[int | None],
-                          checks: list[Node]) -> tuple[Any, ...]:
+                          checks: list[Check]) -> tuple[Any, ...]:
         """The output tuple: the results (a padded one followed by its true size; ``padded``
         receives their axes), then, where the graph has stacks or a list grown on a run-time
         trip count, the largest depth reached, which tells whether the buffers were large
@@ -161,7 +162,7 @@ class XlaExecutable(Executable):
         padded: list[int | None] = []
         trips = TripCount()
 
-        checks: list[Node] = []
+        checks: list[Check] = []
 
         def computation(*args: Any) -> tuple[Any, ...]:
             outs, tr = self.execute_graph(layout, args, trips)
@@ -389,19 +390,11 @@ def _peak(tr: Trace) -> Any:
     return jnp.max(jnp.stack(peaks)) if peaks else jnp.zeros((), np.int64)
 
 
-def _raise_failed(checks: list[Node], failed: Any) -> None:
+def _raise_failed(checks: list[Check], failed: Any) -> None:
     """Raise the python backend's error for the check whose code ``failed`` is (0: none)."""
     code = int(np.asarray(failed))
     if code:
-        node = checks[code - 1]
-        if node.op.name != "Assert":
-            # The one other check: operands whose sizes are known only at run time (see
-            # nexus.backends.xla.dynamic) and there did not broadcast, as NumPy raises.
-            err = ValueError("operands could not be broadcast together (their sizes along one axis, known at "
-                             "run time, are neither equal nor 1)")
-            raise NexusRuntimeError(f"ValueError: {err}", node) from err
-        msg = str(node.attrs.get("message", ""))
-        raise NexusRuntimeError(f"AssertionError: {msg}", node) from AssertionError(msg)
+        checks[code - 1].raise_()
 
 
 def _to_numpy(v: Any) -> Any:

@@ -19,7 +19,7 @@ import numpy as np
 from jax import lax
 
 from nexus.backends.base import register_lowering
-from nexus.backends.xla.trace import BACKEND, Trace
+from nexus.backends.xla.trace import BACKEND, Trace, is_static
 from nexus.ir.node import Node
 from nexus.ir.types import TensorType, numpy_dtype
 
@@ -84,7 +84,13 @@ def _unary(tr: Trace, node: Node, x: Any) -> Any:
 
 @register_lowering(BACKEND, *BINARY)
 def _binary(tr: Trace, node: Node, a: Any, b: Any) -> Any:
+    if node.op.name in _INT_DIVISIONS and _is_int(a) and (not is_static(b) or np.any(np.asarray(b) == 0)):
+        # Integer division by zero raises, as on the python backend (XLA gives a number).
+        tr.fail_where(node, jnp.any(jnp.asarray(b) == 0), ZeroDivisionError("integer division by zero"))
     return BINARY[node.op.name](a, b)
+
+
+_INT_DIVISIONS = frozenset({"Div", "FloorDiv", "Mod"})
 
 
 @register_lowering(BACKEND, "Where")

@@ -169,7 +169,12 @@ def _constant_of_shape(tr: Trace, node: Node, shape: Any) -> Any:
 def _gather(tr: Trace, node: Node, x: Any, idx: Any) -> Any:
     axis = int(node.attrs["axis"]) % jnp.ndim(x)
     n = jnp.shape(x)[axis]
-    idx = jnp.where(idx < 0, idx + n, idx)  # NumPy's negative indices; out of range clamps
+    if not is_static(idx) or np.any((np.asarray(idx) < -n) | (np.asarray(idx) >= n)):
+        # NumPy raises where an index is out of range (XLA would clamp it).
+        idx = jnp.asarray(idx)
+        tr.fail_where(node, jnp.any((idx < -n) | (idx >= n)),
+                      IndexError(f"index out of bounds for axis {axis} with size {n}"))
+    idx = jnp.where(idx < 0, idx + n, idx)  # NumPy's negative indices
     return jnp.take(x, idx, axis=axis, mode="clip")
 
 

@@ -191,6 +191,27 @@ class NewStackKind(Exception):
     """Tracing met a stack value of a new kind; trace again with the grown layout."""
 
 
+@dataclass(frozen=True)
+class Check:
+    """A check that may fail at run time: an ``Assert`` (``error`` None: its message
+    says), or another node that raises ``error`` where it fails (see Trace.fail_where)."""
+
+    node: Node
+    error: Exception | None = field(default=None, compare=False)
+    what: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "what", "" if self.error is None else f"{type(self.error).__name__}: {self.error}")
+
+    def raise_(self) -> NoReturn:
+        """The python backend's error for this failure."""
+        err = self.error
+        if err is None:
+            msg = str(self.node.attrs.get("message", ""))
+            err = AssertionError(msg)
+        raise NexusRuntimeError(f"{type(err).__name__}: {err}", self.node) from err
+
+
 class NewCheck(Exception):
     """Tracing met a check that may fail at run time (see :meth:`Trace.fail_where`) inside a
     region that does not carry the failure code; trace again with the node in ``failing``,
@@ -311,7 +332,7 @@ class Trace:
         # 0 while every check passed, else 1 + the index in ``checks`` of the first that
         # failed; regions that hold an Assert carry it (see :meth:`fail_where`).
         self.status: Any = None
-        self.checks: list[Node] = []
+        self.checks: list[Check] = []
         self.failures = 0  # how many times fail_where was traced (see checked_region)
         # Nodes other than Assert found to check at run time (kept by the executable across
         # tracings), and how many enclosing regions do not carry the code (see fail_where).
@@ -410,7 +431,7 @@ class Trace:
             return None  # e.g. an integer division by zero: the rule traces it instead
 
     # --- run-time checks ------------------------------------------------------------
-    def fail_where(self, n: Node, bad: Any) -> None:
+    def fail_where(self, n: Node, bad: Any, error: Exception | None = None) -> None:
         """Record that the check ``n`` fails where ``bad`` holds (and the code runs there:
         inside a select's arm, where ``predicate`` holds), unless an earlier one failed.
 
@@ -425,9 +446,10 @@ class Trace:
             self.failing.add(n)
             raise NewCheck(n)
         self.failures += 1
-        if n not in self.checks:
-            self.checks.append(n)
-        code = np.int32(self.checks.index(n) + 1)
+        check = Check(n, error)
+        if check not in self.checks:
+            self.checks.append(check)
+        code = np.int32(self.checks.index(check) + 1)
         bad = jnp.asarray(bad, np.bool_)
         if self.predicate is not None:
             bad = bad & self.predicate
