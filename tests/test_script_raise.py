@@ -171,3 +171,31 @@ def test_exception_classes_of_one_name_stay_apart():
     assert type(e1) is first and e1.args == ("a", 1)
     assert type(e2) is second and e2.args == ()
     assert raised_error("raise NoSuchError() (line 3)") is None  # not a class: the backend's error stands
+
+
+def _squared_unless(x: float, n: int) -> float:
+    if n > 3:
+        raise ValueError("too big", 3)
+    for i in range(n):
+        y = x * i
+    return y * x
+
+
+@pytest.mark.parametrize("n", [5, 0, 2])
+def test_the_gradient_of_a_script_raises_what_python_raises(n: int) -> None:
+    # nx.grad(script) called directly raised NexusRuntimeError (an Assert's message) where
+    # nx.compile(nx.grad(script)) already raised Python's exception.
+    try:
+        _squared_unless(2.0, n)
+        want = None
+    except (ValueError, UnboundLocalError) as e:
+        want = e
+    grad = nx.grad(nx.script(_squared_unless))
+    if want is None:
+        # d/dx (x * (n - 1) * x) = 2 x (n - 1)
+        np.testing.assert_allclose(grad(2.0, n), 2 * 2.0 * (n - 1))
+    else:
+        with pytest.raises(type(want)) as info:
+            grad(2.0, n)
+        if isinstance(want, ValueError):
+            assert info.value.args == want.args

@@ -138,7 +138,13 @@ class GradFunction:
         return (outs[0], g) if self.with_value else g
 
     def __call__(self, *args: Any) -> Any:
-        outs, grads = _vjp_values(self.f, args, self.nums, None, self.mode, self.max_iterations, self.checkpoint)
+        try:
+            outs, grads = _vjp_values(self.f, args, self.nums, None, self.mode, self.max_iterations, self.checkpoint)
+        except RuntimeError as e:  # a script's UnboundLocalError or `raise`, as nx.compile(grad) raises it
+            err = self.run_error(e)
+            if err is e:
+                raise
+            raise err from e
         return self._pack(outs, grads)
 
     def specialize(self, args: tuple[Any, ...]) -> tuple[Graph, Callable[[Any], Any]]:
