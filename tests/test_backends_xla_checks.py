@@ -238,8 +238,9 @@ def test_sizes_known_at_run_time_that_do_not_broadcast_raise_as_in_numpy(fn: Any
         np.testing.assert_allclose(exe(v, *args), want)
 
 
-# Integer division by zero and an index out of range: Python raises; xla gave XLA's
-# number (-2 for 7 // 0) or clamped the index (v[7] was v[4]).
+# Integer division by zero, a negative shift count and an index out of range: Python
+# raises; xla gave XLA's number (-2 for 7 // 0, 0 for 3 << -1) or clamped the index (v[7]
+# was v[4]).
 def _floordiv(a: int, b: int) -> int:
     return a // b
 
@@ -248,6 +249,13 @@ def _mod_in_loop(a: int, n: int) -> int:
     s = 0
     for i in range(n):
         s += a % (n - 1 - i)
+    return s
+
+
+def _shifts(a: int, n: int) -> int:
+    s = 0
+    for i in range(n):
+        s += (a << (n - 2 - i)) + (a >> (n - 2 - i))
     return s
 
 
@@ -265,6 +273,7 @@ def _index_in_loop(v: Any, n: int) -> float:
 
 @pytest.mark.parametrize("fn, args", [
     (_floordiv, (7, 0)), (_floordiv, (7, -2)), (_mod_in_loop, (9, 3)), (_mod_in_loop, (9, 0)),
+    (_shifts, (5, 0)), (_shifts, (5, 1)), (_shifts, (5, 3)),
     (_index, (None, 4)), (_index, (None, 5)), (_index, (None, -5)), (_index, (None, -6)),
     (_index_in_loop, (None, 5)), (_index_in_loop, (None, 9)), (_index_in_loop, (None, 13)),
 ])
@@ -272,7 +281,7 @@ def test_division_by_zero_and_index_out_of_range_raise_as_in_python(fn: Any, arg
     args = tuple(np.arange(5.0) if a is None else a for a in args)
     try:
         want: Any = fn(*args)
-    except (ZeroDivisionError, IndexError) as e:
+    except (ZeroDivisionError, IndexError, ValueError) as e:
         want = e
     exe = nx.compile(nx.script(fn), backend="xla")
     if isinstance(want, Exception):

@@ -62,10 +62,10 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   tracing (sizes, constants) carries nothing, and a graph without a run-time check
   returns no code: it pays nothing per call.  A check that fails on static values fails
   when the call reaches it, as on the python backend.  Integer division or modulo by
-  zero raises ZeroDivisionError, and an index out of range (``v[i]``, a Gather) raises
-  IndexError, as there (XLA would give a number, or clamp the index).  Other run-time
-  errors are still not raised: a negative shift count or integer power does not raise;
-  casting a NaN or out-of-range float to an int gives XLA's value.  The fuzzer
+  zero raises ZeroDivisionError, an index out of range (``v[i]``, a Gather) IndexError,
+  and a negative shift count ValueError, as there (XLA would give a number, or clamp the
+  index).  Casting a NaN or out-of-range float to an int gives XLA's value (the python
+  and llvm backends give theirs: integers are fixed-width on every backend).  The fuzzer
   (``nexus.testing.py_gen --backend xla``) compares the runs where plain Python raised
   UnboundLocalError, raised in a generated ``raise`` or ``assert``, or returned None,
   not those where it raised another error.

@@ -87,10 +87,13 @@ def _binary(tr: Trace, node: Node, a: Any, b: Any) -> Any:
     if node.op.name in _INT_DIVISIONS and _is_int(a) and (not is_static(b) or np.any(np.asarray(b) == 0)):
         # Integer division by zero raises, as on the python backend (XLA gives a number).
         tr.fail_where(node, jnp.any(jnp.asarray(b) == 0), ZeroDivisionError("integer division by zero"))
+    if node.op.name in _SHIFTS and (not is_static(b) or np.any(np.asarray(b) < 0)):
+        tr.fail_where(node, jnp.any(jnp.asarray(b) < 0), ValueError(f"{node.op.name}: negative shift count"))
     return BINARY[node.op.name](a, b)
 
 
 _INT_DIVISIONS = frozenset({"Div", "FloorDiv", "Mod"})
+_SHIFTS = frozenset({"LeftShift", "RightShift"})
 
 
 @register_lowering(BACKEND, "Where")
