@@ -131,9 +131,21 @@ def test_a_loop_of_small_constant_products_runs_whole_as_native_code() -> None:
     assert {m.op.name for m in whole.members} >= {"MatMul", "Tanh", "Less"}
 
 
-def test_a_loop_with_a_big_product_stays_with_onnxruntime() -> None:
+def test_a_loop_with_a_big_constant_product_runs_whole_as_native_code() -> None:
+    """A layer's weights, however big, are packed by the llvm backend when compiling."""
     require("llvmlite", "llvm")
     require("onnxruntime", "onnx")
     f = nx.compile(nx.script(relay_big), backend="auto")
-    np.testing.assert_allclose(f(X, 3), relay_big(X, 3), rtol=1e-4, atol=1e-5)
+    for x in (X, np.tile(X, (4, 1)), X[:1]):  # rows below, inside and across the packed kernel's
+        np.testing.assert_allclose(f(x, 3), relay_big(x, 3), rtol=1e-4, atol=1e-5)
+    assert [p.engine for p in _exe(f).partitions] == ["llvm"]
+
+
+def test_a_loop_with_a_big_run_time_product_stays_with_onnxruntime() -> None:
+    require("llvmlite", "llvm")
+    require("onnxruntime", "onnx")
+    w = (RNG.standard_normal((300, 300)) / 20).astype(np.float32)
+    x = RNG.standard_normal((4, 300)).astype(np.float32)
+    f = nx.compile(nx.script(relay), backend="auto")
+    np.testing.assert_allclose(f(x, w, 3), relay(x, w, 3), rtol=1e-4, atol=1e-5)
     assert "llvm" not in [p.engine for p in _exe(f).partitions]

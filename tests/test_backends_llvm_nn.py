@@ -292,6 +292,36 @@ def test_matmul_against_a_transposed_constant_weight(strategy: str, dtype: str,
     check(g, (x[:0],), np.zeros((0, 7)), dtype)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("form", ["Gemm transB", "Transpose then Gemm", "MatMul"])
+def test_products_by_constant_weights_at_each_row_count(dtype: str, form: str) -> None:
+    # a constant weight is packed into panels when compiling (a kernel of its own between
+    # PANEL_ROWS rows, BLAS outside them): rows across both bounds and the blocks of rows,
+    # columns that do not fill the last panel, the bias fused after the product
+    if not _blas():
+        pytest.skip("no BLAS: the products are loop nests")
+    np_dt = dtype.replace("f", "float")
+    lo, hi = matmul.PANEL_ROWS
+    k = 37
+    for n in (13, 3 * matmul.PANEL_BYTES // int(dtype[1:]) * 8):
+        w = RNG.normal(size=(k, n)).astype(np_dt)
+        bias = RNG.normal(size=n).astype(np_dt)
+
+        def build(g: Graph, b: Block, x: Node, w: np.ndarray = w, bias: np.ndarray = bias) -> Node:
+            if form == "MatMul":
+                return g.add("Add", [g.add("MatMul", [x, const(g, b, w)], b), const(g, b, bias)], b)
+            if form == "Gemm transB":
+                wt = const(g, b, np.ascontiguousarray(w.T))
+                return g.add("Gemm", [x, wt, const(g, b, bias)], b, {"transB": True})
+            wt = g.add("Transpose", [const(g, b, np.ascontiguousarray(w.T))], b, {"perm": [1, 0]})
+            return g.add("Gemm", [x, wt, const(g, b, bias)], b)
+
+        g = graph([TensorType(dtype, (M, k))], build)
+        for rows in sorted({1, lo - 1, lo, lo + 1, 2 * matmul.ROW_BLOCK + 3, hi, hi + 1}):
+            x = RNG.normal(size=(rows, k)).astype(np_dt)
+            check(g, (x,), x.astype(np.float64) @ w.astype(np.float64) + bias, dtype, sums=True)
+
+
 @pytest.mark.parametrize("lib", ["numpy", "scipy"])
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_each_blas_the_backend_may_call_gives_numpys_product(lib: str, dtype: str,

@@ -74,6 +74,28 @@ def test_first_float_extremum_agrees_with_numpy_on_rows_of_specials(op: str, dty
             np.testing.assert_array_equal(exe(x), want)
 
 
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_first_float_extremum_of_long_rows_read_as_vectors(op: str, dtype: str) -> None:
+    # rows over the last axis are scanned a vector at a time, the remainder in scalars: the
+    # extremum (twice, the first wins) and a NaN first or last in a vector, in the
+    # remainder, at the very end; rows shorter than a vector
+    fn = np.argmax if op == "ArgMax" else np.argmin
+    np_dt = np.float32 if dtype == "f32" else np.float64
+    exe = _one(op, dtype, 2, axis=-1, keepdims=False)
+    size = 1003
+    spots = [0, 7, 8, 9, 500, 999, 1000, 1002]
+    x = np.random.default_rng(3).normal(size=(2 * len(spots) + 1, size))
+    big = 9.0 if op == "ArgMax" else -9.0
+    for r, i in enumerate(spots):
+        x[r, i] = x[r, min(i + 3, size - 1)] = big
+        x[len(spots) + r, i] = np.nan
+    x[-1] = big  # all tied
+    x = x.astype(np_dt)
+    np.testing.assert_array_equal(exe(x), fn(np.exp(x), axis=-1))
+    np.testing.assert_array_equal(exe(x[:, :5]), fn(np.exp(x[:, :5]), axis=-1))
+
+
 def test_max_propagates_nan_and_empty_max_fails() -> None:
     exe = _one("ReduceMax", "f64", 1)
     assert np.isnan(exe(np.array([1.0, np.nan, 3.0])))

@@ -3,10 +3,10 @@
 Each engine gets what it does best, and ``exe.partitions`` says which node runs where and
 why:
 
-- a loop without dense ops (no Conv, and matrix products only with small right operands:
-  scalar, elementwise and matrix-vector work, which ONNX Runtime's ``Loop`` and the python
-  backend both run op by op) becomes a native kernel of the llvm backend, its products
-  BLAS calls;
+- a loop without dense ops (no Conv, and matrix products only by constant weights or
+  small right operands: scalar, elementwise and matrix-vector work and a layer's products,
+  which ONNX Runtime's ``Loop`` and the python backend both run op by op) becomes a native
+  kernel of the llvm backend, its products BLAS calls or its own kernel of packed weights;
 - a graph with loops whose every op compiles so (and only such ops) runs whole as native
   code, with no Python between its loops;
 - a graph with no such loop that ``nx.to_onnx`` exports runs whole as one ONNX Runtime
@@ -42,18 +42,26 @@ BACKEND = "auto"
 _MODULE = {"onnxruntime": "onnxruntime", "llvm": "llvmlite"}
 # Ops that ONNX Runtime runs faster than a native loop of the llvm backend.
 DENSE_OPS = frozenset({"Conv", "ConvTranspose", "Einsum"})
-# A matrix product in a loop goes native (a BLAS call from the kernel) while its right operand
-# has at most this many elements; ONNX Runtime's own GEMM wins on bigger ones.  Measured on
-# this project's 2-core machine, per call: a 20-step tanh relay with a 256 x 256 weight, llvm
-# 1.42 ms, ONNX Runtime 1.73 ms (8 x 8: 9 us against 100 us); the model suite's RNN cell
-# (64 x 64) 0.15x ONNX Runtime's time; its greedy decoder (a 128 x 1000 output layer at
-# batch 8) 2.5x, the GEMM with few rows being where ONNX Runtime's kernels are faster.
+# A matrix product in a loop goes native when its right operand is a constant (a layer's
+# weights: the llvm backend packs them when compiling, see nexus.backends.llvm.matmul's
+# PANEL_ROWS), or else has a static size of at most SMALL_PRODUCT elements (a BLAS call;
+# a bigger run-time operand stays with ONNX Runtime's GEMM, as measured before the packing).
+# Measured on this project's 2-core machine, per call: a 20-step tanh relay with a 256 x 256
+# weight, llvm 1.42 ms, ONNX Runtime 1.73 ms (8 x 8: 9 us against 100 us); the model suite's
+# RNN cell (64 x 64) 0.15x ONNX Runtime's time; its greedy decoder (a 128 x 1000 output
+# layer) 0.7x at batch 1 and 8 with the packed weights (2.5x at batch 8 through BLAS).
 SMALL_PRODUCT = 1 << 16
 PRODUCTS = frozenset({"MatMul", "Gemm"})
 
 
-def _small(n: Any) -> bool:
-    """A matrix product whose right operand has a static size of at most SMALL_PRODUCT."""
+def _native_product(n: Any) -> bool:
+    """A matrix product by constant weights, or whose right operand has a static size of at
+    most SMALL_PRODUCT."""
+    from nexus.backends.llvm.matmul import constant_weight
+
+    if not n.attrs.get("transA", False) and constant_weight(n.input(1), bool(n.attrs.get("transB", False)),
+                                                            str(getattr(n.type, "dtype", ""))) is not None:
+        return True
     t = n.input(1).type
     shape = getattr(t, "shape", None)
     return shape is not None and all(isinstance(d, int) for d in shape) and math.prod(shape) <= SMALL_PRODUCT
@@ -74,7 +82,7 @@ def _engine(asked: str | None, default: str, option: str) -> tuple[str, str]:
 
 def _native_loop(callee: Graph) -> bool:
     # llvm holds no sequence or optional values: a loop that carries one stays interpreted.
-    return not any(n.op.name in DENSE_OPS or n.op.name in PRODUCTS and not _small(n) or is_container(n.type)
+    return not any(n.op.name in DENSE_OPS or n.op.name in PRODUCTS and not _native_product(n) or is_container(n.type)
                    for n in callee.nodes())
 
 
@@ -101,8 +109,8 @@ class Mixed(Executable):
             from nexus.backends.llvm.partition import outline_loops
 
             kernels = outline_loops(self.host, max_iterations, accept=_native_loop)
-            self.partitions += [Partition("llvm", [], "a loop without dense ops (small products: BLAS calls)",
-                                          members=k.outlined) for k in kernels]
+            why = "a loop without dense ops (products by constant weights or small)"
+            self.partitions += [Partition("llvm", [], why, members=k.outlined) for k in kernels]
         if self.whole is None and dense == "onnxruntime" and not kernels:
             self.whole = self._whole(g, threads)
         if self.whole is not None:
@@ -133,7 +141,8 @@ class Mixed(Executable):
             exe = LLVMExecutable(g, max_iterations)
         except (Unsupported, MissingLoweringError):
             return None
-        self.partitions.append(Partition("llvm", [], "loops and all around them compile natively (small products)",
+        why = "loops and all around them compile natively (products by constant weights or small)"
+        self.partitions.append(Partition("llvm", [], why,
                                          members=tuple(n for n in g.nodes() if role(n) == "data")))
         return exe
 
