@@ -171,3 +171,31 @@ def test_a_mismatched_matmul_raises_numpys_error_class(backend: str) -> None:
         with pytest.raises(NexusRuntimeError) as called:
             nx.script(after_matmul)(W, x)
         assert type(called.value.__cause__) is ValueError
+
+
+def after_concat(a, b):  # noqa: ANN001, ANN201
+    c = np.concatenate([a, b])
+    if c[0, 0] > 0:
+        return b + a[0]
+    return c
+
+
+def after_add(x, y):  # noqa: ANN001, ANN201
+    z = x + y
+    if z[0] > 0:
+        return x * 2.0
+    return z
+
+
+def test_concat_ties_its_other_axes_and_broadcasting_ties_nothing() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3)) + 2, rng.standard_normal((4, 3))
+    g = _inferred(after_concat, a, b)
+    add = _only(g, "Add")
+    assert _shape(add) == (_arg_dim(g, 1, 0), _arg_dim(g, 0, 1)) and add not in assumed_dims(g)
+    np.testing.assert_allclose(nx.run(insert_shape_checks(g), a, b), after_concat(a, b))
+    # x + y with x of size 1 and y of size 5 is NumPy broadcasting: x stays its own size after it
+    x, y = np.ones(1), np.ones(5)
+    g = _inferred(after_add, x, y)
+    assert _shape(_only(g, "Mul")) == (_arg_dim(g, 0, 0),)
+    np.testing.assert_allclose(nx.run(g, x, y), after_add(x, y))
