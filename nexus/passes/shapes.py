@@ -199,26 +199,22 @@ class _Inference:
     def _unify(self, facts: dict[sympy.Symbol, Any], x: Any, y: Any) -> None:
         """Add ``x = y`` to ``facts`` (symbol -> its class's name, kept resolved): the
         union of the two classes, named by an int, else by the first argument symbol."""
-        x, y = (simplify_dim(sympy.sympify(d).xreplace(facts)) if not isinstance(d, int) else d for d in (x, y))
-        if _dim_eq(x, y):
-            return
-        keys = [d for d in (x, y) if isinstance(d, sympy.Symbol)]
-        if not keys:
-            return  # two ints (the op always fails here) or expressions: nothing to name
-        rep = min((x, y), key=self._name_rank)
-        if not (isinstance(rep, (int, sympy.Symbol)) or rep.is_Integer):
-            return  # an expression names no class
-        loser = x if rep is y else y
-        if not isinstance(loser, sympy.Symbol):
-            return
+        x, y = _resolved(x, facts), _resolved(y, facts)
+        if x is None or y is None or x == y:
+            return  # an expression (a grown dim, 2 * N) names no class and joins none
+        if isinstance(x, int) and isinstance(y, int):
+            return  # two sizes that differ: the op always fails here
+        rep, loser = (x, y) if self._name_rank(x) <= self._name_rank(y) else (y, x)
         for k, v in facts.items():
-            if isinstance(v, sympy.Basic) and loser in v.free_symbols:
+            if v == loser:
+                facts[k] = rep
+            elif isinstance(v, sympy.Basic) and loser in v.free_symbols:
                 facts[k] = simplify_dim(v.xreplace({loser: rep}))
         facts[loser] = rep
 
     def _name_rank(self, d: Any) -> tuple[int, int, str]:
         """Which dim names a class: ints first, then argument symbols in argument order."""
-        if isinstance(d, int) or (isinstance(d, sympy.Basic) and d.is_Integer):
+        if isinstance(d, int):
             return (0, 0, "")
         if d in self.arg_rank:
             return (1, self.arg_rank[d], "")
@@ -434,6 +430,19 @@ def _dim_eq(a: Any, b: Any) -> bool:
     if isinstance(a, int) != isinstance(b, int):
         return False
     return bool(a == b) or dim_is_zero(a - b)
+
+
+def _resolved(d: Any, facts: Mapping[Any, Any]) -> int | sympy.Symbol | None:
+    """A dim as an int or the symbol naming its class in ``facts``; None for an expression."""
+    if isinstance(d, int):
+        return d
+    if isinstance(d, sympy.Symbol):
+        d = facts.get(d, d)
+        if isinstance(d, (int, sympy.Symbol)):
+            return d
+    if isinstance(d, sympy.Basic) and d.is_Integer:
+        return int(d)
+    return None
 
 
 def _free(x: Any) -> set[Any]:
