@@ -199,3 +199,33 @@ def test_concat_ties_its_other_axes_and_broadcasting_ties_nothing() -> None:
     g = _inferred(after_add, x, y)
     assert _shape(_only(g, "Mul")) == (_arg_dim(g, 0, 0),)
     np.testing.assert_allclose(nx.run(g, x, y), after_add(x, y))
+
+
+def masked_in_both_branches(W, a, b, c):  # noqa: ANN001, ANN201, N803
+    if c:
+        x = a[a > 0]
+        y = W @ x
+    else:
+        x = b[b > 0]
+        y = W @ x
+    return x * W[0] + y[0]
+
+
+@pytest.mark.parametrize("backend", ["python", "llvm"])
+def test_data_dependent_sizes_proved_on_every_edge_join_as_the_arguments_dim(backend: str) -> None:
+    """Each branch's mask has a size of its own; each branch's MatMul proves it equal to
+    W's second dim, so after the join x is an f64[W_1] (a size known from the arguments)."""
+    if backend != "python":
+        require("llvmlite", backend)
+    W, a, b = np.ones((3, 2)), np.array([1.0, -1.0, 2.0]), np.array([-1.0, 3.0, 4.0, -2.0])
+    g = _inferred(masked_in_both_branches, W, a, b, True)
+    x = _only(g, "Mul").input(0)
+    assert x.op.name == "Phi" and _shape(x) == (_arg_dim(g, 0, 1),)
+    exe = nx.compile(insert_shape_checks(g), backend=backend)
+    for c in (True, False):
+        np.testing.assert_allclose(exe(W, a, b, c), masked_in_both_branches(W, a, b, c))
+    with pytest.raises(NexusRuntimeError) as ours:
+        exe(W, np.array([1.0, 2.0, 3.0]), b, True)  # three positives against W's two columns
+    with pytest.raises(ValueError):
+        masked_in_both_branches(W, np.array([1.0, 2.0, 3.0]), b, True)
+    assert type(ours.value.__cause__) is ValueError
