@@ -20,6 +20,16 @@ Type rules report the dim equalities they assumed without proof (``OpDef.infer``
 ``Add(f32[N], f32[M])`` takes N and M to broadcast); :func:`assumed_dims` returns them
 per node, under the path facts of the node's block, for the run-time checks of
 ``nexus.passes.shapechecks``.  Binding argument dims at call time is ``nexus.ir.binding``.
+
+Unification: an equality a rule assumes without broadcasting (MatMul's contraction dims,
+Concat's other axes: ``DimEq.broadcast`` false) holds wherever the op has run, since the
+op fails otherwise (its check, or its kernel, raises NumPy's error).  So the two dims are
+unified, as a path fact, in the op's own result and in every block its block strictly
+dominates (not before it, not on paths that skip it: a loop whose body never runs, a
+branch not taken).  A class of unified dims is named by an int where it has one, else by
+the first argument's symbol (in argument order), else by a symbol of its own: after
+``U @ h`` in a loop body, the loop-carried ``h``'s Phi symbol reads as ``U``'s second dim
+in the blocks that follow.  Argument types are never rewritten (binding checks them).
 """
 
 from __future__ import annotations
@@ -97,6 +107,13 @@ class _Inference:
         self.dom = dominators(g)
         self.rpo = reverse_postorder(g)
         self.arg_syms: set[Any] = set().union(*(_type_syms(t) for t in g.arg_types))
+        # the argument symbols in argument order: the first names a class of unified dims
+        self.arg_rank: dict[Any, int] = {}
+        for t in g.arg_types:
+            for s in _ordered_syms(t):
+                self.arg_rank.setdefault(s, len(self.arg_rank))
+        self.forced: dict[Node, dict[sympy.Symbol, Any]] = {}  # what running a node proves
+        self.exits: dict[Block, dict[sympy.Symbol, Any]] = {}  # what holds when a block is left
 
     def run(self) -> None:
         widen: set[Node] = set()
@@ -107,6 +124,7 @@ class _Inference:
                 for n in node_order(b):
                     if self._visit(n, n in widen):
                         changed.append(n)
+                self.exits[b] = self._exit_facts(b)
             if not changed:
                 break
             if rounds >= _MAX_ROUNDS:
@@ -147,6 +165,12 @@ class _Inference:
                 if name == "Call":
                     new = _call_type(n.attrs["callee"], ins, new)
                 new = self._stabilize(n, new, ins, vals)
+                forced = self._forced(ins, inferred.assumed)
+                if forced:
+                    self.forced[n] = forced
+                    new = _subs_type(new, forced)  # the op's result holds only where it ran
+                else:
+                    self.forced.pop(n, None)
         except OpTypeError as e:
             raise ShapeInferenceError(f"{node_where(n)}: {e}") from None
         except Exception as e:  # noqa: BLE001  (a rule that crashed: still name the node)
@@ -160,6 +184,55 @@ class _Inference:
         t = self.types.get(v)
         return t if t is not None else v.type
 
+    def _forced(self, ins: Sequence[Type], assumed: Sequence[DimEq]) -> dict[sympy.Symbol, Any]:
+        """The dims that the node's running proves equal (its assumed equalities without
+        broadcasting), as substitutions: each symbol to the name of its class."""
+        out: dict[sympy.Symbol, Any] = {}
+        for eq in assumed:
+            if eq.broadcast:
+                continue  # N against M may be 1 against 5: NumPy broadcasts, nothing is forced
+            a, b = ins[eq.i], ins[eq.j]
+            assert isinstance(a, TensorType) and isinstance(b, TensorType) and a.shape and b.shape
+            self._unify(out, a.shape[eq.a], b.shape[eq.b])
+        return out
+
+    def _unify(self, facts: dict[sympy.Symbol, Any], x: Any, y: Any) -> None:
+        """Add ``x = y`` to ``facts`` (symbol -> its class's name, kept resolved): the
+        union of the two classes, named by an int, else by the first argument symbol."""
+        x, y = _resolved(x, facts), _resolved(y, facts)
+        if x is None or y is None or x == y:
+            return  # an expression (a grown dim, 2 * N) names no class and joins none
+        if isinstance(x, int) and isinstance(y, int):
+            return  # two sizes that differ: the op always fails here
+        rep, loser = (x, y) if self._name_rank(x) <= self._name_rank(y) else (y, x)
+        for k, v in facts.items():
+            if v == loser:
+                facts[k] = rep
+            elif isinstance(v, sympy.Basic) and loser in v.free_symbols:
+                facts[k] = simplify_dim(v.xreplace({loser: rep}))
+        facts[loser] = rep
+
+    def _name_rank(self, d: Any) -> tuple[int, int, str]:
+        """Which dim names a class: ints first, then argument symbols in argument order."""
+        if isinstance(d, int):
+            return (0, 0, "")
+        if d in self.arg_rank:
+            return (1, self.arg_rank[d], "")
+        return (2, 0, str(d))
+
+    def _exit_facts(self, b: Block) -> dict[sympy.Symbol, Any]:
+        """What holds when control leaves ``b``: its path facts and what its nodes' running
+        proved (every node of a block runs before its terminator)."""
+        facts = self.facts.get(b, {})
+        proved = [f for n in b.members if (f := self.forced.get(n))]
+        if not proved:
+            return facts
+        facts = dict(facts)
+        for f in proved:
+            for s, d in f.items():
+                self._unify(facts, s, d)
+        return facts
+
     def _phi_type(self, n: Node, widen: bool) -> Type | None:
         block = n.block
         assert block is not None
@@ -168,7 +241,7 @@ class _Inference:
             if v not in self.types and v.op.kind != "control":
                 continue  # a back edge not visited yet: bottom
             pred = block.input(k).block
-            facts = self.facts.get(pred, {}) if pred is not None else {}
+            facts = self.exits.get(pred, {}) if pred is not None else {}
             seen.append(_subs_type(self._type(v), facts))
         if not seen:
             return None
@@ -298,7 +371,7 @@ class _Inference:
     # --- path facts --------------------------------------------------------------------
     def _block_facts(self, b: Block) -> dict[sympy.Symbol, Any]:
         parent = self.dom.idom.get(b)
-        base = dict(self.facts.get(parent, {})) if parent is not None and parent is not b else {}
+        base = dict(self.exits.get(parent, {})) if parent is not None and parent is not b else {}
         if len(b.inputs) != 1:
             return base
         edge = b.input(0)
@@ -357,6 +430,19 @@ def _dim_eq(a: Any, b: Any) -> bool:
     if isinstance(a, int) != isinstance(b, int):
         return False
     return bool(a == b) or dim_is_zero(a - b)
+
+
+def _resolved(d: Any, facts: Mapping[Any, Any]) -> int | sympy.Symbol | None:
+    """A dim as an int or the symbol naming its class in ``facts``; None for an expression."""
+    if isinstance(d, int):
+        return d
+    if isinstance(d, sympy.Symbol):
+        d = facts.get(d, d)
+        if isinstance(d, (int, sympy.Symbol)):
+            return d
+    if isinstance(d, sympy.Basic) and d.is_Integer:
+        return int(d)
+    return None
 
 
 def _free(x: Any) -> set[Any]:
