@@ -141,3 +141,51 @@ def test_an_imported_transformer_compiles_whole(model: str) -> None:
         feeds = [a.numpy() for a in args]
         got = exe(*[feeds[k] for k in imp.onnx_inputs])
         assert suite.error(got, want) <= suite.RTOL
+
+
+# Sizes the types take to be equal without proof.  Before, `W @ h` with W of 4 columns and h
+# of 5 read past h and returned numbers, and the RNN's carried h (typed by h's dim, joined
+# with U's rows) was read past its 3 values as 6: NumPy raises, or returns 3 values.
+def _product(w, h):  # noqa: ANN001, ANN202
+    return np.tanh(w @ h)
+
+
+def _rnn(w, u, xs, h, steps: int):  # noqa: ANN001, ANN202
+    for t in range(steps):
+        h = np.tanh(w @ xs[t] + u @ h)
+    return h
+
+
+@pytest.mark.parametrize("cols, size", [(4, 4), (4, 5), (5, 4)])
+def test_a_product_of_sizes_that_do_not_contract_raises_as_numpy(cols: int, size: int) -> None:
+    w, h = np.ones((3, cols)), np.linspace(0.0, 1.0, size)
+    exe = nx.compile(nx.script(_product), backend="llvm")
+    try:
+        want = _product(w, h)
+    except ValueError:
+        with pytest.raises(nx.NexusRuntimeError) as info:
+            exe(w, h)
+        assert isinstance(info.value.__cause__, ValueError)
+        return
+    np.testing.assert_allclose(exe(w, h), want)
+
+
+@pytest.mark.parametrize("rows, state, steps", [(6, 6, 0), (6, 6, 3), (3, 6, 1), (3, 6, 2), (3, 6, 0)])
+def test_a_loop_carried_array_whose_size_would_change_is_refused_not_read_past(rows: int, state: int,
+                                                                               steps: int) -> None:
+    rng = np.random.default_rng(0)
+    w, u = rng.standard_normal((rows, 4)), rng.standard_normal((rows, state))
+    xs, h = rng.standard_normal((5, 4)), rng.standard_normal(state)
+    exe = nx.compile(nx.script(_rnn), backend="llvm")
+    try:
+        want = _rnn(w, u, xs, h, steps)
+    except ValueError:
+        want = None
+    try:
+        got = exe(w, u, xs, h, steps)
+    except nx.NexusRuntimeError as e:
+        # Python's own error, or the backend's refusal naming the Phi: never another answer.
+        refused = isinstance(e.__cause__, NotImplementedError) and "loop-carried %h" in str(e)
+        assert refused or (want is None and isinstance(e.__cause__, ValueError)), e
+        return
+    np.testing.assert_allclose(got, want)

@@ -56,7 +56,8 @@ from nexus.ir.types import TensorType, numpy_dtype
 
 ENTRY = "nexus_main"
 _EXCEPTIONS: dict[str, type[Exception]] = {"ZeroDivisionError": ZeroDivisionError, "ValueError": ValueError,
-                                           "IndexError": IndexError, "AssertionError": AssertionError}
+                                           "IndexError": IndexError, "AssertionError": AssertionError,
+                                           "NotImplementedError": NotImplementedError}
 
 
 def _ctype(dtype: str) -> Any:

@@ -22,12 +22,27 @@ import sympy
 from nexus.backends.llvm.dtypes import Unsupported
 from nexus.ir.analysis import node_order, reverse_postorder
 from nexus.ir.graph import Graph
+from nexus.ir.node import Node
 from nexus.ir.types import TensorType
 
 
 def phi_dim_aliases(g: Graph) -> dict[Any, Any]:
     """Symbol -> the dim (an argument's symbol or an int) it equals, for Phi symbols."""
+    return g.cached("llvm.phi_dims", _phi_classes)[0]
+
+
+def phi_dim_checks(g: Graph) -> list[tuple[Any, Any, Node]]:
+    """``(a, b, phi)``: two dims that arguments bind (symbols, or an int) which a Phi's one
+    buffer takes to be equal (``h = U @ h`` carries ``h``'s dim in and ``U``'s out); the
+    call checks them on entry (Python would run on with another size: the backend refuses
+    the call there rather than read past a buffer)."""
+    return g.cached("llvm.phi_dims", _phi_classes)[1]
+
+
+def _phi_classes(g: Graph) -> tuple[dict[Any, Any], list[tuple[Any, Any, Node]]]:
     parent: dict[Any, Any] = {}
+    checks: list[tuple[Any, Any, Node]] = []
+    where: list[Node] = []
 
     def find(d: Any) -> Any:
         while d in parent:
@@ -37,12 +52,15 @@ def phi_dim_aliases(g: Graph) -> dict[Any, Any]:
     bound = {d for t in g.arg_types if isinstance(t, TensorType) and t.shape for d in t.shape
              if isinstance(d, sympy.Symbol)}
 
-    def union(a: Any, b: Any, where: str) -> None:
+    def union(a: Any, b: Any, what: str) -> None:
         ra, rb = find(a), find(b)
         if ra == rb:
             return
         if not isinstance(ra, sympy.Symbol) and not isinstance(rb, sympy.Symbol):
-            raise Unsupported(f"{where}: dims {ra} and {rb} differ between iterations")
+            raise Unsupported(f"{what}: dims {ra} and {rb} differ between iterations")
+        if (not isinstance(ra, sympy.Symbol) or ra in bound) and (not isinstance(rb, sympy.Symbol) or rb in bound) \
+                and where:
+            checks.append((ra, rb, where[-1]))  # two sizes the call gives: equal only if it says so
         if not isinstance(ra, sympy.Symbol) or ra in bound:
             ra, rb = rb, ra  # keep the int / the argument's symbol as the representative
         parent[ra] = rb
@@ -52,6 +70,7 @@ def phi_dim_aliases(g: Graph) -> dict[Any, Any]:
             _topk_dims(n, union)
         if n.op.kind != "phi" or not isinstance(n.type, TensorType) or not n.type.shape:
             continue
+        where[:] = [n]
         for v in n.inputs:
             t = v.type
             if not isinstance(t, TensorType) or t.shape is None or len(t.shape) != len(n.type.shape):
@@ -64,7 +83,8 @@ def phi_dim_aliases(g: Graph) -> dict[Any, Any]:
                         raise Unsupported(f"Phi %{n.name or '?'}: dim {d} changes between iterations")
                 union(int(a) if not isinstance(a, sympy.Symbol) else a,
                       int(b) if not isinstance(b, sympy.Symbol) else b, f"Phi %{n.name or '?'}")
-    return {s: find(s) for s in parent}
+        where.clear()
+    return {s: find(s) for s in parent}, checks
 
 
 def _topk_dims(n: Any, union: Any) -> None:

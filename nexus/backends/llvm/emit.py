@@ -27,7 +27,7 @@ from llvmlite import ir
 from nexus.backends.base import lowering_table, register_lowering
 from nexus.backends.llvm import ahead, nn, rules
 from nexus.backends.llvm.coalesce import coalesce
-from nexus.backends.llvm.dimalias import dim_aliases
+from nexus.backends.llvm.dimalias import dim_aliases, phi_dim_checks
 from nexus.backends.llvm.dtypes import (
     I1,
     I8,
@@ -101,6 +101,8 @@ def may_fail(g: Graph, seen: set[Graph] | None = None) -> bool:
     """Whether running ``g`` can fail (so its function returns a status)."""
     seen = seen if seen is not None else set()
     seen.add(g)
+    if phi_dim_checks(g):
+        return True
     for n in g.nodes():
         op = n.op
         if op.may_fail or op.name in _FALLIBLE_HERE:
@@ -429,6 +431,7 @@ class FunctionEmitter:
     def emit(self) -> None:
         g = self.g
         self._bind_args()
+        given = dict(self.env)  # the arguments' dims, before a Phi's alias replaces one
         # the dims of Phis and those computed from shapes, bound on entry (see dimalias)
         self.aliased = dim_aliases(g)
         for sym, rep in self.aliased.items():
@@ -447,7 +450,8 @@ class FunctionEmitter:
         for blk in blocks:
             self.b.position_at_end(self.bbs[blk])
             self._block(blk)
-        self.eb.branch(self.bbs[g.start_block])
+        self._check_phi_dims(given)
+        self.b.branch(self.bbs[g.start_block])
         xb = ir.IRBuilder(self.exit)
         for p in self.buffers:  # none of them where the buffers are kept
             p = p if self.kept is None else xb.select(self.kept, ir.Constant(PTR, None), p)
@@ -463,6 +467,21 @@ class FunctionEmitter:
             xb.ret(xb.load(self.status, typ=I32))
         else:
             xb.ret_void()
+
+    def _check_phi_dims(self, given: dict[Any, ir.Value]) -> None:
+        """On entry: the sizes that a loop-carried array's one buffer takes to be equal
+        (``dimalias.phi_dim_checks``).  Where they differ, Python would carry an array of
+        another size; the call is refused there, naming the Phi, not run past a buffer."""
+        self.b.position_at_end(self.fn.append_basic_block("phi.dims"))
+        self.eb.branch(self.b.block)
+        for a, b, phi in phi_dim_checks(self.g):
+            va, vb = (I64(d) if isinstance(d, int) else given.get(d) for d in (a, b))
+            if va is None or vb is None:
+                continue
+            self.fail(self.b.icmp_unsigned("!=", va, vb), phi, "NotImplementedError",
+                      f"the llvm backend gives the loop-carried %{phi.name or '?'} one buffer, of a size it takes "
+                      f"from {a} and {b}, which differ in this call (Python carries an array whose size changes "
+                      f"from one iteration to the next): run it on the python backend")
 
     def _bind_args(self) -> None:
         params = iter(self.fn.args)

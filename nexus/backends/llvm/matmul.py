@@ -146,6 +146,9 @@ def _matmul(fe: FunctionEmitter, n: Node, ins: list[Any]) -> Any:
     t = n.type
     assert isinstance(t, TensorType) and t.shape is not None
     b = fe.b
+    if matmul_may_fail(n):  # the type rule assumed the contraction dims agree
+        fe.fail(b.icmp_unsigned("!=", kk, bt.dims[0]), n, "ValueError",
+                "matmul: the contraction dims of a and b differ")
     scalar = not t.shape
     if scalar:
         out = b.bitcast(fe.eb.alloca(mem_type(dt)), PTR)
@@ -197,14 +200,13 @@ def _batched(fe: FunctionEmitter, n: Node, a: Tensor, bt: Tensor, dt: str, sym: 
 
 
 def matmul_may_fail(n: Node) -> bool:
-    """Whether MatMul ``n``'s rule checks at run time that the contraction dims agree: for
-    stacks of matrices, where the types do not prove it (2-D operands are not checked)."""
+    """Whether MatMul ``n``'s rule checks at run time that the contraction dims agree:
+    where the types do not prove it (``W @ h`` with ``W: f32[W_0, W_1]``, ``h: f32[h_0]``
+    ran past ``h`` when W_1 > h_0; NumPy raises ValueError)."""
     a, bt = (v.type for v in n.inputs[:2])
-    if not isinstance(a, TensorType) or not isinstance(bt, TensorType) or a.shape is None or bt.shape is None:
+    if not isinstance(a, TensorType) or not isinstance(bt, TensorType) or not a.shape or not bt.shape:
         return False
-    if len(a.shape) < 2 or len(bt.shape) < 2 or (len(a.shape) == 2 and len(bt.shape) == 2):
-        return False
-    return bool(a.shape[-1] != bt.shape[-2])
+    return bool(a.shape[-1] != bt.shape[0 if len(bt.shape) == 1 else -2])
 
 
 def blas_routine(fe: FunctionEmitter, dt: str, op: str) -> str | None:
