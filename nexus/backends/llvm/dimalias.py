@@ -28,7 +28,8 @@ from nexus.ir.types import TensorType
 
 def phi_dim_aliases(g: Graph) -> dict[Any, Any]:
     """Symbol -> the dim (an argument's symbol or an int) it equals, for Phi symbols."""
-    return g.cached("llvm.phi_dims", _phi_classes)[0]
+    aliases: dict[Any, Any] = g.cached("llvm.phi_dims", _phi_classes)[0]
+    return aliases
 
 
 def phi_dim_checks(g: Graph) -> list[tuple[Any, Any, Node]]:
@@ -36,7 +37,8 @@ def phi_dim_checks(g: Graph) -> list[tuple[Any, Any, Node]]:
     buffer takes to be equal (``h = U @ h`` carries ``h``'s dim in and ``U``'s out); the
     call checks them on entry (Python would run on with another size: the backend refuses
     the call there rather than read past a buffer)."""
-    return g.cached("llvm.phi_dims", _phi_classes)[1]
+    checks: list[tuple[Any, Any, Node]] = g.cached("llvm.phi_dims", _phi_classes)[1]
+    return checks
 
 
 def _phi_classes(g: Graph) -> tuple[dict[Any, Any], list[tuple[Any, Any, Node]]]:
