@@ -199,3 +199,30 @@ def test_the_gradient_of_a_script_raises_what_python_raises(n: int) -> None:
             grad(2.0, n)
         if isinstance(want, ValueError):
             assert info.value.args == want.args
+
+
+def _assert_then_unbound(a: int, b: int, v: np.ndarray) -> np.ndarray:
+    for _ in v:
+        if a > 0:
+            w = v + 1.0
+    assert a > b, "check"
+    return w
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("a, b", [(-1, 5), (1, -5), (-1, -5)])
+def test_the_first_failing_check_in_program_order_raises(backend: str, a: int, b: int) -> None:
+    # py_gen seed 0, program 188, minimised: the assert and the read of `w` became two
+    # Asserts of one block with nothing between them, and the read's ran first
+    # (UnboundLocalError where Python raises AssertionError).
+    v = np.ones(3)
+    try:
+        want: object = _assert_then_unbound(a, b, v)
+    except (AssertionError, UnboundLocalError) as e:
+        want = e
+    fn = compiled_script(_assert_then_unbound, backend)
+    if isinstance(want, Exception):
+        with pytest.raises(type(want)):
+            fn(a, b, v)
+    else:
+        np.testing.assert_allclose(fn(a, b, v), want)

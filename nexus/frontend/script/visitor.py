@@ -121,10 +121,17 @@ class Lowering:
              type: Type | None = None, name: str | None = None, block: Block | None = None) -> Node:
         if self.placement and op != "Constant" and get_op(op).kind in DATAFLOW_KINDS:
             attrs = {**self.placement, **(attrs or {})}
+        where = block or self.cur
+        # Checks run in program order (the first that fails is the error Python raises): a
+        # block's Asserts are chained by ordering edges.
+        last = next((m for m in reversed(where.members) if m.op.name == "Assert"), None) if op == "Assert" else None
         try:
-            return self.g.add(op, inputs, block or self.cur, attrs, type=type, name=name, loc=self._loc)
+            out = self.g.add(op, inputs, where, attrs, type=type, name=name, loc=self._loc)
         except OpTypeError as e:
             raise self.op_error(op, inputs, attrs, e) from None
+        if last is not None:
+            out.add_dep(last)
+        return out
 
     def op_error(self, op: str, inputs: list[Node], attrs: dict[str, Any] | None, e: OpTypeError) -> ScriptError:
         """An op's type rule rejected its operands.  A conversion hint only where the dtypes
