@@ -226,3 +226,21 @@ def test_the_first_failing_check_in_program_order_raises(backend: str, a: int, b
             fn(a, b, v)
     else:
         np.testing.assert_allclose(fn(a, b, v), want)
+
+
+def _assert_then_divide(a: int, b: int) -> int:
+    assert b != 0, "nonzero"
+    return a // b
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("b", [0, 2])
+def test_an_op_that_may_fail_waits_for_the_check_before_it(backend: str, b: int) -> None:
+    # The python backend ran the division first: ZeroDivisionError where Python raises
+    # AssertionError.
+    fn = compiled_script(_assert_then_divide, backend)
+    if b == 0:
+        with pytest.raises(AssertionError):
+            fn(7, b)
+    else:
+        assert fn(7, b) == _assert_then_divide(7, b)

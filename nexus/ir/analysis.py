@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from nexus.ir.cfg import exits
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.types import X
+from nexus.ir.types import INT_DTYPES, TensorType, X
 
 
 def successors(block: Block) -> list[Block]:
@@ -224,3 +224,20 @@ def liveness(g: Graph) -> Liveness:
     """Live-in and live-out value sets per reachable block (cached until a mutation)."""
     result: Liveness = g.cached("liveness", _liveness)
     return result
+
+
+def may_fail(n: Node) -> bool:
+    """Whether running ``n`` on values its types allow could raise: the op says so
+    (``OpDef.may_fail``, or ``may_fail_on_int`` with an integer result), or it combines
+    inputs whose shapes are not all static (they may not broadcast at run time)."""
+    op = n.op
+    if op.may_fail:
+        return True
+    if op.may_fail_on_int and isinstance(n.type, TensorType) and n.type.dtype in INT_DTYPES:
+        return True
+    if len(n.inputs) > 1:
+        for v in n.inputs:
+            t = v.type
+            if not isinstance(t, TensorType) or t.shape is None or not all(isinstance(d, int) for d in t.shape):
+                return True
+    return False

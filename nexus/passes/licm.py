@@ -16,30 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nexus.ir.analysis import dominators, node_order, reverse_postorder
+from nexus.ir.analysis import dominators, may_fail, node_order, reverse_postorder
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node
-from nexus.ir.types import INT_DTYPES, TensorType
 from nexus.passes.cfgutil import add_edge, is_movable, remove_edge
 from nexus.passes.loops import Loop, loop_forest
 from nexus.passes.manager import Pass
-
-
-def may_fail(n: Node) -> bool:
-    """Whether running ``n`` on values its types allow could raise: the op says so
-    (``OpDef.may_fail``, or ``may_fail_on_int`` with an integer result), or it combines
-    inputs whose shapes are not all static (they may not broadcast at run time)."""
-    op = n.op
-    if op.may_fail:
-        return True
-    if op.may_fail_on_int and isinstance(n.type, TensorType) and n.type.dtype in INT_DTYPES:
-        return True
-    if len(n.inputs) > 1:
-        for v in n.inputs:
-            t = v.type
-            if not isinstance(t, TensorType) or t.shape is None or not all(isinstance(d, int) for d in t.shape):
-                return True
-    return False
 
 
 def ensure_preheader(g: Graph, loop: Loop) -> tuple[Block, bool]:

@@ -36,6 +36,7 @@ from nexus.frontend.script.values import (
     Val,
     _describe,
 )
+from nexus.ir.analysis import may_fail
 from nexus.ir.cons import PENDING
 from nexus.ir.graph import Graph
 from nexus.ir.node import Block, Node, SourceLoc
@@ -73,6 +74,7 @@ class Lowering:
         self.inline_stack: list[types.CodeType] = []  # the helpers being inlined (no recursion)
         self.inline_count = 0
         self.script_builder = build_callee
+        self._last_assert: dict[Block, Node] = {}  # see emit
         self.return_types: list[tuple[Type, ...]] = []
         self.reads: list[tuple[str, Node]] = []  # (variable, Phi) read, unflagged
         self.sources: dict[str, SourceText] = {scope.parsed.src.file: scope.parsed.src}
@@ -122,15 +124,17 @@ class Lowering:
         if self.placement and op != "Constant" and get_op(op).kind in DATAFLOW_KINDS:
             attrs = {**self.placement, **(attrs or {})}
         where = block or self.cur
-        # Checks run in program order (the first that fails is the error Python raises): a
-        # block's Asserts are chained by ordering edges.
-        last = next((m for m in reversed(where.members) if m.op.name == "Assert"), None) if op == "Assert" else None
         try:
             out = self.g.add(op, inputs, where, attrs, type=type, name=name, loc=self._loc)
         except OpTypeError as e:
             raise self.op_error(op, inputs, attrs, e) from None
-        if last is not None:
+        # Checks run in program order, the first that fails being the error Python raises: a
+        # block's Asserts are chained by ordering edges, and what may fail after one waits for it.
+        last = self._last_assert.get(where)
+        if last is not None and (op == "Assert" or may_fail(out)):
             out.add_dep(last)
+        if op == "Assert":
+            self._last_assert[where] = out
         return out
 
     def op_error(self, op: str, inputs: list[Node], attrs: dict[str, Any] | None, e: OpTypeError) -> ScriptError:
