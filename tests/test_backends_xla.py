@@ -183,6 +183,30 @@ def test_a_gradients_stacks_are_sized_before_its_one_compile() -> None:
     assert exe._exes[exe.graph].compiles == 1
 
 
+def test_a_gradients_stack_buffers_are_kept_for_the_next_call_of_its_signature() -> None:
+    """The tape's buffers are lent to the computation and given back (donated): a later
+    call of the signature reuses them, and what a deeper earlier call left in them does
+    not leak into a shallower one's gradient."""
+    torch = require("torch", "torch")
+    exe = nx.compile(nx.grad(rnn_loss, argnums=(2, 3)), backend="xla")
+    xs, h0, W, U, _ = _rnn_inputs(100)
+    for T in (30, 7, 0, 30):
+        tw, tu = torch.tensor(W, requires_grad=True), torch.tensor(U, requires_grad=True)
+        h = torch.tensor(h0)
+        for t in range(T):
+            h = torch.tanh(tw @ torch.tensor(xs[t]) + tu @ h)
+        if T:  # (T = 0: the loss does not depend on W and U)
+            (h * h).sum().backward()
+        want = [np.zeros_like(W), np.zeros_like(U)] if not T else [tw.grad.numpy(), tu.grad.numpy()]
+        for got, w in zip(exe(xs, h0, W, U, T), want):
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-10)
+    inner = exe._exes[exe.graph]
+    assert inner.compiles == 1
+    (entry,) = inner._cache.values()
+    assert entry.lends and len(entry.spare) == 1  # one set of buffers, passed from call to call
+    assert [b.shape[0] for b in entry.spare[0]] == [entry.layout.capacity] * len(entry.layout.kinds)
+
+
 def _unannotated_rnn(W, U, xs, h, T):  # noqa: ANN001, ANN202, N803
     for t in range(T):
         h = np.tanh(W @ xs[t] + U @ h)
