@@ -200,10 +200,8 @@ def test_a_gradients_stack_buffers_are_kept_for_the_next_call_of_its_signature()
         want = [np.zeros_like(W), np.zeros_like(U)] if not T else [tw.grad.numpy(), tu.grad.numpy()]
         for got, w in zip(exe(xs, h0, W, U, T), want):
             np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-10)
-    inner = exe._exes[exe.graph]
-    assert inner.compiles == 1
-    (entry,) = inner._cache.values()
-    assert entry.lends and len(entry.spare) == 1  # one set of buffers, passed from call to call
+    entry = exe._exes[exe.graph]._last  # (other tests may have compiled this gradient too)
+    assert entry is not None and entry.lends and len(entry.spare) == 1  # one set of buffers, passed from call to call
     assert [b.shape[0] for b in entry.spare[0]] == [entry.layout.capacity] * len(entry.layout.kinds)
 
 
