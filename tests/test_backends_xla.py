@@ -418,3 +418,17 @@ def test_a_first_calls_stack_capacity_is_at_most_a_quarter_over_its_depth() -> N
         cap = _sized(64, peak)
         assert cap == min(s for s in steps if s >= peak), peak  # the least step that holds it
         assert cap <= 1.25 * peak + 1, peak
+
+
+@pytest.mark.parametrize("m, k", [(512, 64), (8, 3)])
+def test_a_product_of_a_transposed_matrix_matches_numpy(m: int, k: int) -> None:
+    """``a.T @ b``: large, its transpose is materialised for XLA:CPU's library kernel
+    (rules._binary); small, folded into the product. Both give NumPy's product."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.normal(size=(k, m)).astype(np.float32) for _ in range(2))
+
+    @nx.script
+    def f(a, b):  # noqa: ANN001, ANN202
+        return a.T @ b
+
+    np.testing.assert_allclose(nx.compile(f, backend="xla")(a, b), a.T @ b, rtol=1e-5, atol=1e-5)
