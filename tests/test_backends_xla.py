@@ -183,6 +183,28 @@ def test_a_gradients_stacks_are_sized_before_its_one_compile() -> None:
     assert exe._exes[exe.graph].compiles == 1
 
 
+def test_a_gradients_stack_buffers_are_kept_for_the_next_call_of_its_signature() -> None:
+    """The tape's buffers are lent to the computation and given back (donated): a later
+    call of the signature reuses them, and what a deeper earlier call left in them does
+    not leak into a shallower one's gradient."""
+    torch = require("torch", "torch")
+    exe = nx.compile(nx.grad(rnn_loss, argnums=(2, 3)), backend="xla")
+    xs, h0, W, U, _ = _rnn_inputs(100)
+    for T in (30, 7, 0, 30):
+        tw, tu = torch.tensor(W, requires_grad=True), torch.tensor(U, requires_grad=True)
+        h = torch.tensor(h0)
+        for t in range(T):
+            h = torch.tanh(tw @ torch.tensor(xs[t]) + tu @ h)
+        if T:  # (T = 0: the loss does not depend on W and U)
+            (h * h).sum().backward()
+        want = [np.zeros_like(W), np.zeros_like(U)] if not T else [tw.grad.numpy(), tu.grad.numpy()]
+        for got, w in zip(exe(xs, h0, W, U, T), want):
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-10)
+    entry = exe._exes[exe.graph]._last  # (other tests may have compiled this gradient too)
+    assert entry is not None and entry.lends and len(entry.spare) == 1  # one set of buffers, passed from call to call
+    assert [b.shape[0] for b in entry.spare[0]] == [entry.layout.capacity] * len(entry.layout.kinds)
+
+
 def _unannotated_rnn(W, U, xs, h, T):  # noqa: ANN001, ANN202, N803
     for t in range(T):
         h = np.tanh(W @ xs[t] + U @ h)
@@ -396,3 +418,17 @@ def test_a_first_calls_stack_capacity_is_at_most_a_quarter_over_its_depth() -> N
         cap = _sized(64, peak)
         assert cap == min(s for s in steps if s >= peak), peak  # the least step that holds it
         assert cap <= 1.25 * peak + 1, peak
+
+
+@pytest.mark.parametrize("m, k", [(512, 64), (8, 3)])
+def test_a_product_of_a_transposed_matrix_matches_numpy(m: int, k: int) -> None:
+    """``a.T @ b``: large, its transpose is materialised for XLA:CPU's library kernel
+    (rules._binary); small, folded into the product. Both give NumPy's product."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.normal(size=(k, m)).astype(np.float32) for _ in range(2))
+
+    @nx.script
+    def f(a, b):  # noqa: ANN001, ANN202
+        return a.T @ b
+
+    np.testing.assert_allclose(nx.compile(f, backend="xla")(a, b), a.T @ b, rtol=1e-5, atol=1e-5)

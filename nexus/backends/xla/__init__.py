@@ -92,7 +92,8 @@ Decisions, and where the backend differs from the NumPy reference semantics:
   the computation returns the peak depth.  At a signature's first call, the same
   computation with the depth as its only output (XLA drops the rest) runs first and
   sizes the buffers (at most a quarter over the depth, ``executable._sized``), so the
-  full one compiles once; when a later call's peak passes the
+  full one compiles once; the buffers are the computation's last argument (donated) and
+  output, kept by the executable for the signature's next call; when a later call's peak passes the
   capacity, the executable doubles the capacity until it fits, compiles again
   (remembered for later calls of that signature) and reruns.  An adjoint that starts as a scalar
   zero and gets its shape later (type ``f64[...]``) is broadcast to the shape the loop

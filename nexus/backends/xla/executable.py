@@ -40,6 +40,7 @@ from nexus.backends.xla.trace import (
     carry_refused,
     is_static,
     regions,
+    stack_news,
 )
 from nexus.ir.binding import signature
 from nexus.ir.graph import Graph
@@ -80,6 +81,20 @@ class Compiled:
     # XlaExecutable.entry, checks and converts)
     args: list[tuple[tuple[int, ...], np.dtype[Any], bool]] = field(default_factory=list)
     outs: list[tuple[int, ...]] = field(default_factory=list)
+    # Whether the stack buffers are lent to the computation (its last argument, donated, and
+    # its last output; see StackLayout), and the buffers it gave back, for the next call.
+    lends: bool = False
+    spare: list[Any] = field(default_factory=list)
+
+    def call(self, values: Sequence[Any]) -> Any:
+        """The computation's outputs for ``values``; where it borrows the stack buffers,
+        they are lent (a set from an earlier call, or zeros) and taken back."""
+        if not self.lends:
+            return self.fn(*values)
+        heap = self.spare.pop() if self.spare else tuple(self.layout.buffers())
+        *outs, heap = self.fn(*values, heap)
+        self.spare.append(heap)
+        return outs
 
     @property
     def plain(self) -> bool:
@@ -116,8 +131,8 @@ class XlaExecutable(Executable):
         return list(signature(self.graph).convert(tuple(args)))
 
     def execute_graph(self, layout: StackLayout, args: Sequence[Any],
-                      trips: TripCount | None = None) -> tuple[list[Any], Trace]:
-        tr = Trace(layout, self.dynamic_bound, self._failing)
+                      trips: TripCount | None = None, heap: Sequence[Any] | None = None) -> tuple[list[Any], Trace]:
+        tr = Trace(layout, self.dynamic_bound, heap, self._failing)
         if trips is not None:
             tr.trips = trips
         # A Python int or float argument (see _weak) is a weakly typed tracer: its dtype is
@@ -163,10 +178,16 @@ class XlaExecutable(Executable):
         trips = TripCount()
 
         checks: list[Check] = []
+        # One stack (a gradient graph's tape): its buffers are lent to the computation.
+        tape = self.graph.cached("xla.stack_news", stack_news) == 1
 
         def computation(*args: Any) -> tuple[Any, ...]:
-            outs, tr = self.execute_graph(layout, args, trips)
-            return self.build_computation(outs, tr, padded, checks)
+            heap = None
+            if tape and layout.kinds:
+                *args, heap = args  # type: ignore[assignment]
+            outs, tr = self.execute_graph(layout, args, trips, heap)
+            built = self.build_computation(outs, tr, padded, checks)
+            return built if heap is None else (*built, tuple(tr.heap or ()))
 
         args = [(tuple(np.shape(v)), np.asarray(v).dtype, v.__class__ in _WEAK_CLASSES) for v in values]
         specs = [_spec(shape, dtype, weak) for shape, dtype, weak in args]
@@ -175,17 +196,20 @@ class XlaExecutable(Executable):
             try:
                 # Called through jit, not through lowered.compile(): jit's C++ dispatch costs a
                 # few microseconds a call, an AOT Compiled's Python path several times more.
-                fn = jax.jit(computation, compiler_options=options)
-                lowered = fn.lower(*specs)  # the trace, which jit's own cache keeps for the first call
+                lends = tape and bool(layout.kinds)
+                fn = jax.jit(computation, compiler_options=options, donate_argnums=(len(specs),) if lends else ())
+                # the trace, which jit's own cache keeps for the first call
+                lowered = fn.lower(*specs, *([layout.specs()] if lends else []))
                 break
             except (NewStackKind, NewCheck):
                 continue  # the layout grew, or a region must carry a check's code: trace again
         # XLA compiles at the first call (jit's cache), so ``seconds`` counts tracing and lowering
         dt = time.perf_counter() - t0
         self.compile_seconds += dt
-        outs = [tuple(o.shape) for o in jax.tree_util.tree_leaves(lowered.out_info)]
+        outs = [tuple(o.shape) for o in jax.tree_util.tree_leaves(lowered.out_info[:-1] if lends
+                                                                    else lowered.out_info)]
         return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt, padded,
-                        trips if trips.used else None, checks, args, outs)
+                        trips if trips.used else None, checks, args, outs, lends)
 
     def _refresh(self) -> None:
         if self.graph.version != self._version:
@@ -260,7 +284,7 @@ class XlaExecutable(Executable):
             for _ in range(_MAX_DOUBLINGS):
                 if entry.trips is not None:
                     entry.trips.most = 0
-                outs = entry.fn(*values)
+                outs = entry.call(values)
                 if entry.checks:
                     failed, outs = outs[-1], outs[:-1]
                 if not entry.layout.kinds and entry.trips is None:
@@ -418,9 +442,9 @@ def _spec(shape: tuple[int, ...], dtype: Any, weak: bool = False) -> Any:
 
 def _sized(cap: int, peak: int) -> int:
     """The stacks' capacity for a signature's first call, whose depth ``peak`` passes
-    ``cap``: the least of ``cap * 2**k * (1, 5/4, 3/2, 7/4)`` that holds it.  XLA fills the
-    buffers with zeros on every call, and W4-large's gradient (a peak of 300 entries of
-    [64, 512]) spent about a tenth of its time filling 512 of them; a later call that goes
+    ``cap``: the least of ``cap * 2**k * (1, 5/4, 3/2, 7/4)`` that holds it.  The buffers
+    are kept between calls (Compiled.spare), W4-large's gradient's (a peak of 300 entries
+    of [64, 512]) 42 MB at this capacity against 67 MB at 512; a later call that goes
     deeper doubles it (see __call__), so a growing trip count still compiles O(log) times."""
     while cap * 2 <= peak:
         cap *= 2
