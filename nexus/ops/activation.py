@@ -120,9 +120,9 @@ def _softmax(x: Any, axis: int = -1) -> Any:
     w = _wide(x)
     if w.size == 0:
         return np.asarray(x).copy()
-    e = w - np.max(w, axis=axis, keepdims=True)
+    e = w - np.maximum.reduce(w, axis=axis, keepdims=True)  # np.max and np.sum, less their wrappers' us
     np.exp(e, out=e)  # e is this kernel's own array: in place from here
-    e /= np.sum(e, axis=axis, keepdims=True)
+    e /= np.add.reduce(e, axis=axis, keepdims=True)
     return like(e, x)
 
 

@@ -96,7 +96,11 @@ def _gemm(a: Any, b: Any, c: Any = None, alpha: float = 1.0, beta: float = 1.0,
     if alpha != 1.0:
         out = out * t(alpha)
     if c is not None and beta != 0.0:
-        out = out + (np.asarray(c) * t(beta) if beta != 1.0 else c)
+        c = np.asarray(c) * t(beta) if beta != 1.0 else c
+        if type(out) is np.ndarray and type(c) is np.ndarray and c.dtype == out.dtype and c.ndim <= 2:
+            out += c  # the product is this kernel's own [M, N] array and c broadcasts to it
+        else:
+            out = out + c
     return np.asarray(out, dtype=a.dtype)
 
 
