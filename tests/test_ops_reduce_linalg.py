@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -227,3 +229,21 @@ def test_einsum_errors() -> None:
         apply_op("Einsum", np.zeros((2, 2), np.float32), equation="ij,jk->ik")
     with pytest.raises(OpTypeError, match="subscript 'j' has sizes 3 and 4"):
         apply_op("Einsum", np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32), equation="ij,jk->ik")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,axes,keepdims", [
+    ((2, 3, 4, 5), (2, 3), True), ((2, 3, 4, 5), None, False), ((2, 3, 4, 5), (-1, 0), False), ((7,), (0,), True),
+    ((3, 4), (), False)])
+def test_reduce_mean_of_floats_is_numpys_bit_for_bit(dtype: type, shape: tuple[int, ...], axes: Any,
+                                                      keepdims: bool) -> None:
+    """ReduceMean of floats sums and divides itself (without np.mean's wrapper): the same
+    bits as np.mean, on a C-ordered and on a channels-last input, a scalar where np.mean
+    gives one."""
+    x = rand(shape, dtype)
+    views = [x] + ([np.moveaxis(np.ascontiguousarray(np.moveaxis(x, 1, -1)), -1, 1)] if x.ndim == 4 else [])
+    for v in views:
+        got = apply_op("ReduceMean", v, axes=axes, keepdims=keepdims)
+        want = np.mean(v, axis=axes, keepdims=keepdims)
+        assert np.shape(got) == np.shape(want) and np.asarray(got).dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
