@@ -46,7 +46,7 @@ def _kernel(fn: Any) -> Any:
         if fn is np.mean and type(x) is np.ndarray and x.dtype in _SUMMED and x.size:
             # np.mean's own steps (a pairwise sum, divided by the count) without its wrapper's
             # ~4 us (MobileNet's squeeze-excite means at batch 1: a third of their time)
-            out = np.add.reduce(x, axis=axes, keepdims=keepdims)
+            out = _SUM(x, axis=axes, keepdims=keepdims)
             return np.true_divide(out, x.size // max(np.size(out), 1), out=out if type(out) is np.ndarray else None)
         if fn in _IDENTITY and np.size(x) == 0:
             # An empty set has no maximum: it reduces to the identity (-inf, or the least
@@ -60,6 +60,7 @@ def _kernel(fn: Any) -> Any:
 
 
 _SUMMED = (np.dtype(np.float32), np.dtype(np.float64))
+_SUM: Any = np.add.reduce  # (NumPy's stubs have no overload for axes=None | tuple with keepdims)
 
 
 def _extreme(dtype: np.dtype, high: bool) -> Any:
