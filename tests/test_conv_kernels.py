@@ -229,7 +229,8 @@ def _planned_twice(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, **attrs: 
     first = conv(x, w, b)
     second = conv(x, w, b)
     np.testing.assert_array_equal(first, second)
-    assert second.flags.c_contiguous and second.dtype == x.dtype
+    channels_last = second.transpose((0, *range(2, second.ndim), 1))
+    assert (second.flags.c_contiguous or channels_last.flags.c_contiguous) and second.dtype == x.dtype
     return second  # type: ignore[no-any-return]
 
 
@@ -346,6 +347,73 @@ def test_planned_depthwise_goes_through_a_batch_in_slices(monkeypatch: pytest.Mo
         attrs = {"strides": (stride,) * 2, "pads": (pad,) * 4, "group": shape[1]}
         got = _planned_twice(x, w, b, **attrs)
         np.testing.assert_allclose(got, CONV(x, w, b, **attrs), rtol=1e-12, atol=1e-12)
+
+
+def _channels_last(a: np.ndarray) -> np.ndarray:
+    """``a``'s values in a channels-last array, seen as [N, C, *spatial]."""
+    moved = np.ascontiguousarray(np.moveaxis(a, 1, -1))
+    return np.moveaxis(moved, -1, 1)
+
+
+@pytest.mark.parametrize("shape,w_shape,group,stride,pad", [
+    ((2, 40, 8, 8), (40, 1, 5, 5), 40, 1, 2),      # depthwise, small image
+    ((2, 32, 20, 20), (32, 1, 3, 3), 32, 2, 1),    # depthwise, large image (its input moved in two steps)
+    ((2, 48, 6, 6), (48, 1, 3, 3), 48, 1, 0),      # depthwise, unpadded
+    ((3, 40, 6, 6), (24, 40, 1, 1), 1, 1, 0),      # 1x1: one GEMM of channels-last rows
+    ((3, 40, 1, 1), (24, 40, 1, 1), 1, 1, 0),      # 1x1 on 1x1 (squeeze-excite)
+    ((2, 40, 9), (16, 40, 1), 1, 1, 0),            # 1x1, 1-D
+    ((2, 16, 6, 6), (24, 16, 3, 3), 1, 2, 1),      # dense 3x3 (its input copied channels-first)
+    ((2, 16, 9, 9), (16, 1, 3, 3), 16, 1, 1),      # depthwise on few channels (shifted multiply-adds)
+])
+@pytest.mark.parametrize("bias", [True, False])
+def test_planned_conv_takes_channels_last_inputs(shape: tuple[int, ...], w_shape: tuple[int, ...], group: int,
+                                                 stride: int, pad: int, bias: bool) -> None:
+    """The planned kernels leave a channels-last result (depthwise layers of many channels,
+    1x1 layers after them) for the next convolution: every path given a channels-last
+    input (a view, not C-contiguous) answers as PyTorch does for the same values."""
+    torch = require("torch", "torch")
+    rng = np.random.default_rng(sum(shape) + bias)
+    n = len(shape) - 2
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
+    geo = {"strides": (stride,) * n, "pads": (pad,) * 2 * n, "dilations": (1,) * n}
+    want = _torch_conv(torch, x, w, b, geo["strides"], geo["pads"], geo["dilations"], group)
+    conv = planned_conv(group=group, **geo)
+    for xi in (x, _channels_last(x), x, _channels_last(x)):  # one plan, either layout on each call
+        np.testing.assert_allclose(conv(xi, w, b), want, rtol=1e-4, atol=1e-4)
+
+
+def test_planned_convs_keep_a_layer_chain_channels_last() -> None:
+    """A MobileNet block on the planned kernels (expand 1x1, depthwise, an activation,
+    squeeze-excite scaling, project 1x1, residual add, another depthwise): the depthwise
+    result stays channels-last through the elementwise ops into the 1x1 GEMMs, and the
+    chain's answer is PyTorch's."""
+    torch = require("torch", "torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 16, 10, 10)).astype(np.float32)
+    params = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in
+              [(48, 16, 1, 1), (48,), (48, 1, 3, 3), (48,), (16, 48, 1, 1), (16,), (16, 1, 3, 3), (16,)]]
+    expand, dw, project = planned_conv(), planned_conv(pads=(1,) * 4, group=48), planned_conv()
+    dw2 = planned_conv(pads=(1,) * 4, group=16)
+    for _ in range(2):
+        h = expand(x, *params[0:2])
+        d = dw(h, *params[2:4])
+        assert np.moveaxis(d, 1, -1).flags.c_contiguous  # channels-last
+        a = d * np.clip(d + 3, 0, 6) / 6
+        a = a * a.mean(axis=(2, 3), keepdims=True)
+        p = project(a, *params[4:6])
+        assert np.moveaxis(p, 1, -1).flags.c_contiguous  # still channels-last
+        got = dw2(p + x, *params[6:8])
+    t = [torch.from_numpy(v) for v in (x, *params)]
+    th = F.conv2d(t[0], t[1], t[2])
+    td = F.conv2d(th, t[3], t[4], padding=1, groups=48)
+    ta = F.hardswish(td)
+    ta = ta * ta.mean(dim=(2, 3), keepdim=True)
+    tp = F.conv2d(ta, t[5], t[6])
+    want = F.conv2d(tp + t[0], t[7], t[8], padding=1, groups=16).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_planned_conv_from_two_threads() -> None:

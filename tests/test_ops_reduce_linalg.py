@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -149,6 +151,53 @@ def test_python_backend_gemm_with_constant_weights(monkeypatch: pytest.MonkeyPat
     assert planned == ([True] if tb else [])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("ta", [False, True])
+def test_python_backend_gemm_of_a_transposed_constant(monkeypatch: pytest.MonkeyPatch, dtype: type, ta: bool) -> None:
+    """A Gemm whose b is a Transpose of a constant (a Linear layer as PyTorch's graphs give
+    it) runs through a planned kernel on a C-ordered copy of the view made once; PyTorch in
+    float64 is the oracle, at three calls of two batch sizes."""
+    import nexus as nx
+    from nexus.backends.python import lowering
+    from nexus.ir.graph import Graph
+    from nexus.ir.types import TensorType
+
+    dt = {np.float32: "f32", np.float64: "f64", np.int64: "i64"}[dtype]
+    w, c = rand((5, 4), dtype), rand((5,), dtype)
+    g = Graph("linear", [TensorType(dt, (4, "n") if ta else ("n", 4))], ["a"])
+    blk = g.start_block
+    wt = g.add("Transpose", [g.add("Constant", [], blk, {"value": w})], blk, {"perm": (1, 0)})
+    y = g.add("Gemm", [g.args[0], wt, g.add("Constant", [], blk, {"value": c})], blk, {"transA": ta})
+    g.end_block.append_input(g.add("Return", [y], blk))
+    nx.verify(g)
+    copies: list[bool] = []
+    plan = lowering.planned_gemm
+    monkeypatch.setattr(lowering, "planned_gemm", lambda **kw: copies.append(kw.get("constant_view", False)) or
+                        plan(**kw))
+    exe = nx.compile(g, backend="python")
+    for n in (3, 1, 3):
+        a = rand((4, n) if ta else (n, 4), dtype)
+        a_, w_ = torch.from_numpy(a.astype(np.float64)), torch.from_numpy(w.astype(np.float64))
+        want = (a_.T if ta else a_) @ w_.T + torch.from_numpy(c.astype(np.float64))
+        got = exe(a)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+    assert copies == [True]
+
+
+def test_planned_gemm_of_constant_views_copies_each_new_view() -> None:
+    """The kept C-ordered copy serves only views of the same array with the same shape and
+    strides: another view of it, or a view of another array, is copied again."""
+    from nexus.ops.linalg import planned_gemm
+
+    gemm = planned_gemm(constant_view=True)
+    rng = np.random.default_rng(2)
+    base, other = rng.standard_normal((6, 6)), rng.standard_normal((6, 6))
+    a = rng.standard_normal((3, 6))
+    for b in (base.T, base.T, base[:, ::2].T.T, base.T[:, :4], other.T, base.T, base):
+        np.testing.assert_allclose(gemm(a[:, :b.shape[0]], b), a[:, :b.shape[0]] @ b, rtol=1e-12)
+
+
 def test_gemm_errors() -> None:
     with pytest.raises(OpTypeError, match="contraction dims differ"):
         apply_op("Gemm", np.zeros((2, 3), np.float32), np.zeros((4, 2), np.float32))
@@ -180,3 +229,21 @@ def test_einsum_errors() -> None:
         apply_op("Einsum", np.zeros((2, 2), np.float32), equation="ij,jk->ik")
     with pytest.raises(OpTypeError, match="subscript 'j' has sizes 3 and 4"):
         apply_op("Einsum", np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32), equation="ij,jk->ik")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,axes,keepdims", [
+    ((2, 3, 4, 5), (2, 3), True), ((2, 3, 4, 5), None, False), ((2, 3, 4, 5), (-1, 0), False), ((7,), (0,), True),
+    ((3, 4), (), False)])
+def test_reduce_mean_of_floats_is_numpys_bit_for_bit(dtype: type, shape: tuple[int, ...], axes: Any,
+                                                      keepdims: bool) -> None:
+    """ReduceMean of floats sums and divides itself (without np.mean's wrapper): the same
+    bits as np.mean, on a C-ordered and on a channels-last input, a scalar where np.mean
+    gives one."""
+    x = rand(shape, dtype)
+    views = [x] + ([np.moveaxis(np.ascontiguousarray(np.moveaxis(x, 1, -1)), -1, 1)] if x.ndim == 4 else [])
+    for v in views:
+        got = apply_op("ReduceMean", v, axes=axes, keepdims=keepdims)
+        want = np.mean(v, axis=axes, keepdims=keepdims)
+        assert np.shape(got) == np.shape(want) and np.asarray(got).dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

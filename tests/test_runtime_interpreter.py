@@ -328,3 +328,38 @@ def test_dims_checked_inline_agree_with_bind_shapes() -> None:
         else:
             with pytest.raises(BindingError):
                 nx.run(g, a, b)
+
+
+def test_shape_arithmetic_of_the_batch_size_is_memoised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Reshape targets a graph computes from its argument's batch size (DimSize, then
+    small integer arithmetic) run once per batch size and are read from the memo after: the
+    answers agree with NumPy for batch sizes seen before, new ones, and after the memo
+    is emptied (two entries kept); the memoised nodes run only on the calls that fill it."""
+    from nexus.backends.python import codegen
+    from nexus.backends.python.trace import node_counts
+
+    monkeypatch.setattr(codegen, "MEMO_MIN", 1)
+    monkeypatch.setattr(codegen, "MEMO_SIZE", 2)
+    g = Graph("memo", [TensorType("f64", ("n", 6, 4))], ["x"])
+    b = g.start_block
+    x = g.args[0]
+    n = g.add("DimSize", [x], b, {"axis": 0})
+    twice = g.add("Mul", [n, const(g, b, 2)], b)
+    shape = g.add("Concat", [g.add("Reshape", [twice, const(g, b, [1])], b), const(g, b, [3, 4])], b, {"axis": 0})
+    y = g.add("Reshape", [x, shape], b)  # [2n, 3, 4]
+    flat = g.add("Concat", [g.add("Reshape", [n, const(g, b, [1])], b), const(g, b, [-1])], b, {"axis": 0})
+    z = g.add("Reshape", [g.add("Mul", [y, y], b), flat], b)  # [n, 24]
+    g.end_block.append_input(g.add("Return", [z, shape], b))
+    nx.verify(g)
+    assert "_memo0" in source(g)
+    exe = nx.compile(g, backend="python")
+    rng = np.random.default_rng(3)
+    for batch in (1, 2, 1, 3, 5, 1, 2):
+        data = rng.standard_normal((batch, 6, 4))
+        got, got_shape = exe(data)
+        np.testing.assert_array_equal(got, (data.reshape(2 * batch, 3, 4) ** 2).reshape(batch, -1))
+        np.testing.assert_array_equal(got_shape, [2 * batch, 3, 4])  # returned: computed on every call
+    counts = node_counts(g, np.zeros((7, 6, 4)))  # a new batch size: the memo is filled
+    again = node_counts(g, np.zeros((7, 6, 4)))  # then read
+    assert counts[twice] == 1 and counts[flat] == 1
+    assert again[flat] == 0 and again[twice] == 0 and again[shape] == 1  # the returned shape runs each time

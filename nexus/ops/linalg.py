@@ -96,24 +96,42 @@ def _gemm(a: Any, b: Any, c: Any = None, alpha: float = 1.0, beta: float = 1.0,
     if alpha != 1.0:
         out = out * t(alpha)
     if c is not None and beta != 0.0:
-        out = out + (np.asarray(c) * t(beta) if beta != 1.0 else c)
+        c = np.asarray(c) * t(beta) if beta != 1.0 else c
+        if type(out) is np.ndarray and type(c) is np.ndarray and c.dtype == out.dtype and c.ndim <= 2:
+            out += c  # the product is this kernel's own [M, N] array and c broadcasts to it
+        else:
+            out = out + c
     return np.asarray(out, dtype=a.dtype)
 
 
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def planned_gemm(alpha: float = 1.0, beta: float = 1.0, transA: bool = False, transB: bool = False) -> Any:
+def planned_gemm(alpha: float = 1.0, beta: float = 1.0, transA: bool = False, transB: bool = False,
+                 constant_view: bool = False) -> Any:
     """The Gemm kernel of one node whose ``b`` is a constant (the attributes given):
     ``f(a, b, c=None)`` gives :func:`_gemm`'s result.  With ``transB`` (a Linear layer's
     [out, in] weight) the transposed weight is copied once into C order and kept: BLAS runs
     a product with few rows 1.5-4x faster on it than on the transposed view (the batch-8
     classifiers of MobileNetV3 and EfficientNet, 8x1280 @ 1280x1000: 3.1 ms on the view,
-    0.7 ms on the copy).  Another ``b`` than the kept one is copied again."""
+    0.7 ms on the copy).  Another ``b`` than the kept one is copied again.
+
+    ``constant_view``: ``b`` is a new view of the same constant on every call (a graph
+    imported from PyTorch transposes each Linear weight by a Transpose node, then runs
+    Gemm without ``transB``): a ``b`` that is not C-contiguous is copied into C order once
+    and the copy kept while ``b`` is a view of the same array with the same shape and
+    strides (BART's [32, 128] @ [128, 128] products: 2x)."""
     cell: list[tuple[Any, ...]] = [()]
 
     def gemm(a: Any, b: Any, c: Any = None) -> Any:
         last = cell[0]  # one read: another thread may replace it meanwhile
+        if constant_view and not transB:
+            if type(b) is np.ndarray and b.ndim == 2 and b.dtype in _BLAS_FLOATS and not b.flags.c_contiguous \
+                    and b.base is not None:
+                if not last or b.base is not last[0] or (b.shape, b.strides) != last[1]:
+                    last = cell[0] = (b.base, (b.shape, b.strides), np.ascontiguousarray(b))
+                b = last[2]
+            return _gemm(a, b, c, alpha, beta, transA, False)
         if not last or b is not last[0]:
             if not (transB and type(b) is np.ndarray and b.ndim == 2 and b.dtype in _BLAS_FLOATS):
                 return _gemm(a, b, c, alpha, beta, transA, transB)

@@ -43,6 +43,11 @@ def _rule(op: str, ins: Sequence[Type], attrs: Mapping[str, Any], _: Sequence[An
 
 def _kernel(fn: Any) -> Any:
     def run(x: Any, axes: tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
+        if fn is np.mean and type(x) is np.ndarray and x.dtype in _SUMMED and x.size:
+            # np.mean's own steps (a pairwise sum, divided by the count) without its wrapper's
+            # ~4 us (MobileNet's squeeze-excite means at batch 1: a third of their time)
+            out = _SUM(x, axis=axes, keepdims=keepdims)
+            return np.true_divide(out, x.size // max(np.size(out), 1), out=out if type(out) is np.ndarray else None)
         if fn in _IDENTITY and np.size(x) == 0:
             # An empty set has no maximum: it reduces to the identity (-inf, or the least
             # int), as ONNX defines it, so that max(A u B) = max(max A, max B) still holds.
@@ -52,6 +57,10 @@ def _kernel(fn: Any) -> Any:
         return out.astype(x.dtype, copy=False) if fn is not np.mean else out
 
     return run
+
+
+_SUMMED = (np.dtype(np.float32), np.dtype(np.float64))
+_SUM: Any = np.add.reduce  # (NumPy's stubs have no overload for axes=None | tuple with keepdims)
 
 
 def _extreme(dtype: np.dtype, high: bool) -> Any:

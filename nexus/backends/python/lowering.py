@@ -164,11 +164,15 @@ PLANNED["Conv"] = _planned_conv
 
 def _planned_gemm(node: Node) -> Callable[..., Any] | None:
     """A Gemm with a constant, transposed ``b`` (a Linear layer's weight) runs on a C-ordered
-    copy of its transpose, made once (``nexus.ops.linalg.planned_gemm``)."""
+    copy of its transpose, made once (``nexus.ops.linalg.planned_gemm``), and so does one
+    whose ``b`` is a Transpose of a constant (as PyTorch's graphs give a Linear layer)."""
     attrs = kernel_attrs(node)
-    if not attrs.get("transB") or not _constant(node.input(1)):
-        return None
-    return planned_gemm(**attrs)  # type: ignore[no-any-return]
+    b = node.input(1)
+    if attrs.get("transB") and _constant(b):
+        return planned_gemm(**attrs)  # type: ignore[no-any-return]
+    if not attrs.get("transB") and b.op.name == "Transpose" and _constant(b.input(0)):
+        return planned_gemm(**attrs, constant_view=True)  # type: ignore[no-any-return]
+    return None
 
 
 PLANNED["Gemm"] = _planned_gemm
