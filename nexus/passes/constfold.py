@@ -126,6 +126,10 @@ class _Folder:
     # --- folding -----------------------------------------------------------------------
     def constant(self, n: Node, value: np.ndarray, name: str | None = None) -> Node:
         assert n.block is not None
+        if not value.flags.c_contiguous:
+            # A folded Transpose is a view: C order, as a kernel's own copy of it would be
+            # (BLAS runs another kernel on another layout, whose sums round otherwise).
+            value = value.copy(order="C")
         return self.g.add("Constant", [], n.block, {"value": value}, name=name)
 
     def fold(self, n: Node) -> Node | None:
