@@ -43,9 +43,10 @@ def test_rnn_reverse_step_has_no_zero_adds_or_invariant_transposes() -> None:
     rev = reverse_blocks(gg)
     body = next(b for b in rev if any(n.op.name == "MatMul" for n in b.nodes))
     ops = sorted(n.op.name for n in body.nodes if n.op.name not in ("StackPop", "Proj", "Jmp"))
-    # tanh': Mul, Sub, Mul; dh: MatMul with U itself; dU and dW: Transpose, MatMul, Add each
+    # tanh': Mul, Sub, Mul; dh: MatMul with U itself; dU and dW: Transpose, MatMul, Add each;
+    # then the loop header's reverse (no block code of its own): the test of its edge
     assert ops == sorted(["Mul", "Sub", "Mul", "MatMul", "Transpose", "MatMul", "Add", "Transpose",
-                          "MatMul", "Add"])
+                          "MatMul", "Add", "Equal", "Cond"])
 
 
 @pytest.mark.parametrize("batched", [False, True])
