@@ -98,3 +98,15 @@ graph @s {
 }""")
     with pytest.raises(NexusRuntimeError, match="IndexError"):
         nx.run(g, np.ones(2, np.float32))
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_rnn_reverse_takes_one_dispatch_per_iteration(batched: bool) -> None:
+    # The loop header's reverse goes on from the body's (it pushes no block code): one
+    # block code popped per iteration, not two (body, then header).
+    from nexus.backends.python.trace import node_counts
+
+    gg = gradient_graph(rnn(dtype="f32", batched=batched), (1, 2, 3), "ones")
+    code = next(n for n in gg.nodes() if n.name == "block_code")
+    runs = [node_counts(gg, *_rnn_args(12, batched), T)[code] for T in (4, 12)]
+    assert (runs[1] - runs[0]) / 8 == 1, runs
