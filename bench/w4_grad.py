@@ -7,7 +7,7 @@ mode against PyTorch eager autograd, TorchScript + autograd and JAX ``grad`` thr
 tries JAX ``grad`` through ``lax.while_loop`` and prints its error.  All in float32;
 gradients are checked against PyTorch first.  Prints median, min and max per variant and
 the ratio of medians to PyTorch eager, the paired ratios (median over rounds) to PyTorch
-eager, TorchScript + autograd and JAX, then the peak memory (tracemalloc) of graph mode,
+eager, TorchScript + autograd, JAX and Nexus graph mode, then the peak memory (tracemalloc) of graph mode,
 tape mode and checkpointed tape mode.
 
     python bench/w4_grad.py [--size small|large|both] [--repeat N]
@@ -210,13 +210,16 @@ def run_size(name: str, repeat: int, memory: bool) -> None:
     times = timeit(calls, repeat)
     base = statistics.median(times["torch eager"])
     print(f"{'variant':<16}{'median ms':>11}{'min ms':>10}{'max ms':>10}{'vs torch':>10}{'paired':>8}"
-          f"{'vs TS':>7}{'vs JAX':>8}")
+          f"{'vs TS':>7}{'vs JAX':>8}{'vs graph':>10}")
     for label, ts in times.items():
         med = statistics.median(ts)
         print(f"{label:<16}{med * 1e3:>11.2f}{min(ts) * 1e3:>10.2f}{max(ts) * 1e3:>10.2f}{med / base:>9.2f}x"
               f"{paired(times, label, 'torch eager'):>7.2f}x{paired(times, label, 'torchscript'):>6.2f}x"
-              f"{paired(times, label, 'jax scan (jit)'):>7.2f}x")
+              f"{paired(times, label, 'jax scan (jit)'):>7.2f}x{paired(times, label, 'nexus graph'):>9.2f}x")
     print(f"tape / graph (paired): {paired(times, 'nexus tape', 'nexus graph'):.2f}x")
+    for peer in ("nexus graph", "jax scan (jit)", "torch eager"):
+        r = [x / y for x, y in zip(times["nexus xla"], times[peer])]
+        print(f"xla / {peer} per round: median {statistics.median(r):.3f}x ({min(r):.3f}..{max(r):.3f})")
     print(f"jax grad through lax.while_loop: {jax_while_message(args)}")
     if memory:
         every = int(math.sqrt(2 * p["T"]))  # two block entries per iteration

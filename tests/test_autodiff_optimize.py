@@ -43,9 +43,10 @@ def test_rnn_reverse_step_has_no_zero_adds_or_invariant_transposes() -> None:
     rev = reverse_blocks(gg)
     body = next(b for b in rev if any(n.op.name == "MatMul" for n in b.nodes))
     ops = sorted(n.op.name for n in body.nodes if n.op.name not in ("StackPop", "Proj", "Jmp"))
-    # tanh': Mul, Sub, Mul; dh: MatMul with U itself; dU and dW: Transpose, MatMul, Add each
+    # tanh': Mul, Sub, Mul; dh: MatMul with U itself; dU and dW: Transpose, MatMul, Add each;
+    # then the loop header's reverse (no block code of its own): the test of its edge
     assert ops == sorted(["Mul", "Sub", "Mul", "MatMul", "Transpose", "MatMul", "Add", "Transpose",
-                          "MatMul", "Add"])
+                          "MatMul", "Add", "Equal", "Cond"])
 
 
 @pytest.mark.parametrize("batched", [False, True])
@@ -97,3 +98,15 @@ graph @s {
 }""")
     with pytest.raises(NexusRuntimeError, match="IndexError"):
         nx.run(g, np.ones(2, np.float32))
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_rnn_reverse_takes_one_dispatch_per_iteration(batched: bool) -> None:
+    # The loop header's reverse goes on from the body's (it pushes no block code): one
+    # block code popped per iteration, not two (body, then header).
+    from nexus.backends.python.trace import node_counts
+
+    gg = gradient_graph(rnn(dtype="f32", batched=batched), (1, 2, 3), "ones")
+    code = next(n for n in gg.nodes() if n.name == "block_code")
+    runs = [node_counts(gg, *_rnn_args(12, batched), T)[code] for T in (4, 12)]
+    assert (runs[1] - runs[0]) / 8 == 1, runs

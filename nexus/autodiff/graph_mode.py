@@ -12,6 +12,10 @@ The result is an ordinary graph made of two parts:
   reverse, which pops its values, runs the VJP rules of its nodes in reverse order, sends
   the adjoints of its Phis back along the edge it was entered by and jumps to the head
   again.  The entry block's reverse is the last: it leaves through the single Return.
+  A block whose every successor is reversed and entered only from it (a loop header
+  whose body and exit have work) pushes no code: the reverse of each successor goes on
+  into a copy of its reverse, so the reverse of a loop iteration is one trip of the
+  dispatch loop.
 
 So loops with data-dependent trip counts, break, continue, early return and nested loops
 need no special treatment: the reverse walks exactly the blocks the forward ran, backwards.
@@ -240,9 +244,27 @@ class _Builder:
             self.needs[b] = [v for v in need if v.block is not self.entry and v.op.name != "Constant"
                              and isinstance(v.type, TensorType)]
             self.edge_needed[b] = len(b.preds) > 1 and bool(phis)
+        self.implied = self._implied()
         # The dispatch tests codes in this order: the entry (reversed once, last) at the end.
         self.rev_blocks.sort(key=lambda b: (b is self.entry, b in self.ret_blocks))
-        self.code = {b: i for i, b in enumerate(self.rev_blocks)}
+        self.code = {b: i for i, b in enumerate(b for b in self.rev_blocks if b not in self.implied)}
+
+    def _implied(self) -> set[Block]:
+        """Reversed blocks whose reverse needs no block code: every block the forward can
+        run next is reversed and entered only from them, so the reverse of that block
+        goes on into theirs (a loop header whose body and exit both have work: the reverse
+        of an iteration is one trip of the dispatch loop, not two).  Their reverse is
+        copied into each such successor's, so a block whose successor is implied is not
+        (the copies stay one per edge)."""
+        rev = set(self.rev_blocks)
+        implied: set[Block] = set()
+        for b in reversed(self.rev_blocks):  # (forward order reversed: successors first)
+            if b is self.entry or b in self.ret_blocks:
+                continue
+            succs = [s for _, s, _ in b.succ_edges]
+            if succs and all(s in rev and s not in implied and s is not b and len(s.preds) == 1 for s in succs):
+                implied.add(b)
+        return implied
 
     def _instrument_forward(self) -> dict[Block, Node]:
         """Thread a stack through the forward blocks; each reversed block pushes what its
@@ -256,13 +278,14 @@ class _Builder:
         for b in self.fwd_blocks:
             s = stack_in[b]
             pushes: dict[Node, Node] = {}
-            if b in self.code:
+            if b in self.needs:
                 for v in self.needs[b]:
                     s = pushes[v] = g.add("StackPush", [s, v], b)
                 if self.edge_needed[b]:
                     consts = [self.em.const(i, "i64") for i in range(len(b.preds))]
                     s = g.add("StackPush", [s, g.add("Phi", consts, b, name=f"edge_{b.name}")], b)
-                s = g.add("StackPush", [s, self.em.const(self.code[b], "i64")], b)
+                if b in self.code:
+                    s = g.add("StackPush", [s, self.em.const(self.code[b], "i64")], b)
             stack_out[b] = s
             self._pushes[b] = pushes
         for b in self.fwd_blocks:
@@ -325,22 +348,14 @@ class _Builder:
         block_code = g.add("Proj", [pop], head, {"num": 1}, name="block_code")
         exits: list[tuple[Node, Node, dict[Node, Node | None]]] = []
         final: tuple[Block, dict[Node, Node | None]] | None = None
-        for (rb, _), b in zip(self._chain(head, block_code, len(self.rev_blocks), "rev"), self.rev_blocks):
+        dispatched = [b for b in self.rev_blocks if b in self.code]
+        for (rb, _), b in zip(self._chain(head, block_code, len(dispatched), "rev"), dispatched):
             rb.name = f"rev_{b.name}"
             s, adj, edge_val = self._reverse_block(b, rb, s_popped)
             if b is self.entry:
                 final = (rb, adj)
                 continue
-            phis = [p for p in b.phis if p in self.active]
-            if not self.edge_needed[b]:
-                self._send_back(self._emitter(rb), adj, phis, 0)
-                exits.append((g.add("Jmp", [], rb), s, adj))
-                continue
-            assert edge_val is not None
-            for e_i, (eb, _) in enumerate(self._chain(rb, edge_val, len(b.preds), f"rev_{b.name}_edge")):
-                eadj = dict(adj)
-                self._send_back(self._emitter(eb), eadj, phis, e_i)
-                exits.append((g.add("Jmp", [], eb), s, eadj))
+            self._leave(b, rb, s, adj, edge_val, exits)
         for jmp, s, adj in exits:  # close the head's Phis
             head.append_input(jmp)
             s_head.append_input(s)
@@ -359,6 +374,28 @@ class _Builder:
             else:
                 outs.append(em.op("ZerosLike", arg))
         g.end_block.append_input(g.add("Return", outs, final_block))
+
+    def _leave(self, b: Block, rb: Block, s: Node, adj: dict[Node, Node | None], edge_val: Node | None,
+               exits: list[tuple[Node, Node, dict[Node, Node | None]]]) -> None:
+        """The end of the reverse of ``b`` in ``rb``: send its Phis' adjoints back along the
+        edge it was entered by, then go on into the reverse of an implied predecessor or
+        back to the dispatch head (each exit appended to ``exits``)."""
+        g = self.g
+        phis = [p for p in b.phis if p in self.active]
+        if not self.edge_needed[b]:
+            self._send_back(self._emitter(rb), adj, phis, 0)
+            pred = b.preds[0].block if len(b.preds) == 1 else None
+            if pred is not None and pred in self.implied:
+                s, adj, edge_val = self._reverse_block(pred, rb, s, adj)
+                self._leave(pred, rb, s, adj, edge_val, exits)
+                return
+            exits.append((g.add("Jmp", [], rb), s, adj))
+            return
+        assert edge_val is not None
+        for e_i, (eb, _) in enumerate(self._chain(rb, edge_val, len(b.preds), f"{rb.name}_{b.name}_edge")):
+            eadj = dict(adj)
+            self._send_back(self._emitter(eb), eadj, phis, e_i)
+            exits.append((g.add("Jmp", [], eb), s, eadj))
 
     def _shaped_zero(self, v: Node) -> Node:
         """The zero a carried adjoint starts from and is reset to: zeros of ``v``'s shape
@@ -404,15 +441,18 @@ class _Builder:
         em._consts = self.em._consts  # one set of constants for the whole graph
         return em
 
-    def _reverse_block(self, b: Block, rb: Block, s: Node) -> tuple[Node, dict[Node, Node | None], Node | None]:
+    def _reverse_block(self, b: Block, rb: Block, s: Node, after: dict[Node, Node | None] | None = None
+                       ) -> tuple[Node, dict[Node, Node | None], Node | None]:
         """Fill ``rb`` with the reverse of forward block ``b``: pop its saves, seed the
-        results if it returned, run the VJP rules backwards.  Returns the stack, the
-        adjoints and the popped edge index."""
+        results if it returned, run the VJP rules backwards.  The adjoints start as the
+        head's Phis, or as ``after`` where ``rb`` goes on from a successor's reverse.
+        Returns the stack, the adjoints and the popped edge index."""
         g = self.g
         em = self._emitter(rb)
         # An adjoint that no later use can have added to yet starts as nothing, not as the
         # head's Phi: no Add of a zero, no BroadcastLike of a scalar zero.
-        adj: dict[Node, Node | None] = {v: None if v in self.fresh[b] else phi for v, phi in self.adj_phi.items()}
+        start = self.adj_phi if after is None else after
+        adj: dict[Node, Node | None] = {v: None if v in self.fresh[b] else start.get(v) for v in self.adj_phi}
         edge_val: Node | None = None
         if self.edge_needed[b]:
             s, edge_val = self._pop(rb, s, TensorType("i64", ()))
@@ -488,15 +528,19 @@ class _Builder:
         """Remove each push whose popped value the reverse never reads (rules that need
         only shapes, or nothing), with its pop."""
         g = self.g
+        pops: dict[Node, list[tuple[Node, Node, Node]]] = {}  # (an implied block's pushes have a pop per copy)
         for push, pop, rest, top in self._pairs:
-            if top.has_uses():
+            pops.setdefault(push, []).append((pop, rest, top))
+        for push, copies in pops.items():
+            if any(top.has_uses() for _, _, top in copies):
                 continue
             push.replace_all_uses_with(push.input(0))
             g.erase(push)
-            rest.replace_all_uses_with(pop.input(0))
-            g.erase(top)
-            g.erase(rest)
-            g.erase(pop)
+            for pop, rest, top in copies:
+                rest.replace_all_uses_with(pop.input(0))
+                g.erase(top)
+                g.erase(rest)
+                g.erase(pop)
 
     def _acc(self, em: GraphEmitter, adj: dict[Node, Node | None], v: Node, c: Node) -> None:
         old = adj.get(v)
