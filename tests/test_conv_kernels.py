@@ -273,6 +273,7 @@ def test_planned_conv_float64_matches_the_loop(cin: int, cout: int, group: int, 
     ((2, 64, 12, 12), (64, 2, 3, 3), 32, 1, 1),    # grouped
     ((3, 16, 15, 15), (40, 16, 1, 1), 1, 2, 0),    # pointwise, strided
     ((1, 3, 33, 33), (8, 3, 7, 7), 1, 2, 3),       # a stem
+    ((2, 8, 1, 6), (8, 1, 3, 3), 8, 2, 1),         # strided depthwise: a stride phase of padding only
 ])
 def test_planned_conv_model_sizes_match_pytorch(shape: tuple[int, ...], w_shape: tuple[int, ...], group: int,
                                                 stride: int, pad: int) -> None:
@@ -364,6 +365,8 @@ def _channels_last(a: np.ndarray) -> np.ndarray:
     ((2, 40, 9), (16, 40, 1), 1, 1, 0),            # 1x1, 1-D
     ((2, 16, 6, 6), (24, 16, 3, 3), 1, 2, 1),      # dense 3x3 (its input copied channels-first)
     ((2, 16, 9, 9), (16, 1, 3, 3), 16, 1, 1),      # depthwise on few channels (shifted multiply-adds)
+    ((2, 16, 10, 10), (16, 1, 3, 3), 16, 2, 1),    # the same, strided (on the input's stride phases)
+    ((2, 8, 11, 11), (16, 1, 5, 5), 8, 3, 2),      # strided, channel multiplier 2
 ])
 @pytest.mark.parametrize("bias", [True, False])
 def test_planned_conv_takes_channels_last_inputs(shape: tuple[int, ...], w_shape: tuple[int, ...], group: int,
