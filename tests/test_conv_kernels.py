@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import nexus as nx
+from nexus.backends.python import lowering
 from nexus.ir.graph import Graph
 from nexus.ir.opdef import get_op
 from nexus.ir.types import TensorType
@@ -515,3 +516,68 @@ def test_conv_transpose_matches_pytorch(n: int, cin: int, cout_per_group: int, g
               output_padding=opad, groups=group, dilation=dil).numpy()
     assert got.dtype == np.float32 and got.flags.c_contiguous
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,w_shape,stride,pad", [
+    ((2, 16, 8, 8), (72, 16, 1, 1), 1, 0),         # 1x1: the input's transposed view times [C, M]
+    ((3, 24, 5), (40, 24, 1), 1, 0),               # 1-D
+    ((2, 16, 1, 1), (48, 16, 1, 1), 1, 0),         # on 1x1
+    ((2, 16, 8, 8), (32, 16, 3, 3), 2, 1),         # not a 1x1: the flag changes nothing
+])
+@pytest.mark.parametrize("bias", [True, False])
+def test_planned_conv_leaves_a_channels_last_result_when_asked(shape: tuple[int, ...], w_shape: tuple[int, ...],
+                                                                stride: int, pad: int, bias: bool) -> None:
+    """``planned_conv(channels_last=True)``: a 1x1 layer given a channels-first input
+    answers as PyTorch does, its result channels-last; either layout of the input, on
+    each call of one plan."""
+    torch = require("torch", "torch")
+    rng = np.random.default_rng(sum(shape) + bias)
+    n = len(shape) - 2
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
+    geo = {"strides": (stride,) * n, "pads": (pad,) * 2 * n, "dilations": (1,) * n}
+    want = _torch_conv(torch, x, w, b, geo["strides"], geo["pads"], geo["dilations"], 1)
+    conv = planned_conv(channels_last=True, **geo)
+    for xi in (x, _channels_last(x), x):
+        got = conv(xi, w, b)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        if w_shape[2] == 1:
+            assert np.moveaxis(got, 1, -1).flags.c_contiguous
+
+
+def _expand_block(channels: int, image: int) -> tuple[Graph, list[np.ndarray]]:
+    """1x1 expansion (16 -> ``channels``), Relu, a 3x3 depthwise layer of stride 2."""
+    rng = np.random.default_rng(channels)
+    params = [rng.standard_normal(s) * 0.3 for s in [(channels, 16, 1, 1), (channels,), (channels, 1, 3, 3)]]
+    g = Graph("expand", [TensorType("f64", ("n", 16, image, image))], ["x"])
+    blk = g.start_block
+    w1, b1, wd = (g.add("Constant", [], blk, {"value": p}) for p in params)
+    h = g.add("Relu", [g.add("Conv", [g.args[0], w1, b1], blk)], blk)
+    y = g.add("Conv", [h, wd], blk, {"group": channels, "pads": (1, 1, 1, 1), "strides": (2, 2)})
+    g.end_block.append_input(g.add("Return", [y], blk))
+    nx.verify(g)
+    return g, params
+
+
+@pytest.mark.parametrize("channels,last", [(48, True), (16, False)])
+def test_python_backend_leaves_an_expansion_channels_last_for_the_depthwise_layer(
+        monkeypatch: pytest.MonkeyPatch, channels: int, last: bool) -> None:
+    """The python backend asks a 1x1 layer for a channels-last result where (through a
+    Relu) a depthwise layer that computes channels-last takes it (48 channels), not where
+    the depthwise layer computes channels-first (16); the answer is the loop oracle's."""
+    asked: list[bool] = []
+    plan = nn.planned_conv
+
+    def recorded(*args: Any, channels_last: bool = False, **kw: Any) -> Any:
+        asked.append(channels_last)
+        return plan(*args, channels_last=channels_last, **kw)
+
+    monkeypatch.setattr(lowering, "planned_conv", recorded)
+    g, (w1, b1, wd) = _expand_block(channels, 6)
+    exe = nx.compile(g, backend="python")
+    x = np.random.default_rng(1).standard_normal((2, 16, 6, 6))
+    h = np.maximum(naive_conv(x, w1, b1, (1, 1), (0,) * 4, (1, 1), 1), 0)
+    want = naive_conv(h, wd, None, (2, 2), (1,) * 4, (1, 1), channels)
+    np.testing.assert_allclose(exe(x), want, rtol=1e-12, atol=1e-12)
+    assert asked == [last, False]
