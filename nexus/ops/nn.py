@@ -421,6 +421,12 @@ def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, 
     unit = math.prod(x.shape[2:]) == 1  # [N, C, 1, 1]: both layouts at once; one GEMM is faster
 
     def gemm(x: np.ndarray) -> np.ndarray:
+        if unit and last_rows is not None:
+            # [N, C, 1, 1] (squeeze-excite): [N, C] @ [C, M], without the layout's views
+            out = np.matmul(x.reshape(nb, c), last_rows)
+            if bias is not None:
+                out += bias
+            return out.reshape(out_shape)
         if last_rows is not None and last_out and x.flags.c_contiguous:
             # a channels-first input, its [N, P, C] view (each image's [C, P] transposed: BLAS
             # reads it as it is) times [C, M], the result channels-last for the next layer
