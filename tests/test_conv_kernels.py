@@ -546,14 +546,16 @@ def test_planned_conv_leaves_a_channels_last_result_when_asked(shape: tuple[int,
             assert np.moveaxis(got, 1, -1).flags.c_contiguous
 
 
-def _expand_block(channels: int, image: int) -> tuple[Graph, list[np.ndarray]]:
-    """1x1 expansion (16 -> ``channels``), Relu, a 3x3 depthwise layer of stride 2."""
+def _expand_block(channels: int, image: int, silu: bool) -> tuple[Graph, list[np.ndarray]]:
+    """1x1 expansion (16 -> ``channels``), Relu (or SiLU: x * Sigmoid(x)), a 3x3 depthwise
+    layer of stride 2."""
     rng = np.random.default_rng(channels)
     params = [rng.standard_normal(s) * 0.3 for s in [(channels, 16, 1, 1), (channels,), (channels, 1, 3, 3)]]
     g = Graph("expand", [TensorType("f64", ("n", 16, image, image))], ["x"])
     blk = g.start_block
     w1, b1, wd = (g.add("Constant", [], blk, {"value": p}) for p in params)
-    h = g.add("Relu", [g.add("Conv", [g.args[0], w1, b1], blk)], blk)
+    e = g.add("Conv", [g.args[0], w1, b1], blk)
+    h = g.add("Mul", [e, g.add("Sigmoid", [e], blk)], blk) if silu else g.add("Relu", [e], blk)
     y = g.add("Conv", [h, wd], blk, {"group": channels, "pads": (1, 1, 1, 1), "strides": (2, 2)})
     g.end_block.append_input(g.add("Return", [y], blk))
     nx.verify(g)
@@ -561,11 +563,13 @@ def _expand_block(channels: int, image: int) -> tuple[Graph, list[np.ndarray]]:
 
 
 @pytest.mark.parametrize("channels,last", [(48, True), (16, False)])
+@pytest.mark.parametrize("silu", [False, True])
 def test_python_backend_leaves_an_expansion_channels_last_for_the_depthwise_layer(
-        monkeypatch: pytest.MonkeyPatch, channels: int, last: bool) -> None:
+        monkeypatch: pytest.MonkeyPatch, channels: int, last: bool, silu: bool) -> None:
     """The python backend asks a 1x1 layer for a channels-last result where (through a
-    Relu) a depthwise layer that computes channels-last takes it (48 channels), not where
-    the depthwise layer computes channels-first (16); the answer is the loop oracle's."""
+    Relu, or SiLU's Sigmoid and Mul) a depthwise layer that computes channels-last takes
+    it (48 channels), not where the depthwise layer computes channels-first (16); the
+    answer is the loop oracle's."""
     asked: list[bool] = []
     plan = nn.planned_conv
 
@@ -574,10 +578,11 @@ def test_python_backend_leaves_an_expansion_channels_last_for_the_depthwise_laye
         return plan(*args, channels_last=channels_last, **kw)
 
     monkeypatch.setattr(lowering, "planned_conv", recorded)
-    g, (w1, b1, wd) = _expand_block(channels, 6)
+    g, (w1, b1, wd) = _expand_block(channels, 6, silu)
     exe = nx.compile(g, backend="python")
     x = np.random.default_rng(1).standard_normal((2, 16, 6, 6))
-    h = np.maximum(naive_conv(x, w1, b1, (1, 1), (0,) * 4, (1, 1), 1), 0)
+    e = naive_conv(x, w1, b1, (1, 1), (0,) * 4, (1, 1), 1)
+    h = e / (1 + np.exp(-e)) if silu else np.maximum(e, 0)
     want = naive_conv(h, wd, None, (2, 2), (1,) * 4, (1, 1), channels)
     np.testing.assert_allclose(exe(x), want, rtol=1e-12, atol=1e-12)
     assert asked == [last, False]

@@ -163,9 +163,11 @@ def _planned_conv(node: Node) -> Callable[..., Any] | None:
 
 def _feeds_channels_last(node: Node, depth: int = 3) -> bool:
     """Whether every user of ``node`` is a Conv that computes channels-last taking it as
-    its input (``nexus.ops.nn.depthwise_channels_last``), or an op of one input and the
-    same type whose users are (``depth`` such ops at most: the activations between the
-    layers).  Only a question of speed: every kernel takes either layout."""
+    its input (``nexus.ops.nn.depthwise_channels_last``), or an op of one input, or an
+    elementwise op (``OpDef.broadcasting``), of the same type whose users are (``depth``
+    such ops at most: the activations between the layers, SiLU's Sigmoid and Mul
+    included).  Only a question of speed: every kernel takes either layout, and NumPy's
+    elementwise ops keep it."""
     users = node.users
     for u in users:
         if u.op.name == "Conv" and len(u.inputs) >= 2 and u.input(0) is node and node not in u.inputs[1:]:
@@ -174,7 +176,8 @@ def _feeds_channels_last(node: Node, depth: int = 3) -> bool:
                     and depthwise_channels_last(x.shape, w.shape, int(u.attrs.get("group", 1)),
                                                  tuple(u.attrs.get("strides") or (1,) * (len(x.shape) - 2)))):
                 return False
-        elif not (depth and len(u.inputs) == 1 and u.type == node.type and _feeds_channels_last(u, depth - 1)):
+        elif not (depth and (len(u.inputs) == 1 or u.op.broadcasting) and u.type == node.type
+                  and _feeds_channels_last(u, depth - 1)):
             return False
     return bool(users)
 
