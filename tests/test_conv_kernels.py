@@ -357,6 +357,19 @@ def _channels_last(a: np.ndarray) -> np.ndarray:
     return np.moveaxis(moved, -1, 1)
 
 
+def _torch_case(shape: tuple[int, ...], w_shape: tuple[int, ...], group: int, stride: int, pad: int,
+                bias: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict[str, Any], np.ndarray]:
+    """Random float32 x, w, b (or None), the geometry, and PyTorch's answer."""
+    torch = require("torch", "torch")
+    rng = np.random.default_rng(sum(shape) + bias)
+    n = len(shape) - 2
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
+    geo = {"strides": (stride,) * n, "pads": (pad,) * 2 * n, "dilations": (1,) * n}
+    return x, w, b, geo, _torch_conv(torch, x, w, b, geo["strides"], geo["pads"], geo["dilations"], group)
+
+
 @pytest.mark.parametrize("shape,w_shape,group,stride,pad", [
     ((2, 40, 8, 8), (40, 1, 5, 5), 40, 1, 2),      # depthwise, small image
     ((2, 32, 20, 20), (32, 1, 3, 3), 32, 2, 1),    # depthwise, large image (its input moved in two steps)
@@ -375,14 +388,7 @@ def test_planned_conv_takes_channels_last_inputs(shape: tuple[int, ...], w_shape
     """The planned kernels leave a channels-last result (depthwise layers of many channels,
     1x1 layers after them) for the next convolution: every path given a channels-last
     input (a view, not C-contiguous) answers as PyTorch does for the same values."""
-    torch = require("torch", "torch")
-    rng = np.random.default_rng(sum(shape) + bias)
-    n = len(shape) - 2
-    x = rng.standard_normal(shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
-    geo = {"strides": (stride,) * n, "pads": (pad,) * 2 * n, "dilations": (1,) * n}
-    want = _torch_conv(torch, x, w, b, geo["strides"], geo["pads"], geo["dilations"], group)
+    x, w, b, geo, want = _torch_case(shape, w_shape, group, stride, pad, bias)
     conv = planned_conv(group=group, **geo)
     for xi in (x, _channels_last(x), x, _channels_last(x)):  # one plan, either layout on each call
         np.testing.assert_allclose(conv(xi, w, b), want, rtol=1e-4, atol=1e-4)
@@ -530,14 +536,7 @@ def test_planned_conv_leaves_a_channels_last_result_when_asked(shape: tuple[int,
     """``planned_conv(channels_last=True)``: a 1x1 layer given a channels-first input
     answers as PyTorch does, its result channels-last; either layout of the input, on
     each call of one plan."""
-    torch = require("torch", "torch")
-    rng = np.random.default_rng(sum(shape) + bias)
-    n = len(shape) - 2
-    x = rng.standard_normal(shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
-    geo = {"strides": (stride,) * n, "pads": (pad,) * 2 * n, "dilations": (1,) * n}
-    want = _torch_conv(torch, x, w, b, geo["strides"], geo["pads"], geo["dilations"], 1)
+    x, w, b, geo, want = _torch_case(shape, w_shape, 1, stride, pad, bias)
     conv = planned_conv(channels_last=True, **geo)
     for xi in (x, _channels_last(x), x):
         got = conv(xi, w, b)
