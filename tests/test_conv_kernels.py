@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import nexus as nx
+from nexus.backends.python import lowering
 from nexus.ir.graph import Graph
 from nexus.ir.opdef import get_op
 from nexus.ir.types import TensorType
@@ -273,6 +274,7 @@ def test_planned_conv_float64_matches_the_loop(cin: int, cout: int, group: int, 
     ((2, 64, 12, 12), (64, 2, 3, 3), 32, 1, 1),    # grouped
     ((3, 16, 15, 15), (40, 16, 1, 1), 1, 2, 0),    # pointwise, strided
     ((1, 3, 33, 33), (8, 3, 7, 7), 1, 2, 3),       # a stem
+    ((2, 8, 1, 6), (8, 1, 3, 3), 8, 2, 1),         # strided depthwise: a stride phase of padding only
 ])
 def test_planned_conv_model_sizes_match_pytorch(shape: tuple[int, ...], w_shape: tuple[int, ...], group: int,
                                                 stride: int, pad: int) -> None:
@@ -355,6 +357,19 @@ def _channels_last(a: np.ndarray) -> np.ndarray:
     return np.moveaxis(moved, -1, 1)
 
 
+def _torch_case(shape: tuple[int, ...], w_shape: tuple[int, ...], group: int, stride: int, pad: int,
+                bias: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict[str, Any], np.ndarray]:
+    """Random float32 x, w, b (or None), the geometry, and PyTorch's answer."""
+    torch = require("torch", "torch")
+    rng = np.random.default_rng(sum(shape) + bias)
+    n = len(shape) - 2
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
+    geo = {"strides": (stride,) * n, "pads": (pad,) * 2 * n, "dilations": (1,) * n}
+    return x, w, b, geo, _torch_conv(torch, x, w, b, geo["strides"], geo["pads"], geo["dilations"], group)
+
+
 @pytest.mark.parametrize("shape,w_shape,group,stride,pad", [
     ((2, 40, 8, 8), (40, 1, 5, 5), 40, 1, 2),      # depthwise, small image
     ((2, 32, 20, 20), (32, 1, 3, 3), 32, 2, 1),    # depthwise, large image (its input moved in two steps)
@@ -364,6 +379,8 @@ def _channels_last(a: np.ndarray) -> np.ndarray:
     ((2, 40, 9), (16, 40, 1), 1, 1, 0),            # 1x1, 1-D
     ((2, 16, 6, 6), (24, 16, 3, 3), 1, 2, 1),      # dense 3x3 (its input copied channels-first)
     ((2, 16, 9, 9), (16, 1, 3, 3), 16, 1, 1),      # depthwise on few channels (shifted multiply-adds)
+    ((2, 16, 10, 10), (16, 1, 3, 3), 16, 2, 1),    # the same, strided (on the input's stride phases)
+    ((2, 8, 11, 11), (16, 1, 5, 5), 8, 3, 2),      # strided, channel multiplier 2
 ])
 @pytest.mark.parametrize("bias", [True, False])
 def test_planned_conv_takes_channels_last_inputs(shape: tuple[int, ...], w_shape: tuple[int, ...], group: int,
@@ -371,14 +388,7 @@ def test_planned_conv_takes_channels_last_inputs(shape: tuple[int, ...], w_shape
     """The planned kernels leave a channels-last result (depthwise layers of many channels,
     1x1 layers after them) for the next convolution: every path given a channels-last
     input (a view, not C-contiguous) answers as PyTorch does for the same values."""
-    torch = require("torch", "torch")
-    rng = np.random.default_rng(sum(shape) + bias)
-    n = len(shape) - 2
-    x = rng.standard_normal(shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
-    geo = {"strides": (stride,) * n, "pads": (pad,) * 2 * n, "dilations": (1,) * n}
-    want = _torch_conv(torch, x, w, b, geo["strides"], geo["pads"], geo["dilations"], group)
+    x, w, b, geo, want = _torch_case(shape, w_shape, group, stride, pad, bias)
     conv = planned_conv(group=group, **geo)
     for xi in (x, _channels_last(x), x, _channels_last(x)):  # one plan, either layout on each call
         np.testing.assert_allclose(conv(xi, w, b), want, rtol=1e-4, atol=1e-4)
@@ -512,3 +522,66 @@ def test_conv_transpose_matches_pytorch(n: int, cin: int, cout_per_group: int, g
               output_padding=opad, groups=group, dilation=dil).numpy()
     assert got.dtype == np.float32 and got.flags.c_contiguous
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,w_shape,stride,pad", [
+    ((2, 16, 8, 8), (72, 16, 1, 1), 1, 0),         # 1x1: the input's transposed view times [C, M]
+    ((3, 24, 5), (40, 24, 1), 1, 0),               # 1-D
+    ((2, 16, 1, 1), (48, 16, 1, 1), 1, 0),         # on 1x1
+    ((2, 16, 8, 8), (32, 16, 3, 3), 2, 1),         # not a 1x1: the flag changes nothing
+])
+@pytest.mark.parametrize("bias", [True, False])
+def test_planned_conv_leaves_a_channels_last_result_when_asked(shape: tuple[int, ...], w_shape: tuple[int, ...],
+                                                                stride: int, pad: int, bias: bool) -> None:
+    """``planned_conv(channels_last=True)``: a 1x1 layer given a channels-first input
+    answers as PyTorch does, its result channels-last; either layout of the input, on
+    each call of one plan."""
+    x, w, b, geo, want = _torch_case(shape, w_shape, 1, stride, pad, bias)
+    conv = planned_conv(channels_last=True, **geo)
+    for xi in (x, _channels_last(x), x):
+        got = conv(xi, w, b)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        if w_shape[2] == 1:
+            assert np.moveaxis(got, 1, -1).flags.c_contiguous
+
+
+def _expand_block(channels: int, image: int, silu: bool) -> tuple[Graph, list[np.ndarray]]:
+    """1x1 expansion (16 -> ``channels``), Relu (or SiLU: x * Sigmoid(x)), a 3x3 depthwise
+    layer of stride 2."""
+    rng = np.random.default_rng(channels)
+    params = [rng.standard_normal(s) * 0.3 for s in [(channels, 16, 1, 1), (channels,), (channels, 1, 3, 3)]]
+    g = Graph("expand", [TensorType("f64", ("n", 16, image, image))], ["x"])
+    blk = g.start_block
+    w1, b1, wd = (g.add("Constant", [], blk, {"value": p}) for p in params)
+    e = g.add("Conv", [g.args[0], w1, b1], blk)
+    h = g.add("Mul", [e, g.add("Sigmoid", [e], blk)], blk) if silu else g.add("Relu", [e], blk)
+    y = g.add("Conv", [h, wd], blk, {"group": channels, "pads": (1, 1, 1, 1), "strides": (2, 2)})
+    g.end_block.append_input(g.add("Return", [y], blk))
+    nx.verify(g)
+    return g, params
+
+
+@pytest.mark.parametrize("channels,last", [(48, True), (16, False)])
+@pytest.mark.parametrize("silu", [False, True])
+def test_python_backend_leaves_an_expansion_channels_last_for_the_depthwise_layer(
+        monkeypatch: pytest.MonkeyPatch, channels: int, last: bool, silu: bool) -> None:
+    """The python backend asks a 1x1 layer for a channels-last result where (through a
+    Relu, or SiLU's Sigmoid and Mul) a depthwise layer that computes channels-last takes
+    it (48 channels), not where the depthwise layer computes channels-first (16); the
+    answer is the loop oracle's."""
+    asked: list[bool] = []
+    plan = nn.planned_conv
+
+    def recorded(*args: Any, channels_last: bool = False, **kw: Any) -> Any:
+        asked.append(channels_last)
+        return plan(*args, channels_last=channels_last, **kw)
+
+    monkeypatch.setattr(lowering, "planned_conv", recorded)
+    g, (w1, b1, wd) = _expand_block(channels, 6, silu)
+    exe = nx.compile(g, backend="python")
+    x = np.random.default_rng(1).standard_normal((2, 16, 6, 6))
+    e = naive_conv(x, w1, b1, (1, 1), (0,) * 4, (1, 1), 1)
+    h = e / (1 + np.exp(-e)) if silu else np.maximum(e, 0)
+    want = naive_conv(h, wd, None, (2, 2), (1,) * 4, (1, 1), channels)
+    np.testing.assert_allclose(exe(x), want, rtol=1e-12, atol=1e-12)
+    assert asked == [last, False]

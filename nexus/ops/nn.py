@@ -266,7 +266,8 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # einsum subscripts: output dims, then kernel dims
 
 
-def planned_conv(strides: Any = None, pads: Any = None, dilations: Any = None, group: int = 1) -> Any:
+def planned_conv(strides: Any = None, pads: Any = None, dilations: Any = None, group: int = 1,
+                 channels_last: bool = False) -> Any:
     """The Conv kernel of one node (the attributes given), planned once per input shape
     and weights: ``f(x, w, b=None)`` gives :func:`_conv`'s result.  A backend that runs a
     node many times with the same constant weights uses it instead of ``_conv``: what
@@ -275,7 +276,15 @@ def planned_conv(strides: Any = None, pads: Any = None, dilations: Any = None, g
     worked out on the first call for an input shape and kept; MobileNet's 52 convolutions
     spent ~40 us of Python each on it at batch 1.  Another input shape or other weights
     plan again (the latest plan is kept); what the plans do not cover (float16, mixed
-    dtypes, empty arrays) goes to ``_conv``."""
+    dtypes, empty arrays) goes to ``_conv``.
+
+    ``channels_last``: a 1x1 layer leaves its result channels-last from a channels-first
+    input too, for a next layer that computes channels-last (the backend knows the graph):
+    one GEMM of the input's [N, P, C] view, which BLAS reads transposed as it is, so the
+    depthwise layer after it need not move its input channels-last (MobileNetV3-small's
+    expansion to 72 channels of 32x32 and the depthwise layer after it, batch 8: 1.6 ->
+    1.0 ms).  The GEMM itself is faster so on few input channels (16 -> 72 channels of
+    32x32: 340 -> 260 us)."""
     cell: list[tuple[Any, ...]] = [()]
 
     def conv(x: Any, w: Any, b: Any = None) -> np.ndarray:
@@ -283,7 +292,7 @@ def planned_conv(strides: Any = None, pads: Any = None, dilations: Any = None, g
         if last and type(x) is np.ndarray and x.shape == last[0] and x.dtype is last[1] and w is last[2] \
                 and b is last[3]:
             return last[4](x)  # type: ignore[no-any-return]
-        run = _conv_plan(x, w, b, strides, pads, dilations, group)
+        run = _conv_plan(x, w, b, strides, pads, dilations, group, channels_last)
         if run is None:
             return _conv(x, w, b, strides, pads, dilations, group)
         cell[0] = (x.shape, x.dtype, w, b, run)
@@ -340,7 +349,22 @@ def _padded(slot: int, x: np.ndarray, shape: tuple[int, ...], inner: tuple[slice
     return buf
 
 
-def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, group: int) -> Any:
+def depthwise_channels_last(shape: Sequence[Any], w_shape: Sequence[Any], group: int, strides: Sequence[int]) -> bool:
+    """Whether the planned kernel computes a Conv of input ``shape`` and weights ``w_shape``
+    channels-last (:func:`_depthwise_last_plan`): a depthwise layer (one filter per
+    channel) of 32 channels or more, but for unit strides on images of 20 pixels a channel
+    or more, where the shifted multiply-adds on whole flattened images win (EfficientNet's
+    32 channels of 64x64 at batch 8: 9.1 ms channels-last, 2.5 ms; MobileNet's 88 of 16x16:
+    0.84, 1.2 ms; break-even near 48 channels of 32x32).  False where a dim is not known."""
+    if not all(isinstance(d, int) for d in (*shape[1:], *w_shape[:2])):
+        return False
+    c, m, cg = shape[1], w_shape[0], w_shape[1]
+    return bool(cg == 1 and group == c and m == c and c >= 32 and not (
+        all(st == 1 for st in strides) and math.prod(shape[2:]) >= 20 * c))
+
+
+def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, group: int,
+               last_out: bool = False) -> Any:
     """A function of x alone that computes Conv for ``x``'s shape and dtype with these
     weights, or None where :func:`_conv` should (see :func:`planned_conv`)."""
     if not (type(x) is np.ndarray and type(w) is np.ndarray and x.dtype == w.dtype and x.dtype in _BLAS_FLOATS
@@ -363,15 +387,12 @@ def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, 
     inner = (slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(n))
     borders = _borders(padded, range(2, n + 2), pads)
     bias = None if b is None else np.ascontiguousarray(b.astype(dtype, copy=False))
-    if cg == 1 and group == c and m == c and c >= 32 and not (
-            all(st == 1 for st in strides) and math.prod(x.shape[2:]) >= 20 * c):
-        # channels-last, but for unit strides on images of 20 pixels a channel or more, where
-        # the shifted multiply-adds on whole flattened images win (EfficientNet's 32 channels
-        # of 64x64 at batch 8: 9.1 ms channels-last, 2.5 ms; MobileNet's 88 of 16x16: 0.84,
-        # 1.2 ms; break-even near 48 channels of 32x32)
+    if depthwise_channels_last(x.shape, w.shape, group, strides):
         return _depthwise_last_plan(x.shape, dtype, w, bias, padded, pads, out_sp, strides, dil)
     pad = any(pads)
     bias_nc = None if bias is None else bias.reshape((1, m) + (1,) * n)
+    if cg == 1 and group == c and any(st != 1 for st in strides):
+        return _depthwise_phase_plan(x.shape, dtype, w, bias, pads, out_sp, strides, dil)
     if cg == 1 and group == c:
         def depthwise(x: np.ndarray) -> np.ndarray:
             xp = _padded(0, x, padded, inner, borders) if pad else x
@@ -400,6 +421,19 @@ def _conv_plan(x: Any, w: Any, b: Any, strides: Any, pads: Any, dilations: Any, 
     unit = math.prod(x.shape[2:]) == 1  # [N, C, 1, 1]: both layouts at once; one GEMM is faster
 
     def gemm(x: np.ndarray) -> np.ndarray:
+        if unit and last_rows is not None:
+            # [N, C, 1, 1] (squeeze-excite): [N, C] @ [C, M], without the layout's views
+            out = np.matmul(x.reshape(nb, c), last_rows)
+            if bias is not None:
+                out += bias
+            return out.reshape(out_shape)
+        if last_rows is not None and last_out and x.flags.c_contiguous:
+            # a channels-first input, its [N, P, C] view (each image's [C, P] transposed: BLAS
+            # reads it as it is) times [C, M], the result channels-last for the next layer
+            out = np.matmul(x.reshape(nb, c, p).transpose(0, 2, 1), last_rows)
+            if bias is not None:
+                out += bias
+            return out.reshape((nb,) + out_sp + (m,)).transpose(to_first)
         if last_rows is not None and (unit or not x.flags.c_contiguous) \
                 and (xl := x.transpose(moved)).flags.c_contiguous:
             # a channels-last input (a channels-last kernel's result): one [N*P, C] @ [C, M]
@@ -481,6 +515,82 @@ def _depthwise_last_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias
         if bias is not None:
             res += bias
         return res.transpose(to_first)
+    return depthwise
+
+
+def _depthwise_phase_plan(shape: tuple[int, ...], dtype: Any, w: np.ndarray, bias: np.ndarray | None,
+                          pads: Sequence[int], out_sp: tuple[int, ...], strides: Sequence[int],
+                          dil: Sequence[int]) -> Any:
+    """A strided depthwise Conv (group == C, M = C * mult) computed channels-first on the
+    input split into its stride phases: phase (p_1, ..) of the padded input holds the
+    elements at p_i + s_i * j in each spatial dim, so that every kernel position reads
+    one phase at a fixed shift, and the whole image of a channel is one contiguous run as
+    in the unit-stride path of :func:`_conv_depthwise` (its multiply-adds otherwise read
+    every kernel position through views strided by s in the innermost dim).  The phases
+    are filled by one strided copy each (s_1 * s_2 of them, the padding zeroed at the
+    borders of each); the products accumulate in contiguous work arrays, whose valid
+    corner is copied out.  MobileNetV3's 16 channels of 64x64 at stride 2, in CPU time:
+    1.1 -> 0.75 ms at batch 8."""
+    n = len(out_sp)
+    nb, c = shape[:2]
+    m = w.shape[0]
+    mult = m // c
+    ks = tuple(w.shape[2:])
+    item = dtype.itemsize
+    reach = [(d * (k - 1)) // s for k, d, s in zip(ks, dil, strides)]  # the furthest shift in a phase
+    plane = tuple(o + r for o, r in zip(out_sp, reach))  # each phase's extent
+    phases = list(np.ndindex(*strides))
+    buf_shape = (nb, c, len(phases)) + plane
+    # per phase: where x's elements go (None: x reaches none of it), which of x's elements,
+    # the borders to zero
+    fills: list[tuple[tuple[Any, ...] | None, tuple[Any, ...], list[tuple[Any, ...]]]] = []
+    for k, ph in enumerate(phases):
+        lo, cnt, src = [], [], []
+        for i in range(n):
+            j0 = max(0, -(-(pads[i] - ph[i]) // strides[i]))  # the first plane index on x
+            h0 = j0 * strides[i] + ph[i] - pads[i]
+            count = max(0, min(len(range(h0, shape[2 + i], strides[i])), plane[i] - j0))
+            lo.append(j0)
+            cnt.append(count)
+            src.append(slice(h0, h0 + strides[i] * (count - 1) + 1, strides[i]) if count else slice(0, 0))
+        at = (slice(None), slice(None), k)
+        dst: tuple[Any, ...] | None = at + tuple(slice(j, j + q) for j, q in zip(lo, cnt))
+        edge = lo + [p - j - q for p, j, q in zip(plane, lo, cnt)]
+        borders = [at + idx[2:] for idx in _borders((nb, c) + plane, range(2, n + 2), edge)]
+        if 0 in cnt:  # a phase that x does not reach: all padding
+            borders, dst = [at], None
+        fills.append((dst, (slice(None), slice(None)) + tuple(src), borders))
+    place = [math.prod(plane[i + 1:]) for i in range(n)]
+    length = sum((o - 1) * p for o, p in zip(out_sp, place)) + 1
+    taps = np.ascontiguousarray(w.reshape(c, mult, math.prod(ks), 1).astype(dtype, copy=False))
+    reads = []  # per kernel position: its phase and its shift in that phase
+    for kpos in np.ndindex(*ks):
+        ph = tuple(k * d % s for k, d, s in zip(kpos, dil, strides))
+        off = sum((k * d // s) * p for k, d, s, p in zip(kpos, dil, strides, place))
+        reads.append((phases.index(ph), off))
+    acc_shape = (nb, c, mult, length)
+    valid_shape = (nb, m) + out_sp
+    valid_strides = (item * c * mult * length, item * length) + tuple(item * p for p in place)
+    bias_nc = None if bias is None else bias.reshape((1, m) + (1,) * n)
+
+    def depthwise(x: np.ndarray) -> np.ndarray:
+        buf = _scratch(0, buf_shape, dtype)
+        for dst, src, borders in fills:
+            for idx in borders:
+                buf[idx] = 0
+            if dst is not None:
+                buf[dst] = x[src]
+        flat = buf.reshape(nb, c, 1, len(phases), -1)
+        acc = _scratch(1, acc_shape, dtype)
+        tmp = _scratch(2, acc_shape, dtype)
+        for i, (k, off) in enumerate(reads):
+            np.multiply(flat[:, :, :, k, off:off + length], taps[:, :, i], out=acc if i == 0 else tmp)
+            if i:
+                acc += tmp
+        out = np.array(np.ndarray(valid_shape, dtype, acc, 0, valid_strides))
+        if bias_nc is not None:
+            out += bias_nc
+        return out
     return depthwise
 
 

@@ -25,7 +25,7 @@ from nexus.ir.node import Node
 from nexus.ir.opdef import all_ops
 from nexus.ir.types import TensorType, numpy_dtype
 from nexus.ops.linalg import planned_gemm
-from nexus.ops.nn import planned_conv
+from nexus.ops.nn import depthwise_channels_last, planned_conv
 
 BACKEND = "python"
 
@@ -153,10 +153,33 @@ def _constant(node: Node) -> bool:
 
 def _planned_conv(node: Node) -> Callable[..., Any] | None:
     """A Conv with constant weights (and bias) runs a kernel that plans its work once per
-    input shape (``nexus.ops.nn.planned_conv``): the weights are the same on every call."""
+    input shape (``nexus.ops.nn.planned_conv``): the weights are the same on every call.
+    A layer whose result goes only to depthwise layers that compute channels-last (through
+    ops that keep its shape) leaves it channels-last (``channels_last``)."""
     if not all(_constant(v) for v in node.inputs[1:]):
         return None
-    return planned_conv(**kernel_attrs(node))  # type: ignore[no-any-return]
+    return planned_conv(**kernel_attrs(node), channels_last=_feeds_channels_last(node))  # type: ignore[no-any-return]
+
+
+def _feeds_channels_last(node: Node, depth: int = 3) -> bool:
+    """Whether every user of ``node`` is a Conv that computes channels-last taking it as
+    its input (``nexus.ops.nn.depthwise_channels_last``), or an op of one input, or an
+    elementwise op (``OpDef.broadcasting``), of the same type whose users are (``depth``
+    such ops at most: the activations between the layers, SiLU's Sigmoid and Mul
+    included).  Only a question of speed: every kernel takes either layout, and NumPy's
+    elementwise ops keep it."""
+    users = node.users
+    for u in users:
+        if u.op.name == "Conv" and len(u.inputs) >= 2 and u.input(0) is node and node not in u.inputs[1:]:
+            x, w = u.input(0).type, u.input(1).type
+            if not (isinstance(x, TensorType) and isinstance(w, TensorType) and x.shape and w.shape
+                    and depthwise_channels_last(x.shape, w.shape, int(u.attrs.get("group", 1)),
+                                                 tuple(u.attrs.get("strides") or (1,) * (len(x.shape) - 2)))):
+                return False
+        elif not (depth and (len(u.inputs) == 1 or u.op.broadcasting) and u.type == node.type
+                  and _feeds_channels_last(u, depth - 1)):
+            return False
+    return bool(users)
 
 
 PLANNED["Conv"] = _planned_conv
