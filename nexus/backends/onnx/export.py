@@ -38,6 +38,30 @@ class ExportError(ValueError):
     """A graph that cannot be written as ONNX; the message names the node or value."""
 
 
+def _live(nodes: list[Any], outputs: list[str]) -> list[Any]:
+    """``nodes`` less those whose outputs nothing reads: ONNX Runtime keeps and runs them
+    (an export rule that reads past the importer's spelled-out shape arithmetic leaves it
+    dead).  A name that a subgraph reads counts as read."""
+    used = set(outputs)
+    keep = []
+    for node in reversed(nodes):
+        if any(o in used for o in node.output):
+            keep.append(node)
+            used.update(node.input)
+            used.update(_read_in_subgraphs(node))
+    return keep[::-1]
+
+
+def _read_in_subgraphs(node: Any) -> set[str]:
+    names: set[str] = set()
+    for a in node.attribute:
+        for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            for m in sub.node:
+                names.update(m.input)
+                names.update(_read_in_subgraphs(m))
+    return names
+
+
 def to_onnx(graph: Graph, *, opset: int | None = None, check: bool = True) -> onnx.ModelProto:
     """The graph as an ONNX model (checked with ``onnx.checker`` unless ``check=False``),
     for ``opset`` (default: 18, or the first that has the dtypes and attributes the graph
@@ -73,7 +97,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None, check: bool = True) -> on
         name = ex.fresh(f"result{k}")
         ex.add("Identity", [ex.value(v)], [name])
         outputs.append(value_info(name, _type(v), f"result {k}"))
-    g = helper.make_graph(ex.nodes, graph.name, inputs, outputs, ex.initializers)
+    g = helper.make_graph(_live(ex.nodes, [o.name for o in outputs]), graph.name, inputs, outputs, ex.initializers)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="nexus")
     model.ir_version = min(model.ir_version, 10 if opset <= 21 else 11)  # what ONNX Runtime reads
     if check:

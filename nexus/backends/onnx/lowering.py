@@ -316,7 +316,34 @@ def _reshape(ex: Exporter, n: Node, x: str, s: str) -> str:
     spec = _static_reshape(n)
     if spec is not None:  # a constant shape: no shape arithmetic at run time, and ORT can fuse around it
         return ex.add("Reshape", [x, ex.const(np.array(spec, np.int64))])[0]
+    target = _zeros_copied(n)
+    if target is not None:  # ONNX's own Reshape, as imported: its 0s copy the input's dims
+        return ex.add("Reshape", [x, ex.value(target)])[0]
     return ex.add("Reshape", [x, s], allowzero=1)[0]  # Nexus: a 0 is a 0
+
+
+def _zeros_copied(n: Node) -> Node | None:
+    """``t`` where Reshape ``n``'s shape is ``Where(Equal(t, 0), Slice(Concat(ShapeOf(x),
+    zeros), 0, k), t)`` of its own input ``x``: how the ONNX importer spells a Reshape whose
+    run-time shape ``t`` copies dims with 0s (``allowzero=0``).  Exported as that Reshape,
+    without the five ops a call would run (the dead ones go, see export._live)."""
+    where = n.input(1)
+    if where.op.name != "Where":
+        return None
+    test, picked, t = where.inputs
+    if test.op.name != "Equal" or test.input(0) is not t or picked.op.name != "Slice":
+        return None
+    zeros = test.input(1)
+    if zeros.op.name != "Constant" or np.any(np.asarray(zeros.attrs["value"]) != 0):
+        return None
+    padded = picked.input(0)
+    shape = padded.input(0) if padded.op.name == "Concat" and padded.inputs else None
+    if shape is None or shape.op.name != "ShapeOf" or shape.input(0) is not n.input(0) or shape.attrs.get("start"):
+        return None
+    starts = picked.input(1)
+    if starts.op.name != "Constant" or np.any(np.asarray(starts.attrs["value"]) != 0):
+        return None
+    return t
 
 
 def _static_reshape(n: Node) -> list[int] | None:
