@@ -290,3 +290,27 @@ def test_division_by_zero_and_index_out_of_range_raise_as_in_python(fn: Any, arg
         assert type(info.value.__cause__) is type(want)
     else:
         np.testing.assert_allclose(exe(*args), want)
+
+
+# A host kernel after a check that failed ran on the stand-in of an unassigned variable
+# (`py_gen --seed 4`, program 88): SetItem raised "could not broadcast (2,) into (0,)" inside
+# XLA, where Python raises UnboundLocalError before it.
+def _set_after_unassigned(v: Any, n: int) -> Any:
+    for i in range(n):
+        k = i + 2
+    w = np.copy(v)
+    w[:k] = v[:2]
+    return w
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_a_host_kernel_after_a_failed_check_does_not_run(n: int) -> None:
+    v = np.arange(5.0)
+    exe = nx.compile(nx.script(_set_after_unassigned), backend="xla")
+    try:
+        want = _set_after_unassigned(v, n)
+    except UnboundLocalError:
+        with pytest.raises(UnboundLocalError):
+            exe(v, n)
+        return
+    np.testing.assert_array_equal(exe(v, n), want)

@@ -123,7 +123,7 @@ def _dynamic(tr: Trace, node: Node, *ins: Any) -> Any:
             res.append(o.reshape(s.shape))
         return tuple(res)
 
-    outs = trace.host_callback(host, tuple(shapes), *flat)
+    outs = trace.host_callback(host, tuple(shapes), *flat, live=tr.live())
     if known is not None:
         return tuple(np.int64(known) if i == size_at else o for i, o in enumerate(outs))
     size = outs[size_at]
@@ -148,7 +148,7 @@ def _to_host(ins: Sequence[Any]) -> tuple[list[Any], Callable[[Sequence[Any]], l
     return flat, real_parts
 
 
-def _set_item_on_host(node: Node, ins: Sequence[Any]) -> Any:
+def _set_item_on_host(tr: Trace, node: Node, ins: Sequence[Any]) -> Any:
     """SetItem (a host kernel, see rules_shape.HOST_OPS) with padded operands: the kernel
     gets their real parts (so negative indices and slices count from the true end); the
     result of a padded data is padded back to its bound."""
@@ -168,7 +168,8 @@ def _set_item_on_host(node: Node, ins: Sequence[Any]) -> Any:
             out = np.pad(out, widths)
         return (out.reshape(shape),)
 
-    (out,) = trace.host_callback(host, (jax.ShapeDtypeStruct(shape, dtype),), *flat)  # type: ignore[no-untyped-call]
+    (out,) = trace.host_callback(host, (jax.ShapeDtypeStruct(shape, dtype),), *flat,  # type: ignore[no-untyped-call]
+                                 live=tr.live())
     return Padded(out, data.size, data.axis) if isinstance(data, Padded) else out
 
 
@@ -211,7 +212,7 @@ def consume(tr: Trace, node: Node, ins: list[Any]) -> Any:
         if out is not None:
             return out
     if op == "SetItem":
-        return _set_item_on_host(node, ins)
+        return _set_item_on_host(tr, node, ins)
     if op == "Append" and ins[0] is p and p.axis == 0 and len(pads) == 1:
         return _extend(p, jnp.asarray(ins[1])[None])
     if op == "Append" and isinstance(ins[1], Padded):

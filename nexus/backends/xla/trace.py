@@ -55,8 +55,14 @@ def is_static(v: Any) -> bool:
     return isinstance(v, (np.ndarray, np.generic))
 
 
-def host_callback(fn: Callable[..., tuple[np.ndarray, ...]], shapes: Sequence[Any], *args: Any) -> tuple[Any, ...]:
+def host_callback(fn: Callable[..., tuple[np.ndarray, ...]], shapes: Sequence[Any], *args: Any,
+                  live: Any = None) -> tuple[Any, ...]:
     """``jax.pure_callback(fn, shapes, *args)``, its results carried as bytes.
+
+    ``live`` (a traced bool, :meth:`Trace.live`): where it is false the kernel is not
+    called and the results are zeros.  There the code runs on stand-ins (a check failed
+    before it, whose error the call raises; an arm of a select that is not taken), on which
+    a kernel may raise what Python never would (a SetItem of a stand-in's size).
 
     JAX checks a callback's results after canonicalising their dtypes under the x64 setting
     of the thread the callback runs on; XLA runs some callbacks on threads of its own,
@@ -70,12 +76,17 @@ def host_callback(fn: Callable[..., tuple[np.ndarray, ...]], shapes: Sequence[An
     dtypes = [np.dtype(v.dtype) for v in vals]
 
     def as_bytes(*a: Any) -> tuple[np.ndarray, ...]:
+        if live is not None:
+            ok, a = a[0], a[1:]
+            if not np.asarray(ok).any():
+                return tuple(np.zeros((*s.shape, np.dtype(s.dtype).itemsize), np.uint8) for s in shapes)
         real = [np.ascontiguousarray(x).view(dt)[..., 0] for x, dt in zip(a, dtypes)]
         # (np.array, not np.ascontiguousarray, which makes a scalar one-dim)
         return tuple(np.array(o, dtype=s.dtype, order="C")[..., None].view(np.uint8)
                      for o, s in zip(fn(*real), shapes))
 
-    outs = jax.pure_callback(as_bytes, raw, *(_to_bytes(v) for v in vals))
+    flags = [] if live is None else [jnp.asarray(live, np.bool_).astype(np.uint8)]
+    outs = jax.pure_callback(as_bytes, raw, *flags, *(_to_bytes(v) for v in vals))
     return tuple(_from_bytes(o, s.dtype) for o, s in zip(outs, shapes))
 
 
@@ -487,6 +498,13 @@ class Trace:
         if self.status is None:
             self.status = np.int32(0)
         return self.status
+
+    def live(self) -> Any:
+        """Whether the code traced here runs on real values (a traced bool): no check
+        failed before it, and inside a select's arm or an unrolled iteration, its predicate
+        holds (see host_callback)."""
+        ok = jnp.asarray(True) if self.status is None else jnp.asarray(self.status) == 0
+        return ok if self.predicate is None else ok & self.predicate
 
     def running(self, test: Any) -> Any:
         """A loop's ``test``, false once a check has failed."""
