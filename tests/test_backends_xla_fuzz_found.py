@@ -32,9 +32,13 @@ def _outcome(fn: Any, args: tuple[Any, ...]) -> tuple[bool, Any]:
         return False, e
 
 
-@pytest.mark.parametrize("k", [222, 368])  # a value unassigned on one path; a carry padded on entry only
-def test_the_program_agrees_with_python_or_is_refused_by_name(k: int) -> None:
-    src = (FOUND / f"seed40_program{k}.txt").read_text()
+@pytest.mark.parametrize("name", [
+    "seed40_program222",  # a value unassigned on one path
+    "seed40_program368",  # a carry padded on entry only
+    "seed3_program885",  # a conditional XLA:CPU folded into a tuple constant, then aborted on
+])
+def test_the_program_agrees_with_python_or_is_refused_by_name(name: str) -> None:
+    src = (FOUND / f"{name}.txt").read_text()
     runs = json.loads(src.splitlines()[2].removeprefix("# inputs: "))
     py: dict[str, Any] = {"script": lambda fn: fn}
     exec(compile(src, "<py_gen program>", "exec"), py)  # noqa: S102  (the fuzzer's program)

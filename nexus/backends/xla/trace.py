@@ -718,6 +718,12 @@ class Trace:
         if self.open_shape([m.name for m in r.outputs]) or _sizes_from_data(r.then) or _sizes_from_data(r.orelse):
             sums.clear()  # (a sum's shape is its base's)
             shapes = agreed()
+        # XLA:CPU folds a conditional whose test it finds constant into a tuple constant, and
+        # then aborts the process compiling it ("Check failed: pointer_size > 0" in
+        # shape_util.cc; py_gen seed 3, program 885, whose test is `6 % 2 == 0` of values
+        # carried into an arm).  A test that tracing knew was taken above; this one XLA may
+        # not fold.
+        c = lax.optimization_barrier(c)  # type: ignore[no-untyped-call]
         try:
             outs, after, failed = lax.cond(c, arm(r.then, thens, shapes), arm(r.orelse, elses, shapes))
         except TypeError:
