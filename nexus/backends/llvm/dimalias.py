@@ -44,7 +44,6 @@ def phi_dim_checks(g: Graph) -> list[tuple[Any, Any, Node]]:
 def _phi_classes(g: Graph) -> tuple[dict[Any, Any], list[tuple[Any, Any, Node]]]:
     parent: dict[Any, Any] = {}
     checks: list[tuple[Any, Any, Node]] = []
-    where: list[Node] = []
 
     def find(d: Any) -> Any:
         while d in parent:
@@ -54,15 +53,15 @@ def _phi_classes(g: Graph) -> tuple[dict[Any, Any], list[tuple[Any, Any, Node]]]
     bound = {d for t in g.arg_types if isinstance(t, TensorType) and t.shape for d in t.shape
              if isinstance(d, sympy.Symbol)}
 
-    def union(a: Any, b: Any, what: str) -> None:
+    def union(a: Any, b: Any, what: str, phi: Node | None = None) -> None:
         ra, rb = find(a), find(b)
         if ra == rb:
             return
         if not isinstance(ra, sympy.Symbol) and not isinstance(rb, sympy.Symbol):
             raise Unsupported(f"{what}: dims {ra} and {rb} differ between iterations")
-        if (not isinstance(ra, sympy.Symbol) or ra in bound) and (not isinstance(rb, sympy.Symbol) or rb in bound) \
-                and where:
-            checks.append((ra, rb, where[-1]))  # two sizes the call gives: equal only if it says so
+        if phi is not None and (not isinstance(ra, sympy.Symbol) or ra in bound) \
+                and (not isinstance(rb, sympy.Symbol) or rb in bound):
+            checks.append((ra, rb, phi))  # two sizes the call gives: equal only if it says so
         if not isinstance(ra, sympy.Symbol) or ra in bound:
             ra, rb = rb, ra  # keep the int / the argument's symbol as the representative
         parent[ra] = rb
@@ -72,7 +71,6 @@ def _phi_classes(g: Graph) -> tuple[dict[Any, Any], list[tuple[Any, Any, Node]]]
             _topk_dims(n, union)
         if n.op.kind != "phi" or not isinstance(n.type, TensorType) or not n.type.shape:
             continue
-        where[:] = [n]
         for v in n.inputs:
             t = v.type
             if not isinstance(t, TensorType) or t.shape is None or len(t.shape) != len(n.type.shape):
@@ -84,8 +82,7 @@ def _phi_classes(g: Graph) -> tuple[dict[Any, Any], list[tuple[Any, Any, Node]]]
                     if not isinstance(d, int | sympy.Symbol) and not sympy.sympify(d).is_Integer:
                         raise Unsupported(f"Phi %{n.name or '?'}: dim {d} changes between iterations")
                 union(int(a) if not isinstance(a, sympy.Symbol) else a,
-                      int(b) if not isinstance(b, sympy.Symbol) else b, f"Phi %{n.name or '?'}")
-        where.clear()
+                      int(b) if not isinstance(b, sympy.Symbol) else b, f"Phi %{n.name or '?'}", n)
     return {s: find(s) for s in parent}, checks
 
 

@@ -451,7 +451,6 @@ class FunctionEmitter:
             self.b.position_at_end(self.bbs[blk])
             self._block(blk)
         self._check_phi_dims(given)
-        self.b.branch(self.bbs[g.start_block])
         xb = ir.IRBuilder(self.exit)
         for p in self.buffers:  # none of them where the buffers are kept
             p = p if self.kept is None else xb.select(self.kept, ir.Constant(PTR, None), p)
@@ -472,9 +471,13 @@ class FunctionEmitter:
         """On entry: the sizes that a loop-carried array's one buffer takes to be equal
         (``dimalias.phi_dim_checks``).  Where they differ, Python would carry an array of
         another size; the call is refused there, naming the Phi, not run past a buffer."""
+        checks = phi_dim_checks(self.g)
+        if not checks:
+            self.eb.branch(self.bbs[self.g.start_block])
+            return
         self.b.position_at_end(self.fn.append_basic_block("phi.dims"))
         self.eb.branch(self.b.block)
-        for a, b, phi in phi_dim_checks(self.g):
+        for a, b, phi in checks:
             va, vb = (I64(d) if isinstance(d, int) else given.get(d) for d in (a, b))
             if va is None or vb is None:
                 continue
@@ -482,6 +485,7 @@ class FunctionEmitter:
                       f"the llvm backend gives the loop-carried %{phi.name or '?'} one buffer, of a size it takes "
                       f"from {a} and {b}, which differ in this call (Python carries an array whose size changes "
                       f"from one iteration to the next): run it on the python backend")
+        self.b.branch(self.bbs[self.g.start_block])
 
     def _bind_args(self) -> None:
         params = iter(self.fn.args)
