@@ -123,7 +123,7 @@ def _dynamic(tr: Trace, node: Node, *ins: Any) -> Any:
             res.append(o.reshape(s.shape))
         return tuple(res)
 
-    outs = trace.host_callback(host, tuple(shapes), *flat, live=tr.live())
+    outs = tr.host(node, host, tuple(shapes), *flat)
     if known is not None:
         return tuple(np.int64(known) if i == size_at else o for i, o in enumerate(outs))
     size = outs[size_at]
@@ -168,8 +168,7 @@ def _set_item_on_host(tr: Trace, node: Node, ins: Sequence[Any]) -> Any:
             out = np.pad(out, widths)
         return (out.reshape(shape),)
 
-    (out,) = trace.host_callback(host, (jax.ShapeDtypeStruct(shape, dtype),), *flat,  # type: ignore[no-untyped-call]
-                                 live=tr.live())
+    (out,) = tr.host(node, host, (jax.ShapeDtypeStruct(shape, dtype),), *flat)  # type: ignore[no-untyped-call]
     return Padded(out, data.size, data.axis) if isinstance(data, Padded) else out
 
 

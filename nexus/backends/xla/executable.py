@@ -31,6 +31,7 @@ from nexus.backends.base import Executable
 from nexus.backends.xla.trace import (
     BACKEND,
     Check,
+    HostErrors,
     NewCheck,
     NewStackKind,
     Padded,
@@ -73,6 +74,9 @@ class Compiled:
     # The most trips a loop that grows a list on a run-time trip count ran in the last run
     # (its Trace's cell, written by a callback); None where no loop grows one.
     trips: TripCount | None = None
+    # The first error a host kernel raised in the last run (its Trace's cell, written by a
+    # callback; raised after the call); None where no host kernel runs.
+    host_errors: HostErrors | None = None
     # The Asserts that may fail at run time (the computation's last output is then 0, or
     # 1 + the index here of the first that failed); empty where none may.
     checks: list[Check] = field(default_factory=list)
@@ -100,7 +104,7 @@ class Compiled:
     def plain(self) -> bool:
         """Whether its outputs are just the results (no depth, check code or true size):
         the call's fast path (XlaExecutable.__call__)."""
-        return not self.layout.kinds and self.trips is None and not self.checks and \
+        return not self.layout.kinds and self.trips is None and self.host_errors is None and not self.checks and \
             all(a is None for a in self.padded)
 
 
@@ -131,10 +135,13 @@ class XlaExecutable(Executable):
         return list(signature(self.graph).convert(tuple(args)))
 
     def execute_graph(self, layout: StackLayout, args: Sequence[Any],
-                      trips: TripCount | None = None, heap: Sequence[Any] | None = None) -> tuple[list[Any], Trace]:
+                      trips: TripCount | None = None, heap: Sequence[Any] | None = None,
+                      host_errors: HostErrors | None = None) -> tuple[list[Any], Trace]:
         tr = Trace(layout, self.dynamic_bound, heap, self._failing)
         if trips is not None:
             tr.trips = trips
+        if host_errors is not None:
+            tr.host_errors = host_errors
         # A Python int or float argument (see _weak) is a weakly typed tracer: its dtype is
         # made strong first, so that it combines with other values as the declared type does.
         args = [lax.convert_element_type(a, a.dtype) if getattr(getattr(a, "aval", None), "weak_type", False) else a
@@ -176,7 +183,7 @@ class XlaExecutable(Executable):
         t0 = time.perf_counter()
         padded: list[int | None] = []
         trips = TripCount()
-
+        host_errors = HostErrors()
         checks: list[Check] = []
         # One stack (a gradient graph's tape): its buffers are lent to the computation.
         tape = self.graph.cached("xla.stack_news", stack_news) == 1
@@ -185,7 +192,7 @@ class XlaExecutable(Executable):
             heap = None
             if tape and layout.kinds:
                 *args, heap = args  # type: ignore[assignment]
-            outs, tr = self.execute_graph(layout, args, trips, heap)
+            outs, tr = self.execute_graph(layout, args, trips, heap, host_errors)
             built = self.build_computation(outs, tr, padded, checks)
             return built if heap is None else (*built, tuple(tr.heap or ()))
 
@@ -209,7 +216,8 @@ class XlaExecutable(Executable):
         outs = [tuple(o.shape) for o in jax.tree_util.tree_leaves(lowered.out_info[:-1] if lends
                                                                     else lowered.out_info)]
         return Compiled(fn, lowered.as_text(), layout, bool(layout.kinds), dt, padded,
-                        trips if trips.used else None, checks, args, outs, lends)
+                        trips if trips.used else None, host_errors if host_errors.used else None,
+                        checks, args, outs, lends)
 
     def _refresh(self) -> None:
         if self.graph.version != self._version:
@@ -284,6 +292,8 @@ class XlaExecutable(Executable):
             for _ in range(_MAX_DOUBLINGS):
                 if entry.trips is not None:
                     entry.trips.most = 0
+                if entry.host_errors is not None:
+                    entry.host_errors.first = None
                 outs = entry.call(values)
                 if entry.checks:
                     failed, outs = outs[-1], outs[:-1]
@@ -306,6 +316,11 @@ class XlaExecutable(Executable):
                 entry = self._cache[key] = self._compile(values, grown)
                 self.compiles += 1
         self._last = entry
+        if entry.host_errors is not None:
+            # A host kernel that raised ran before any check that failed after it (the
+            # code after it ran on zeros): its error is Python's.
+            jax.block_until_ready(outs)
+            entry.host_errors.raise_first()
         if entry.checks:
             _raise_failed(entry.checks, failed)
         results = []

@@ -315,7 +315,7 @@ def _host(tr: Trace, node: Node, *ins: Any) -> Any:
         outs = out if isinstance(t, TupleType) else (out,)
         return tuple(np.asarray(o, dtype=s.dtype).reshape(s.shape) for o, s in zip(outs, shapes))
 
-    res = trace.host_callback(host, shapes, *ins, live=tr.live())
+    res = tr.host(node, host, shapes, *ins)
     return tuple(res) if isinstance(t, TupleType) else res[0]
 
 

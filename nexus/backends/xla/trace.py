@@ -56,13 +56,18 @@ def is_static(v: Any) -> bool:
 
 
 def host_callback(fn: Callable[..., tuple[np.ndarray, ...]], shapes: Sequence[Any], *args: Any,
-                  live: Any = None) -> tuple[Any, ...]:
+                  live: Any = None, errors: HostErrors | None = None, node: Node | None = None) -> tuple[Any, ...]:
     """``jax.pure_callback(fn, shapes, *args)``, its results carried as bytes.
 
     ``live`` (a traced bool, :meth:`Trace.live`): where it is false the kernel is not
     called and the results are zeros.  There the code runs on stand-ins (a check failed
     before it, whose error the call raises; an arm of a select that is not taken), on which
     a kernel may raise what Python never would (a SetItem of a stand-in's size).
+
+    ``errors``: where the kernel raises on live values (``w[:k] = v[:2]`` with k = 4), the
+    error is kept there for ``node`` and the results are zeros; the executable raises it
+    after the call (an exception inside a callback would reach the caller as XLA's
+    INTERNAL error, naming nothing).
 
     JAX checks a callback's results after canonicalising their dtypes under the x64 setting
     of the thread the callback runs on; XLA runs some callbacks on threads of its own,
@@ -79,11 +84,21 @@ def host_callback(fn: Callable[..., tuple[np.ndarray, ...]], shapes: Sequence[An
         if live is not None:
             ok, a = a[0], a[1:]
             if not np.asarray(ok).any():
-                return tuple(np.zeros((*s.shape, np.dtype(s.dtype).itemsize), np.uint8) for s in shapes)
+                return zeros()
         real = [np.ascontiguousarray(x).view(dt)[..., 0] for x, dt in zip(a, dtypes)]
+        try:
+            outs = fn(*real)
+        except Exception as e:
+            if errors is None or node is None:
+                raise
+            errors.record(node, e)
+            return zeros()
         # (np.array, not np.ascontiguousarray, which makes a scalar one-dim)
         return tuple(np.array(o, dtype=s.dtype, order="C")[..., None].view(np.uint8)
-                     for o, s in zip(fn(*real), shapes))
+                     for o, s in zip(outs, shapes))
+
+    def zeros() -> tuple[np.ndarray, ...]:
+        return tuple(np.zeros((*s.shape, np.dtype(s.dtype).itemsize), np.uint8) for s in shapes)
 
     flags = [] if live is None else [jnp.asarray(live, np.bool_).astype(np.uint8)]
     outs = jax.pure_callback(as_bytes, raw, *flags, *(_to_bytes(v) for v in vals))
@@ -196,6 +211,25 @@ class TripCount:
 
     most: int = 0
     used: bool = False
+
+
+@dataclass
+class HostErrors:
+    """The first error a host kernel raised on live values in the last run of a computation
+    (see host_callback); ``used``: whether the computation calls a host kernel at all."""
+
+    first: tuple[Node, Exception] | None = None
+    used: bool = False
+
+    def record(self, node: Node, error: Exception) -> None:
+        if self.first is None:
+            self.first = (node, error)
+
+    def raise_first(self) -> None:
+        """Raise the python backend's error for the kept failure, if any (and forget it)."""
+        if self.first is not None:
+            (node, err), self.first = self.first, None
+            raise NexusRuntimeError(f"{type(err).__name__}: {err}", node) from err
 
 
 class NewStackKind(Exception):
@@ -349,6 +383,7 @@ class Trace:
         self.abstract = 0  # > 0 while looking for a loop's carried shapes (jax.eval_shape)
         self.top: dict[Any, Any] | None = None  # the outermost graph's values (BuildComputation reads it)
         self.trips = TripCount()  # the executable reads it after each run (see loop_bound)
+        self.host_errors = HostErrors()  # and this (see host)
         # Run-time checks (Assert): ``status`` is None until the first one, then an i32 scalar,
         # 0 while every check passed, else 1 + the index in ``checks`` of the first that
         # failed; regions that hold an Assert carry it (see :meth:`fail_where`).
@@ -505,6 +540,13 @@ class Trace:
         holds (see host_callback)."""
         ok = jnp.asarray(True) if self.status is None else jnp.asarray(self.status) == 0
         return ok if self.predicate is None else ok & self.predicate
+
+    def host(self, node: Node, fn: Callable[..., tuple[np.ndarray, ...]], shapes: Sequence[Any],
+             *args: Any) -> tuple[Any, ...]:
+        """``node``'s kernel ``fn`` run on the host where the code is live (host_callback);
+        an error it raises there, the executable raises after the call."""
+        self.host_errors.used = True
+        return host_callback(fn, shapes, *args, live=self.live(), errors=self.host_errors, node=node)
 
     def running(self, test: Any) -> Any:
         """A loop's ``test``, false once a check has failed."""
