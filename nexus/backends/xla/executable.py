@@ -319,7 +319,7 @@ class XlaExecutable(Executable):
         if entry.host_errors is not None:
             # A host kernel that raised ran before any check that failed after it (the
             # code after it ran on zeros): its error is Python's.
-            jax.block_until_ready(outs)
+            jax.block_until_ready(outs)  # type: ignore[no-untyped-call]
             entry.host_errors.raise_first()
         if entry.checks:
             _raise_failed(entry.checks, failed)
