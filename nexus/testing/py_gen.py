@@ -977,7 +977,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     stats: dict[str, int] = {}
     failures = fuzz(args.count, args.seed, arrays_every=args.arrays_every, optimize=args.optimize,
-                    stop_after=args.stop_after, verbose=True, progress=500, backend=args.backend, stats=stats,
+                    stop_after=args.stop_after, verbose=True, progress=100, backend=args.backend, stats=stats,
                     numpy=not args.no_numpy, partial=not args.no_partial, ragged=args.ragged, start=args.start)
     dt = time.perf_counter() - t0
     print(f"{args.count} programs, {len(failures)} failures, {dt:.1f} s (backend {args.backend})")
