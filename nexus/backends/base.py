@@ -44,6 +44,14 @@ class NexusRuntimeError(RuntimeError):
         super().__init__(msg)
 
 
+class NativeRefused(NexusRuntimeError):
+    """Native code that refused a call on entry, before running anything, for these
+    arguments' sizes (the llvm backend's one buffer per loop-carried array, where Python
+    would change its size).  An interpreter calling such a kernel runs the kernel's graph
+    itself instead (``nexus.backends.python.interpreter._call``), so Python's semantics
+    hold, the errors Python raises later in the call included."""
+
+
 class BackendError(ValueError):
     """An unknown backend, or options a backend does not take."""
 

@@ -37,6 +37,7 @@ import sympy
 from nexus.backends.base import (
     Executable,
     MissingLoweringError,
+    NativeRefused,
     NexusRuntimeError,
     register_backend,
 )
@@ -226,7 +227,7 @@ class LLVMExecutable(Executable):
         if f.node is None:
             raise NexusRuntimeError(f.msg)
         exc = _EXCEPTIONS.get(f.exc, RuntimeError)(f.msg)
-        raise NexusRuntimeError(f"{f.exc}: {f.msg}", f.node) from exc
+        raise (NativeRefused if f.refusal else NexusRuntimeError)(f"{f.exc}: {f.msg}", f.node) from exc
 
     fail = _fail  # Executable.fail: what nx.compile(script)'s entries call on a failure
 

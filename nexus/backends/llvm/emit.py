@@ -72,6 +72,7 @@ class Failure:
     exc: str
     msg: str
     node: Node | None
+    refusal: bool = False  # refused on entry, nothing run (base.NativeRefused)
 
 
 INTERRUPTED = "KeyboardInterrupt"  # the exc of the failure a SIGINT ends a call with
@@ -343,10 +344,10 @@ class FunctionEmitter:
         self.stack_buffers: dict[Node, tuple[ir.Value, ir.Value]] = {}
 
     # --- what rules use ---------------------------------------------------------------------
-    def fail(self, cond: ir.Value, node: Node, exc: str, msg: str) -> None:
+    def fail(self, cond: ir.Value, node: Node, exc: str, msg: str, refusal: bool = False) -> None:
         if self.status is None:
             raise Unsupported(f"{node.op.name} may fail, but graph @{self.g.name} was thought infallible")
-        self.fail_code(cond, self.mod.error_code(Failure(exc, msg, node)))
+        self.fail_code(cond, self.mod.error_code(Failure(exc, msg, node, refusal)))
 
     def fail_code(self, cond: ir.Value, code: int) -> None:
         """Where ``cond`` holds, leave with status ``code``; go on here otherwise."""
@@ -484,7 +485,7 @@ class FunctionEmitter:
             self.fail(self.b.icmp_unsigned("!=", va, vb), phi, "NotImplementedError",
                       f"the llvm backend gives the loop-carried %{phi.name or '?'} one buffer, of a size it takes "
                       f"from {a} and {b}, which differ in this call (Python carries an array whose size changes "
-                      f"from one iteration to the next): run it on the python backend")
+                      f"from one iteration to the next): run it on the python backend", refusal=True)
         self.b.branch(self.bbs[self.g.start_block])
 
     def _bind_args(self) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, NoReturn
 
-from nexus.backends.base import Executable, NexusRuntimeError
+from nexus.backends.base import Executable, NativeRefused, NexusRuntimeError
 from nexus.backends.python.codegen import Generated, generate
 from nexus.backends.python.fold import fold_batch_norms, has_foldable
 from nexus.backends.python.lowering import BACKEND
@@ -52,7 +52,10 @@ NATIVE_CALLS: weakref.WeakKeyDictionary[Graph, Callable[..., Any]] = weakref.Wea
 def _call(callee: Graph, limit: int | None, parallel: bool | None, *args: Any) -> Any:
     native = NATIVE_CALLS.get(callee)
     if native is not None:
-        return native(*args)
+        try:
+            return native(*args)
+        except NativeRefused:
+            pass  # nothing ran: interpret it (a kernel never writes into its arguments)
     return run(callee, *args, max_iterations=limit, parallel=parallel)
 
 
