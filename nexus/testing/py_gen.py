@@ -835,6 +835,8 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
                 return Failure(src, args, want, got)
             if exe is not None:  # the backend must raise the same (xla too: it carries its checks out)
                 ok_be, got_be = _outcome(exe, args)
+                if _refused(backend, ok_be, got_be, stats):
+                    continue
                 if not _python_error_agrees(ok_py, want, ok_be, got_be):
                     if not ok_be:
                         got_be = "".join(traceback.format_exception(got_be, limit=6))
@@ -844,7 +846,8 @@ def check_program(src: str, rng: random.Random, arrays: bool, runs: int = 3,
             continue
         if exe is not None and ok_py:
             ok_be, got_be = _outcome(exe, args)
-            if not (ok_be and same(want, got_be) and (not ok_nx or same(got, got_be))):
+            agrees = ok_be and same(want, got_be) and (not ok_nx or same(got, got_be))
+            if not agrees and not _refused(backend, ok_be, got_be, stats):
                 if not ok_be:
                     got_be = "".join(traceback.format_exception(got_be, limit=6))
                 return Failure(src, args, want, f"backend {backend}: {got_be!r} (python backend: {got!r})")
@@ -871,6 +874,25 @@ def generated_raise(e: BaseException) -> bool:
     """Whether ``e`` is one a generated ``raise`` or ``assert`` statement raised (not
     Python's own error, which has a message of its own)."""
     return type(e) in RAISED and (not e.args or str(e.args[0]).startswith(("raised", "generated check")))
+
+
+def _refused(backend: str, ok: bool, got: Any, stats: dict[str, int] | None) -> bool:
+    """Whether the backend refused the call by name (a node it cannot run for these
+    arguments: no rule, a static-shape limit), which is not a disagreement; counted in
+    ``stats`` under ``<backend>: refused (<error>)``."""
+    from nexus.backends.base import MissingLoweringError, NativeRefused
+
+    kinds: tuple[type[BaseException], ...] = (MissingLoweringError, NativeRefused)
+    if backend == "xla":
+        from nexus.backends.xla.trace import XlaLoweringError
+
+        kinds += (XlaLoweringError,)
+    if ok or not isinstance(got, kinds):
+        return False
+    if stats is not None:
+        key = f"{backend}: refused ({type(got).__name__})"
+        stats[key] = stats.get(key, 0) + 1
+    return True
 
 
 def _python_error_agrees(ok_py: bool, want: Any, ok_nx: bool, got: Any) -> bool | None:
