@@ -54,6 +54,7 @@ PASSES: dict[str, str] = {
     "inline": "nexus.passes.inline:Inline",
     "shapes": "nexus.passes.shapeinfer:InferShapes",
     "shapechecks": "nexus.passes.shapechecks:InsertShapeChecks",
+    "shape-values": "nexus.passes.shapevalues:MaterializeShapeValues",
     "canonicalize": "nexus.passes.canonicalize:Canonicalize",
     "place": "nexus.passes.placement:Place",
 }

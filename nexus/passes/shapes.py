@@ -81,6 +81,15 @@ def assumed_dims(g: Graph, arg_types: Sequence[Type] | None = None) -> dict[Node
     return _infer(g, arg_types).assumed
 
 
+def shape_values(g: Graph) -> tuple[dict[Node, np.ndarray], dict[Node, tuple[DimEq, ...]]]:
+    """Infer shapes as :func:`infer_shapes` does (in place) and return what is known of each
+    integer node's value (an object array of ints and dims, for nodes whose value follows
+    from the argument types and constants: ``ShapeOf``, ``DimSize`` and small arithmetic on
+    them), and the dim equalities each node's type rule assumed (:func:`assumed_dims`)."""
+    inference = _infer(g, None)
+    return inference.values, inference.assumed
+
+
 def _infer(g: Graph, arg_types: Sequence[Type] | None) -> _Inference:
     if arg_types is not None:
         if len(arg_types) != len(g.args):
@@ -341,7 +350,7 @@ class _Inference:
             if vals and all(v is not None for v in vals) and all(_same_value(vals[0], v) for v in vals[1:]):
                 return vals[0]
             return None
-        if not isinstance(t, TensorType) or t.dtype not in ("i32", "i64") or not n.op.pure:
+        if not isinstance(t, TensorType) or t.dtype not in ("i32", "i64", "bool") or not n.op.pure:
             return None
         ins = [_subs_value(self.values.get(v), facts) for v in n.inputs]
         if any(v is None for v in ins):
@@ -537,15 +546,31 @@ def _scalar_dim(v: Any) -> Any:
 
 def _eval_symbolic(n: Node, ins: list[Any]) -> Any:
     """Evaluate a small integer op on values that may hold dims."""
-    arrs = [np.asarray(v) for v in ins]
-    if all(a.dtype.kind in "iu" for a in arrs) and n.op.kernel is not None:
+    arrs = [_plain(np.asarray(v)) for v in ins]
+    if all(a.dtype.kind in "iub" for a in arrs) and n.op.kernel is not None:
         return evaluate(n, arrs, _MAX_VALUE_SIZE)  # plain integers: the static evaluator
     rule = SYMBOLIC_RULES.get(n.op.name)
     if rule is None:
         return None
     out = np.asarray(rule(n, [a.astype(object) for a in arrs], arrs), dtype=object)
-    flat = [simplify_dim(x) if isinstance(x, sympy.Basic) else int(x) for x in out.reshape(-1)]
+    flat: list[Any]
+    if isinstance(n.type, TensorType) and n.type.dtype == "bool":  # True, False or None (not known)
+        flat = [x if x is None or isinstance(x, _IsZero) else bool(x) for x in out.reshape(-1)]
+    else:
+        flat = [simplify_dim(x) if isinstance(x, sympy.Basic) else int(x) for x in out.reshape(-1)]
     return np.array(flat, dtype=object).reshape(out.shape)
+
+
+def _plain(a: np.ndarray) -> np.ndarray:
+    """An object array of plain ints (or of bools) as an int64 (bool) array: no symbol in it."""
+    if a.dtype != object:
+        return a
+    flat = a.reshape(-1)
+    if all(isinstance(x, (bool, np.bool_)) for x in flat):
+        return a.astype(np.bool_)
+    if all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in flat):
+        return a.astype(np.int64)
+    return a
 
 
 # How ops compute on values that hold dims (object arrays of ints and sympy expressions),
@@ -557,6 +582,56 @@ SymbolicRule = Callable[[Node, list[np.ndarray], list[np.ndarray]], Any]
 def _elementwise(fn: Callable[[Any, Any], Any]) -> SymbolicRule:
     ufunc = np.frompyfunc(fn, 2, 1)
     return lambda n, objs, arrs: ufunc(*objs)
+
+
+class _IsZero:
+    """An Equal whose answer depends on the dims' values: whether ``diff`` is 0."""
+
+    __slots__ = ("diff",)
+
+    def __init__(self, diff: Any):
+        self.diff = diff
+
+
+def _equal(a: Any, b: Any) -> bool | _IsZero | None:
+    """Whether two dims are equal: an :class:`_IsZero` where that depends on the symbols."""
+    if a is None or b is None or isinstance(a, _IsZero) or isinstance(b, _IsZero):
+        return None
+    diff = simplify_dim(a - b)
+    if isinstance(diff, int):
+        return diff == 0
+    zero = diff.is_zero  # dims are nonnegative: batch == -1 is known false
+    return _IsZero(diff) if zero is None else bool(zero)
+
+
+def _where(n: Node, objs: list[np.ndarray], arrs: list[np.ndarray]) -> Any:
+    """Where, element by element.  A condition that depends on the dims picks the second
+    side where the first equals it whenever the condition holds: ONNX's Reshape reads a 0
+    as "copy the input's dim", which an importer spells ``Where(Equal(t, 0),
+    ShapeOf(x)[:k], t)``; with ``t = [batch, 16]`` and ``x`` of dims ``[16*batch]``,
+    batch == 0 is not known, but where it holds, 16*batch is batch."""
+    c, x, y = np.broadcast_arrays(*objs)
+    out = np.empty(c.shape, dtype=object)
+    for i, (ci, xi, yi) in enumerate(zip(c.flat, x.flat, y.flat)):
+        if isinstance(ci, _IsZero):
+            if not (_dim_eq(xi, yi) or _equal_where_zero(ci.diff, xi, yi)):
+                raise ValueError("a condition that depends on the dims' values")
+            ci = False
+        elif ci is None:
+            raise ValueError("an unknown condition")
+        out.flat[i] = xi if ci else yi
+    return out
+
+
+def _equal_where_zero(diff: Any, x: Any, y: Any) -> bool:
+    """Whether dims ``x`` and ``y`` are equal wherever ``diff`` (of one symbol) is 0."""
+    free = diff.free_symbols
+    if len(free) != 1 or isinstance(x, _IsZero) or isinstance(y, _IsZero):
+        return False
+    s = next(iter(free))
+    roots = sympy.solve(diff, s)
+    at = [(simplify_dim(sympy.sympify(x).subs(s, r)), simplify_dim(sympy.sympify(y).subs(s, r))) for r in roots]
+    return bool(at) and all(_dim_eq(a, b) for a, b in at)
 
 
 def _unsqueeze(n: Node, objs: list[np.ndarray], arrs: list[np.ndarray]) -> Any:
@@ -581,8 +656,10 @@ SYMBOLIC_RULES: dict[str, SymbolicRule] = {
     "Squeeze": lambda n, objs, arrs: np.squeeze(objs[0], axis=n.attrs.get("axes")),
     "Reshape": lambda n, objs, arrs: objs[0].reshape(tuple(int(d) for d in arrs[1])),
     "Gather": lambda n, objs, arrs: np.take(objs[0], arrs[1].astype(np.int64), axis=n.attrs["axis"]),
+    "Equal": _elementwise(_equal),
+    "Where": _where,
     "Slice": lambda n, objs, arrs: slice_kernel(objs[0], *[a.astype(np.int64) for a in arrs[1:]]),
 }
 
 
-__all__ = ["SYMBOLIC_RULES", "ShapeInferenceError", "assumed_dims", "infer_shapes", "shape_str"]
+__all__ = ["SYMBOLIC_RULES", "ShapeInferenceError", "assumed_dims", "infer_shapes", "shape_str", "shape_values"]

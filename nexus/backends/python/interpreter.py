@@ -32,6 +32,7 @@ from nexus.ir.node import Node
 from nexus.ir.types import is_container
 from nexus.ops.sequence import plain
 from nexus.passes.placement import Place, PlacementError, needs_placement
+from nexus.passes.shapevalues import materialize_shape_values, reads_computed_shapes
 
 
 # --- helpers the generated code calls ---------------------------------------------------
@@ -88,10 +89,16 @@ class Prepared:
         except PlacementError as e:
             raise NexusRuntimeError(f"graph @{g.name}: {e}") from None
         self.exact = g  # as written (placed): what tape mode records
-        self.back: dict[Node, Node] = {}  # a node of the folded copy -> the node it copies
-        if has_foldable(g):  # the generated code runs a copy with its batch norms folded
+        self.back: dict[Node, Node] = {}  # a node of the rewritten copy -> the node it copies
+        folds, shapes = has_foldable(g), reads_computed_shapes(g)
+        if folds or shapes:
+            # The generated code runs a copy: batch norms folded into their convolutions,
+            # shape arithmetic computed from the arguments' dims (memoised per batch size).
             g, copy = g.clone()
-            fold_batch_norms(g)
+            if folds:
+                fold_batch_norms(g)
+            if shapes:
+                materialize_shape_values(g)
             self.back = {c: n for n, c in copy.items()}
         try:
             self.plan = make_plan(g)
