@@ -163,8 +163,8 @@ class _Inference:
             else:
                 ins = [_subs_type(self._type(v), facts) for v in n.inputs]
                 # Constants of any dtype and size, as Graph.add gives them to rules.
-                vals = [known_value(v) if v.op.name == "Constant" else _subs_value(self.values.get(v), facts)
-                        for v in n.inputs]
+                vals = [known_value(v) if v.op.name == "Constant"
+                        else _for_rules(_subs_value(self.values.get(v), facts)) for v in n.inputs]
                 inferred = n.op.infer(ins, n.attrs, vals)
                 new = inferred.type
                 if inferred.assumed:
@@ -559,6 +559,17 @@ def _eval_symbolic(n: Node, ins: list[Any]) -> Any:
     else:
         flat = [simplify_dim(x) if isinstance(x, sympy.Basic) else int(x) for x in out.reshape(-1)]
     return np.array(flat, dtype=object).reshape(out.shape)
+
+
+def _for_rules(v: Any) -> Any:
+    """A value as type rules take it: ints and dims; a bool value only where every
+    element is known (the Equal of dims that may or may not be equal is ours alone)."""
+    if v is None or v.dtype != object:
+        return v
+    flat = v.reshape(-1)
+    if any(x is None or isinstance(x, _IsZero) for x in flat):
+        return None
+    return v.astype(np.bool_) if flat.size and all(isinstance(x, (bool, np.bool_)) for x in flat) else v
 
 
 def _plain(a: np.ndarray) -> np.ndarray:
