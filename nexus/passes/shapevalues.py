@@ -76,17 +76,28 @@ def materialize_shape_values(g: Graph) -> int:
     clean: dict[Node, bool] = {}
 
     def trusted(n: Node) -> bool:
-        """No node ``n`` depends on (itself included) assumed a dim equality."""
-        stack, order = [n], []
+        """No node ``n`` depends on (itself included) assumed a dim equality: the nodes
+        that did, and everything downstream of them in ``n``'s cone, are not."""
+        if n in clean:
+            return clean[n]
+        cone: set[Node] = set()
+        stack = [n]
         while stack:
             m = stack.pop()
-            if m in clean:
+            if m in cone or m in clean:
                 continue
-            clean[m] = True  # provisional (a cycle through a Phi reads it as true)
-            order.append(m)
+            cone.add(m)
             stack.extend(v for v in m.inputs if not isinstance(v, Block))
-        for m in reversed(order):
-            clean[m] = m not in assumed and all(clean.get(v, True) for v in m.inputs if not isinstance(v, Block))
+        bad = [m for m in cone if m in assumed
+               or any(clean.get(v) is False for v in m.inputs if not isinstance(v, Block))]
+        tainted = set(bad)
+        while bad:
+            for u in bad.pop().users:
+                if u in cone and u not in tainted:
+                    tainted.add(u)
+                    bad.append(u)
+        for m in cone:
+            clean[m] = m not in tainted
         return clean[n]
 
     # Shape arithmetic: the nodes whose value inference followed (bools included: the
